@@ -1,0 +1,217 @@
+"""Configuration (SPEC section 6): one validated YAML file; unknown keys are errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "AlertingConfig",
+    "BusConfig",
+    "ClusterConfig",
+    "ConfigError",
+    "FleetwatchConfig",
+    "Receiver",
+    "Route",
+    "RuleBook",
+    "RuleOverrides",
+    "RuleSettings",
+    "SparkConfig",
+    "StoreConfig",
+    "load_config",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RuleSettings(_Strict):
+    """Every rule threshold of SPEC section 4, with its default."""
+
+    allowed_lateness_ms: int = Field(5000, ge=0)
+    session_timeout_ms: int = Field(9000, gt=0)
+    fenced_grace_ms: int = Field(30000, ge=0)
+    partition_window_ms: int = Field(15000, gt=0)
+    stopping_timeout_ms: int = Field(120000, gt=0)
+    resolve_after_ms: int = Field(60000, gt=0)
+    flap_threshold: int = Field(4, ge=2)
+    flap_window_ms: int = Field(300000, gt=0)
+    controller_window_ms: int = Field(15000, gt=0)
+    controller_flap_threshold: int = Field(3, ge=2)
+    controller_flap_window_ms: int = Field(300000, gt=0)
+    disagreement_ms: int = Field(30000, gt=0)
+    unreachable_ms: int = Field(30000, gt=0)
+    forget_after_ms: int = Field(600000, gt=0)
+
+
+class RuleOverrides(_Strict):
+    """Per-cluster overrides: any field of RuleSettings but the watermark's lateness."""
+
+    session_timeout_ms: int | None = Field(None, gt=0)
+    fenced_grace_ms: int | None = Field(None, ge=0)
+    partition_window_ms: int | None = Field(None, gt=0)
+    stopping_timeout_ms: int | None = Field(None, gt=0)
+    resolve_after_ms: int | None = Field(None, gt=0)
+    flap_threshold: int | None = Field(None, ge=2)
+    flap_window_ms: int | None = Field(None, gt=0)
+    controller_window_ms: int | None = Field(None, gt=0)
+    controller_flap_threshold: int | None = Field(None, ge=2)
+    controller_flap_window_ms: int | None = Field(None, gt=0)
+    disagreement_ms: int | None = Field(None, gt=0)
+    unreachable_ms: int | None = Field(None, gt=0)
+    forget_after_ms: int | None = Field(None, gt=0)
+
+
+class SecurityConfig(_Strict):
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    username_env: str | None = None
+    password_env: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+
+class ClusterConfig(_Strict):
+    name: str = Field(min_length=1)
+    bootstrap: list[str] = Field(default_factory=list)
+    expected_cluster_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]+$")
+    tags: dict[str, str] = Field(default_factory=dict)
+    rules: RuleOverrides = Field(default_factory=RuleOverrides)
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
+
+
+class Receiver(_Strict):
+    name: str
+    type: Literal["webhook", "pagerduty", "alertmanager", "slack"]
+    url: str | None = None
+    url_env: str | None = None
+    secret_env: str | None = None
+    routing_key_env: str | None = None
+
+
+class Route(_Strict):
+    receiver: str
+    match: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class AlertingConfig(_Strict):
+    receivers: list[Receiver] = Field(default_factory=list)
+    routes: list[Route] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _routes_name_receivers(self) -> AlertingConfig:
+        names = {r.name for r in self.receivers}
+        for i, route in enumerate(self.routes):
+            if route.receiver not in names:
+                raise ValueError(f"routes[{i}].receiver {route.receiver!r} is not a configured receiver")
+        return self
+
+
+class BusConfig(_Strict):
+    # None: the embedded Tansu broker, started by the project.
+    bootstrap_servers: str | None = None
+    partitions: int = Field(1, ge=1)
+
+
+class StoreConfig(_Strict):
+    url: str = "sqlite:///var/fleetwatch.db"
+
+
+class SparkConfig(_Strict):
+    master: str = "local[*]"
+    checkpoint_dir: str = "var/checkpoint"
+    trigger_ms: int = Field(1000, ge=0)
+    shuffle_partitions: int = Field(4, ge=1)
+    max_records_per_batch: int = Field(200000, gt=0)
+
+
+class FleetwatchConfig(_Strict):
+    bus: BusConfig = Field(default_factory=BusConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    rules: RuleSettings = Field(default_factory=RuleSettings)
+    clusters: list[ClusterConfig] = Field(default_factory=list)
+    alerting: AlertingConfig = Field(default_factory=AlertingConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> FleetwatchConfig:
+        seen: set[str] = set()
+        for i, cluster in enumerate(self.clusters):
+            if cluster.name in seen:
+                raise ValueError(f"clusters[{i}].name {cluster.name!r} is used twice")
+            seen.add(cluster.name)
+        return self
+
+    def rule_book(self) -> RuleBook:
+        return RuleBook(self.rules, self.clusters)
+
+
+class RuleBook:
+    """Rule settings resolved per cluster: global settings, then the cluster's overrides.
+
+    A cluster is found by its target name, or by cluster id through `expected_cluster_id`.
+    Plain data, so it pickles into Spark's Python workers.
+    """
+
+    def __init__(self, defaults: RuleSettings | None = None,
+                 clusters: list[ClusterConfig] | None = None) -> None:
+        self.defaults = defaults or RuleSettings()
+        self._by_target: dict[str, RuleSettings] = {}
+        self._by_cluster_id: dict[str, RuleSettings] = {}
+        self.pinned_ids: dict[str, str] = {}
+        for cluster in clusters or []:
+            overrides = cluster.rules.model_dump(exclude_none=True)
+            settings = self.defaults.model_copy(update=overrides) if overrides else self.defaults
+            self._by_target[cluster.name] = settings
+            if cluster.expected_cluster_id:
+                self._by_cluster_id[cluster.expected_cluster_id] = settings
+                self.pinned_ids[cluster.name] = cluster.expected_cluster_id
+
+    def for_target(self, target: str | None) -> RuleSettings:
+        return self._by_target.get(target or "", self.defaults)
+
+    def for_cluster(self, cluster_id: str | None, target: str | None = None) -> RuleSettings:
+        """By pinned cluster id first; else by the target name its responses carry."""
+        found = self._by_cluster_id.get(cluster_id or "")
+        return found if found is not None else self.for_target(target)
+
+
+class ConfigError(Exception):
+    """A configuration problem, already phrased as one line for the user."""
+
+
+def _describe(exc: ValidationError, path: Path) -> str:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        problems.append(f"{where}: {message}")
+    return f"{path}: " + "; ".join(problems)
+
+
+def load_config(path: str | Path | None) -> FleetwatchConfig:
+    """Load and validate a config file; None gives the embedded defaults."""
+    if path is None:
+        return FleetwatchConfig()
+    path = Path(path)
+    try:
+        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{where}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    try:
+        return FleetwatchConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from None

@@ -1,0 +1,283 @@
+"""Event contract v1 (SPEC section 3): validation and parsing into typed records.
+
+Every rejection names its reason, so a quarantined message says why it was refused.
+Unknown extra fields are ignored, as the contract requires.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from streaming import topics
+
+__all__ = [
+    "BROKER_STATES",
+    "SCHEMA",
+    "Broker",
+    "BrokerHeartbeat",
+    "BrokerState",
+    "Endpoint",
+    "Event",
+    "Expected",
+    "MetadataResponse",
+    "Rejected",
+    "event_from_dict",
+    "event_to_dict",
+    "parse_message",
+]
+
+SCHEMA = "fleetwatch.event/v1"
+BROKER_STATES = ("OFFLINE", "FENCED", "ONLINE", "STOPPING")
+HEARTBEAT_KINDS = ("registration", "heartbeat")
+_TYPE_TOPIC = {
+    "metadata_response": topics.METADATA,
+    "broker_state": topics.BROKER_STATES,
+    "broker_heartbeat": topics.HEARTBEATS,
+}
+
+
+class Rejected(ValueError):
+    """A message that breaks the contract; `reason` is a short machine-readable code."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    cluster_id: str | None
+    node_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    fenced: bool | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+    listener: str | None = None
+    security_protocol: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataResponse:
+    ts: int
+    source: str
+    cluster_id: str | None
+    target: str
+    endpoint: str
+    expected: Expected | None
+    responder_node_id: int | None
+    controller_id: int | None
+    error: str | None
+    latency_ms: int | None
+    brokers: tuple[Broker, ...] | None
+    type: Literal["metadata_response"] = "metadata_response"
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    ts: int
+    source: str
+    cluster_id: str | None
+    broker_id: int
+    state: str
+    previous_state: str | None
+    broker_epoch: int | None
+    reason: str | None
+    type: Literal["broker_state"] = "broker_state"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeat:
+    ts: int
+    source: str
+    cluster_id: str | None
+    broker_id: int
+    kind: str
+    broker_epoch: int
+    metadata_offset: int | None
+    fenced: bool | None
+    rack: str | None
+    endpoints: tuple[Endpoint, ...] | None
+    type: Literal["broker_heartbeat"] = "broker_heartbeat"
+
+
+Event = MetadataResponse | BrokerState | BrokerHeartbeat
+
+_MISSING = object()
+
+
+def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = True,
+           nullable: bool = False, where: str = "") -> Any:
+    value = obj.get(name, _MISSING)
+    path = f"{where}{name}"
+    if value is _MISSING:
+        if required:
+            raise Rejected(f"missing_field:{path}")
+        return None
+    if value is None:
+        if nullable or not required:
+            return None
+        raise Rejected(f"wrong_type:{path}", "null")
+    # bool is an int in Python; the contract's integers are never booleans.
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise Rejected(f"wrong_type:{path}", "boolean")
+    if not isinstance(value, kind):
+        raise Rejected(f"wrong_type:{path}", type(value).__name__)
+    return value
+
+
+def _choice(value: str | None, allowed: tuple[str, ...], path: str) -> str | None:
+    if value is not None and value not in allowed:
+        raise Rejected(f"invalid_value:{path}", value)
+    return value
+
+
+def _brokers(raw: list[Any] | None) -> tuple[Broker, ...] | None:
+    if raw is None:
+        return None
+    out = []
+    for i, item in enumerate(raw):
+        where = f"brokers[{i}]."
+        if not isinstance(item, dict):
+            raise Rejected(f"wrong_type:brokers[{i}]", type(item).__name__)
+        out.append(Broker(
+            node_id=_field(item, "node_id", int, where=where),
+            host=_field(item, "host", str, where=where),
+            port=_field(item, "port", int, where=where),
+            rack=_field(item, "rack", str, required=False, where=where),
+            fenced=_field(item, "fenced", bool, required=False, where=where),
+        ))
+    return tuple(out)
+
+
+def _endpoints(raw: list[Any] | None) -> tuple[Endpoint, ...] | None:
+    if raw is None:
+        return None
+    out = []
+    for i, item in enumerate(raw):
+        where = f"endpoints[{i}]."
+        if not isinstance(item, dict):
+            raise Rejected(f"wrong_type:endpoints[{i}]", type(item).__name__)
+        out.append(Endpoint(
+            host=_field(item, "host", str, where=where),
+            port=_field(item, "port", int, where=where),
+            listener=_field(item, "listener", str, required=False, where=where),
+            security_protocol=_field(item, "security_protocol", str, required=False, where=where),
+        ))
+    return tuple(out)
+
+
+def _expected(raw: Any) -> Expected | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise Rejected("wrong_type:expected", type(raw).__name__)
+    return Expected(
+        cluster_id=_field(raw, "cluster_id", str, required=False, where="expected."),
+        node_id=_field(raw, "node_id", int, required=False, where="expected."),
+    )
+
+
+def event_from_dict(obj: Any) -> Event:
+    """Validate one decoded JSON value against contract v1 and return its typed record."""
+    if not isinstance(obj, dict):
+        raise Rejected("not_an_object", type(obj).__name__)
+    schema = _field(obj, "schema", str)
+    if schema != SCHEMA:
+        raise Rejected("unknown_schema", schema)
+    kind = _field(obj, "type", str)
+    if kind not in _TYPE_TOPIC:
+        raise Rejected("unknown_type", kind)
+    ts = _field(obj, "ts", int)
+    source = _field(obj, "source", str)
+    cluster_id = _field(obj, "cluster_id", str, nullable=True)
+    if kind == "metadata_response":
+        return MetadataResponse(
+            ts=ts, source=source, cluster_id=cluster_id,
+            target=_field(obj, "target", str),
+            endpoint=_field(obj, "endpoint", str),
+            expected=_expected(_field(obj, "expected", dict, nullable=True)),
+            responder_node_id=_field(obj, "responder_node_id", int, required=False),
+            controller_id=_field(obj, "controller_id", int, required=False),
+            error=_field(obj, "error", str, required=False),
+            latency_ms=_field(obj, "latency_ms", int, required=False),
+            brokers=_brokers(_field(obj, "brokers", list, required=False)),
+        )
+    if kind == "broker_state":
+        return BrokerState(
+            ts=ts, source=source, cluster_id=cluster_id,
+            broker_id=_field(obj, "broker_id", int),
+            state=_choice(_field(obj, "state", str), BROKER_STATES, "state"),
+            previous_state=_choice(_field(obj, "previous_state", str, required=False), BROKER_STATES,
+                                   "previous_state"),
+            broker_epoch=_field(obj, "broker_epoch", int, required=False),
+            reason=_field(obj, "reason", str, required=False),
+        )
+    return BrokerHeartbeat(
+        ts=ts, source=source, cluster_id=cluster_id,
+        broker_id=_field(obj, "broker_id", int),
+        kind=_choice(_field(obj, "kind", str), HEARTBEAT_KINDS, "kind"),
+        broker_epoch=_field(obj, "broker_epoch", int),
+        metadata_offset=_field(obj, "metadata_offset", int, required=False),
+        fenced=_field(obj, "fenced", bool, required=False),
+        rack=_field(obj, "rack", str, required=False),
+        endpoints=_endpoints(_field(obj, "endpoints", list, required=False)),
+    )
+
+
+def parse_message(raw: str | bytes | None, topic: str | None = None) -> Event:
+    """Parse one Kafka message value (or one JSONL line).
+
+    With `topic` given, an event on the wrong telemetry topic is refused: a producer that
+    mixes topics up is misconfigured, and its events would be routed wrongly.
+    """
+    if raw is None:
+        raise Rejected("empty_message")
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Rejected("not_utf8", str(exc)) from None
+    if "\ufffd" in raw:
+        # The Kafka reader decodes with errors="replace"; a replacement char means the
+        # producer did not send UTF-8.
+        raise Rejected("not_utf8")
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise Rejected("not_json", str(exc)) from None
+    event = event_from_dict(obj)
+    if topic is not None and topic in _TYPE_TOPIC.values() and _TYPE_TOPIC[event.type] != topic:
+        raise Rejected("wrong_topic", f"{event.type} on {topic}")
+    return event
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """The normalized contract form of a record (unknown fields dropped, absent ones null)."""
+    out = asdict(event)
+    out["schema"] = SCHEMA
+    return out

@@ -1,0 +1,221 @@
+"""Broker rules: heartbeats, fencing, partitions and the broker lifecycle.
+
+Plain Python over contract records; see README.md beside this file for the exact reading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from streaming.config import RuleSettings
+from streaming.contract import Broker, BrokerHeartbeat, BrokerState, MetadataResponse
+from streaming.detect.alerts import Emitter, Incidents
+
+__all__ = ["LEGAL_TRANSITIONS", "BrokerTracker"]
+
+LEGAL_TRANSITIONS = frozenset({
+    ("OFFLINE", "FENCED"), ("FENCED", "ONLINE"), ("ONLINE", "FENCED"),
+    ("ONLINE", "STOPPING"), ("FENCED", "STOPPING"),
+    ("ONLINE", "OFFLINE"), ("FENCED", "OFFLINE"), ("STOPPING", "OFFLINE"),
+})
+
+HEARTBEAT_LOST = "broker.heartbeat_lost"
+FENCED = "broker.fenced"
+PARTITIONED = "broker.partitioned"
+STUCK = "broker.stuck_stopping"
+EPOCH = "broker.epoch_regression"
+FLAPPING = "broker.flapping"
+ILLEGAL = "broker.illegal_transition"
+
+
+@dataclass
+class BrokerTracker:
+    """Everything known about one broker (`cluster_id`, `broker_id`)."""
+
+    cluster_id: str | None
+    broker_id: int
+    last_hb: int | None = None
+    max_epoch: int | None = None
+    fenced: bool | None = None
+    fenced_since: int | None = None
+    answered_at: int | None = None
+    state: str | None = None
+    state_since: int | None = None
+    changes: list[int] = field(default_factory=list)
+    last_illegal: int | None = None
+    last_regression: int | None = None
+    rack: str | None = None
+    endpoints: list[str] = field(default_factory=list)
+    updated_ms: int = 0
+
+    @property
+    def subject(self) -> str:
+        return f"{self.cluster_id}/{self.broker_id}"
+
+    def _fire(self, incidents: Incidents, out: Emitter, rule: str, at: int, summary: str,
+              target: str | None = None, **details: Any) -> None:
+        incidents.fire(out, rule, self.subject, at, summary, cluster_id=self.cluster_id,
+                       broker_id=self.broker_id, target=target, details=details)
+
+    # -- time -------------------------------------------------------------------------------
+
+    def deadlines(self, rules: RuleSettings, incidents: Incidents) -> list[int]:
+        """Moments at which a condition of this broker changes with no event needed."""
+        firing = incidents.open
+        s = self.subject
+        out = []
+        if self.last_hb is not None and (HEARTBEAT_LOST, s) not in firing:
+            out.append(self.last_hb + rules.session_timeout_ms)
+        if self.fenced and self.fenced_since is not None and (FENCED, s) not in firing:
+            out.append(self.fenced_since + rules.fenced_grace_ms)
+        if (PARTITIONED, s) in firing and self.answered_at is not None:
+            out.append(self.answered_at + rules.partition_window_ms)
+        if self.state == "STOPPING" and self.state_since is not None and (STUCK, s) not in firing:
+            out.append(self.state_since + rules.stopping_timeout_ms)
+        if (EPOCH, s) in firing and self.last_regression is not None:
+            out.append(self.last_regression + rules.resolve_after_ms)
+        if (ILLEGAL, s) in firing and self.last_illegal is not None:
+            out.append(self.last_illegal + rules.resolve_after_ms)
+        if (FLAPPING, s) in firing and len(self.changes) >= rules.flap_threshold:
+            out.append(self.changes[-rules.flap_threshold] + rules.flap_window_ms)
+        return out
+
+    def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        """Apply every condition due at `now` (called for each deadline, in time order)."""
+        s = self.subject
+        if (self.last_hb is not None and now == self.last_hb + rules.session_timeout_ms
+                and not incidents.is_firing(HEARTBEAT_LOST, s)):
+            self._fire(incidents, out, HEARTBEAT_LOST, now,
+                       f"broker {self.broker_id} sent no heartbeat for {rules.session_timeout_ms} ms",
+                       last_heartbeat_ms=self.last_hb)
+        if (self.fenced and self.fenced_since is not None
+                and now == self.fenced_since + rules.fenced_grace_ms):
+            self._fire(incidents, out, FENCED, now,
+                       f"broker {self.broker_id} fenced for more than {rules.fenced_grace_ms} ms",
+                       fenced_since_ms=self.fenced_since)
+        if (self.state == "STOPPING" and self.state_since is not None
+                and now == self.state_since + rules.stopping_timeout_ms):
+            self._fire(incidents, out, STUCK, now,
+                       f"broker {self.broker_id} STOPPING for more than {rules.stopping_timeout_ms} ms",
+                       stopping_since_ms=self.state_since)
+        if self.last_regression is not None and now == self.last_regression + rules.resolve_after_ms:
+            incidents.resolve(out, EPOCH, s, now)
+        if self.last_illegal is not None and now == self.last_illegal + rules.resolve_after_ms:
+            incidents.resolve(out, ILLEGAL, s, now)
+        if (len(self.changes) >= rules.flap_threshold
+                and now == self.changes[-rules.flap_threshold] + rules.flap_window_ms):
+            incidents.resolve(out, FLAPPING, s, now)
+        self._check_partitioned(now, rules, incidents, out, None)
+
+    def advance_to(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        """Fire what fell due strictly before `now`: an event at `now` proves that time passed."""
+        done = None
+        while True:
+            due = [t for t in self.deadlines(rules, incidents) if t < now and (done is None or t > done)]
+            if not due:
+                return
+            done = min(due)
+            self.on_time(done, rules, incidents, out)
+
+    # -- partitioned --------------------------------------------------------------------------
+
+    def _cut_off(self, now: int, rules: RuleSettings, incidents: Incidents) -> bool:
+        if incidents.is_firing(HEARTBEAT_LOST, self.subject):
+            return True
+        heartbeat_old = self.last_hb is None or now - self.last_hb >= rules.session_timeout_ms
+        return bool(self.fenced) and heartbeat_old
+
+    def _check_partitioned(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter,
+                           target: str | None) -> None:
+        # Strict: at answered_at + window the answer has just left the window.
+        answering = self.answered_at is not None and now - self.answered_at < rules.partition_window_ms
+        partitioned = answering and self._cut_off(now, rules, incidents)
+        if partitioned:
+            self._fire(incidents, out, PARTITIONED, now,
+                       f"broker {self.broker_id} answers clients but has lost its controller session",
+                       target=target, last_answer_ms=self.answered_at, last_heartbeat_ms=self.last_hb)
+        else:
+            incidents.resolve(out, PARTITIONED, self.subject, now)
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _observe_fenced(self, fenced: bool, at: int, rules: RuleSettings, incidents: Incidents,
+                        out: Emitter) -> None:
+        if fenced and not self.fenced:
+            self.fenced_since = at
+        elif not fenced:
+            self.fenced_since = None
+            incidents.resolve(out, FENCED, self.subject, at)
+        self.fenced = fenced
+
+    def on_heartbeat(self, hb: BrokerHeartbeat, rules: RuleSettings, incidents: Incidents,
+                     out: Emitter) -> None:
+        s = self.subject
+        if self.max_epoch is not None and hb.broker_epoch < self.max_epoch:
+            self.last_regression = hb.ts
+            self._fire(incidents, out, EPOCH, hb.ts,
+                       f"broker {self.broker_id} sent epoch {hb.broker_epoch} below {self.max_epoch}",
+                       broker_epoch=hb.broker_epoch, highest_epoch=self.max_epoch, source=hb.source)
+        else:
+            self.max_epoch = hb.broker_epoch
+        if self.last_hb is None or hb.ts > self.last_hb:
+            self.last_hb = hb.ts
+            incidents.resolve(out, HEARTBEAT_LOST, s, hb.ts)
+        if hb.fenced is not None:
+            self._observe_fenced(hb.fenced, hb.ts, rules, incidents, out)
+        if hb.rack is not None:
+            self.rack = hb.rack
+        if hb.endpoints:
+            self.endpoints = sorted({e.address for e in hb.endpoints})
+        self._check_partitioned(hb.ts, rules, incidents, out, None)
+
+    def on_state(self, ev: BrokerState, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        s = self.subject
+        previous = self.state if self.state is not None else ev.previous_state
+        if ev.state in ("FENCED", "ONLINE", "OFFLINE"):
+            self._observe_fenced(ev.state == "FENCED", ev.ts, rules, incidents, out)
+        if previous is not None and previous != ev.state:
+            self.changes = [c for c in self.changes if ev.ts - c < rules.flap_window_ms] + [ev.ts]
+            if len(self.changes) >= rules.flap_threshold:
+                self._fire(incidents, out, FLAPPING, ev.ts,
+                           f"broker {self.broker_id} changed state {len(self.changes)} times "
+                           f"within {rules.flap_window_ms} ms", changes=len(self.changes))
+        claimed_from = ev.previous_state or previous
+        if claimed_from is not None and claimed_from != ev.state \
+                and (claimed_from, ev.state) not in LEGAL_TRANSITIONS:
+            self.last_illegal = ev.ts
+            self._fire(incidents, out, ILLEGAL, ev.ts,
+                       f"broker {self.broker_id} went {claimed_from} -> {ev.state}",
+                       from_state=claimed_from, to_state=ev.state)
+        if ev.state != self.state:
+            self.state_since = ev.ts
+            if ev.state != "STOPPING":
+                incidents.resolve(out, STUCK, s, ev.ts)
+        self.state = ev.state
+        self._check_partitioned(ev.ts, rules, incidents, out, None)
+
+    def on_answer(self, response: MetadataResponse, rules: RuleSettings, incidents: Incidents,
+                  out: Emitter) -> None:
+        if self.answered_at is None or response.ts > self.answered_at:
+            self.answered_at = response.ts
+        self._check_partitioned(response.ts, rules, incidents, out, response.target)
+
+    def on_listed(self, entry: Broker, at: int, rules: RuleSettings, incidents: Incidents,
+                  out: Emitter) -> None:
+        """This broker appears in a response's broker list."""
+        if entry.rack is not None:
+            self.rack = entry.rack
+        if not self.endpoints:
+            self.endpoints = [entry.address]
+        if entry.fenced is not None:
+            self._observe_fenced(entry.fenced, at, rules, incidents, out)
+            self._check_partitioned(at, rules, incidents, out, None)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "cluster_id": self.cluster_id or "", "broker_id": self.broker_id, "state": self.state,
+            "fenced": self.fenced, "broker_epoch": self.max_epoch, "last_heartbeat_ms": self.last_hb,
+            "last_answer_ms": self.answered_at, "rack": self.rack, "endpoints": self.endpoints,
+            "updated_ms": self.updated_ms,
+        }

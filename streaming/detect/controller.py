@@ -1,0 +1,116 @@
+"""Controller rules: no controller, a controller that keeps moving, responders that disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from streaming.config import RuleSettings
+from streaming.contract import MetadataResponse
+from streaming.detect.alerts import Emitter, Incidents
+
+__all__ = ["ClusterTracker"]
+
+NO_CONTROLLER = "cluster.no_controller"
+FLAPPING = "cluster.controller_flapping"
+DISAGREEMENT = "cluster.controller_disagreement"
+
+
+@dataclass
+class ClusterTracker:
+    """The controller as the successful responses of one cluster report it."""
+
+    cluster_id: str
+    none_since: int | None = None
+    # responder node id -> (last heard, last controller it named)
+    views: dict[int, tuple[int, int | None]] = field(default_factory=dict)
+    agreed: int | None = None
+    changes: list[int] = field(default_factory=list)
+    disagree_since: int | None = None
+    target: str | None = None
+    controller_id: int | None = None
+    last_response_ms: int | None = None
+
+    @property
+    def subject(self) -> str:
+        return self.cluster_id
+
+    def _fire(self, incidents: Incidents, out: Emitter, rule: str, at: int, summary: str,
+              target: str | None, **details: Any) -> None:
+        incidents.fire(out, rule, self.subject, at, summary, cluster_id=self.cluster_id, target=target,
+                       details=details)
+
+    def deadlines(self, rules: RuleSettings, incidents: Incidents) -> list[int]:
+        firing = incidents.open
+        out = []
+        if self.none_since is not None and (NO_CONTROLLER, self.subject) not in firing:
+            out.append(self.none_since + rules.controller_window_ms)
+        if self.disagree_since is not None and (DISAGREEMENT, self.subject) not in firing:
+            out.append(self.disagree_since + rules.disagreement_ms)
+        if (FLAPPING, self.subject) in firing and len(self.changes) >= rules.controller_flap_threshold:
+            out.append(self.changes[-rules.controller_flap_threshold] + rules.controller_flap_window_ms)
+        return out
+
+    def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        if self.none_since is not None and now == self.none_since + rules.controller_window_ms:
+            self._fire(incidents, out, NO_CONTROLLER, now,
+                       f"no active controller reported for {rules.controller_window_ms} ms", None,
+                       no_controller_since_ms=self.none_since)
+        if self.disagree_since is not None and now == self.disagree_since + rules.disagreement_ms:
+            self._fire(incidents, out, DISAGREEMENT, now,
+                       f"brokers disagree on the controller for more than {rules.disagreement_ms} ms",
+                       None, views=self._named(now, rules))
+        threshold = rules.controller_flap_threshold
+        if len(self.changes) >= threshold and now == self.changes[-threshold] + rules.controller_flap_window_ms:
+            incidents.resolve(out, FLAPPING, self.subject, now)
+
+    def advance_to(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        done = None
+        while True:
+            due = [t for t in self.deadlines(rules, incidents) if t < now and (done is None or t > done)]
+            if not due:
+                return
+            done = min(due)
+            self.on_time(done, rules, incidents, out)
+
+    def _named(self, now: int, rules: RuleSettings) -> dict[str, int]:
+        """Controllers named by the responders heard from within the controller window."""
+        return {str(node): ctl for node, (heard, ctl) in sorted(self.views.items())
+                if ctl is not None and now - heard <= rules.controller_window_ms}
+
+    def on_response(self, r: MetadataResponse, rules: RuleSettings, incidents: Incidents,
+                    out: Emitter) -> None:
+        controller = r.controller_id if r.controller_id is not None and r.controller_id >= 0 else None
+        self.target = r.target
+        self.last_response_ms = r.ts
+        self.controller_id = controller
+        if controller is None:
+            if self.none_since is None:
+                self.none_since = r.ts
+        else:
+            self.none_since = None
+            incidents.resolve(out, NO_CONTROLLER, self.subject, r.ts)
+        if r.responder_node_id is None:
+            return
+        _, previous_view = self.views.get(r.responder_node_id, (r.ts, None))
+        self.views[r.responder_node_id] = (r.ts, controller if controller is not None else previous_view)
+        self.views = {n: v for n, v in self.views.items() if r.ts - v[0] <= rules.forget_after_ms}
+        named = set(self._named(r.ts, rules).values())
+        if len(named) == 1:
+            (agreed,) = named
+            self.disagree_since = None
+            incidents.resolve(out, DISAGREEMENT, self.subject, r.ts)
+            if self.agreed is not None and agreed != self.agreed:
+                window = rules.controller_flap_window_ms
+                self.changes = [c for c in self.changes if r.ts - c < window] + [r.ts]
+                if len(self.changes) >= rules.controller_flap_threshold:
+                    self._fire(incidents, out, FLAPPING, r.ts,
+                               f"controller moved {len(self.changes)} times within {window} ms",
+                               r.target, controller_id=agreed, previous_controller_id=self.agreed)
+            self.agreed = agreed
+        elif len(named) > 1 and self.disagree_since is None:
+            self.disagree_since = r.ts
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"cluster_id": self.cluster_id, "target": self.target, "controller_id": self.controller_id,
+                "last_response_ms": self.last_response_ms, "updated_ms": self.last_response_ms or 0}

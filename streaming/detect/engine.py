@@ -1,0 +1,230 @@
+"""The detection engine: routes events to shards and runs the rules of each shard in event time.
+
+A shard holds everything one group of rules needs to see together:
+- `cluster:<cluster_id>`: broker and controller rules of one cluster (heartbeats, broker states,
+  the cluster's successful responses);
+- `fleet`: identity and routing rules, which compare targets, endpoints and clusters with each
+  other (all responses, and the endpoints of registrations).
+
+`ShardEngine` is plain, picklable Python: the Spark job keeps one per shard in its state store,
+and `detect()` runs the same engines over a list of events for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from streaming.config import RuleBook, RuleSettings
+from streaming.contract import BrokerHeartbeat, BrokerState, Event, MetadataResponse
+from streaming.detect.alerts import EVENT_PHASE, TIMER_PHASE, Alert, Emitter, Incidents
+from streaming.detect.brokers import BrokerTracker
+from streaming.detect.controller import ClusterTracker
+from streaming.detect.identity import DuplicateRegistry, TargetTracker
+from streaming.detect.routing import AdvertisementRegistry, check_misrouted
+
+__all__ = ["FLEET_SHARD", "Output", "ShardEngine", "detect", "shards_of"]
+
+FLEET_SHARD = "fleet"
+CLUSTER_PREFIX = "cluster:"
+
+# Where an event sits in its input: (source, offset) or ("", line). Orders equal timestamps.
+Position = tuple[Any, ...]
+
+
+def shards_of(event: Event) -> list[str]:
+    """The shards an event feeds; a response may feed its cluster's shard and the fleet shard."""
+    if isinstance(event, MetadataResponse):
+        if event.ok and event.cluster_id:
+            return [CLUSTER_PREFIX + event.cluster_id, FLEET_SHARD]
+        return [FLEET_SHARD]
+    shard = CLUSTER_PREFIX + (event.cluster_id or "")
+    if isinstance(event, BrokerHeartbeat) and event.kind == "registration" and event.endpoints:
+        return [shard, FLEET_SHARD]
+    return [shard]
+
+
+@dataclass
+class Output:
+    """What one processing step produced, for the sinks."""
+
+    alerts: list[Alert] = field(default_factory=list)
+    late: list[Position] = field(default_factory=list)
+    brokers: list[dict[str, Any]] = field(default_factory=list)
+    clusters: list[dict[str, Any]] = field(default_factory=list)
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ShardEngine:
+    def __init__(self, shard: str) -> None:
+        self.shard = shard
+        self.incidents = Incidents()
+        self.brokers: dict[int, BrokerTracker] = {}
+        self.cluster: ClusterTracker | None = None
+        self.targets: dict[str, TargetTracker] = {}
+        self.duplicates = DuplicateRegistry()
+        self.adverts = AdvertisementRegistry()
+
+    @property
+    def cluster_id(self) -> str:
+        return self.shard.removeprefix(CLUSTER_PREFIX)
+
+    def _settings(self, book: RuleBook) -> RuleSettings:
+        return book.for_cluster(self.cluster_id, self.cluster.target if self.cluster else None)
+
+    # -- time -------------------------------------------------------------------------------
+
+    def next_deadline(self, book: RuleBook) -> int | None:
+        """The earliest moment at which this shard must wake up with no new event."""
+        rules = self._settings(book)
+        times = [t for b in self.brokers.values() for t in b.deadlines(rules, self.incidents)]
+        if self.cluster is not None:
+            times += self.cluster.deadlines(rules, self.incidents)
+        times += [t for tt in self.targets.values() for t in tt.deadlines(book, self.incidents)]
+        return min(times) if times else None
+
+    def advance(self, watermark: int, book: RuleBook) -> Output:
+        """Fire every timer the watermark has passed (a timer at T fires once W > T)."""
+        result = Output()
+        out = Emitter(cause=(TIMER_PHASE, ()))
+        rules = self._settings(book)
+        done = None
+        while True:
+            due = self.next_deadline(book)
+            if due is None or due >= watermark or (done is not None and due <= done):
+                break
+            done = due
+            for broker in self.brokers.values():
+                if due in broker.deadlines(rules, self.incidents):
+                    broker.on_time(due, rules, self.incidents, out)
+                    result.brokers.append(broker.snapshot())
+            if self.cluster is not None and due in self.cluster.deadlines(rules, self.incidents):
+                self.cluster.on_time(due, rules, self.incidents, out)
+            for tracker in self.targets.values():
+                if due in tracker.deadlines(book, self.incidents):
+                    tracker.on_time(due, book, self.incidents, out)
+        result.alerts = out.alerts
+        return result
+
+    # -- events -----------------------------------------------------------------------------
+
+    def process(self, events: Iterable[tuple[Position, Event]], watermark: int, book: RuleBook) -> Output:
+        """Apply one micro-batch of this shard's events, after the timers the watermark passed."""
+        result = self.advance(watermark, book)
+        touched_brokers: set[int] = set()
+        touched_targets: set[str] = set()
+        touched_cluster = False
+        for position, event in sorted(events, key=lambda pe: (pe[1].ts, pe[0])):
+            if event.ts < watermark:
+                result.late.append(position)
+                continue
+            out = Emitter(cause=(EVENT_PHASE, (event.ts, *position)))
+            if self.shard == FLEET_SHARD:
+                touched_targets |= self._fleet_event(event, book, out)
+            else:
+                brokers, cluster = self._cluster_event(event, book, out, result)
+                touched_brokers |= brokers
+                touched_cluster |= cluster
+            result.alerts.extend(out.alerts)
+        result.brokers += [self.brokers[b].snapshot() for b in sorted(touched_brokers)]
+        if touched_cluster and self.cluster is not None:
+            result.clusters.append(self.cluster.snapshot())
+        result.targets += [self.targets[t].snapshot() for t in sorted(touched_targets)]
+        return result
+
+    def _broker(self, broker_id: int) -> BrokerTracker:
+        tracker = self.brokers.get(broker_id)
+        if tracker is None:
+            tracker = self.brokers[broker_id] = BrokerTracker(self.cluster_id or None, broker_id)
+        return tracker
+
+    def _cluster_event(self, event: Event, book: RuleBook, out: Emitter,
+                       result: Output) -> tuple[set[int], bool]:
+        rules = self._settings(book)
+        inc = self.incidents
+        if isinstance(event, MetadataResponse):
+            if self.cluster is None:
+                self.cluster = ClusterTracker(self.cluster_id)
+            self.cluster.advance_to(event.ts, rules, inc, out)
+            self.cluster.on_response(event, rules, inc, out)
+            touched = set()
+            for entry in event.brokers or ():
+                broker = self._broker(entry.node_id)
+                broker.advance_to(event.ts, rules, inc, out)
+                broker.on_listed(entry, event.ts, rules, inc, out)
+                touched.add(entry.node_id)
+            if event.responder_node_id is not None:
+                broker = self._broker(event.responder_node_id)
+                broker.advance_to(event.ts, rules, inc, out)
+                broker.on_answer(event, rules, inc, out)
+                touched.add(event.responder_node_id)
+            for node in touched:
+                self.brokers[node].updated_ms = max(self.brokers[node].updated_ms, event.ts)
+            return touched, True
+        broker = self._broker(event.broker_id)
+        broker.advance_to(event.ts, rules, inc, out)
+        broker.updated_ms = max(broker.updated_ms, event.ts)
+        if isinstance(event, BrokerHeartbeat):
+            broker.on_heartbeat(event, rules, inc, out)
+        else:
+            assert isinstance(event, BrokerState)
+            broker.on_state(event, rules, inc, out)
+            result.transitions.append({
+                "cluster_id": self.cluster_id, "broker_id": event.broker_id, "ts": event.ts,
+                "state": event.state, "previous_state": event.previous_state, "reason": event.reason,
+            })
+        return {event.broker_id}, False
+
+    def _fleet_event(self, event: Event, book: RuleBook, out: Emitter) -> set[str]:
+        inc = self.incidents
+        if isinstance(event, BrokerHeartbeat):
+            if event.cluster_id:
+                self.adverts.advertise(event.cluster_id, event.broker_id,
+                                       (e.address for e in event.endpoints or ()), event.ts, inc, out)
+            return set()
+        assert isinstance(event, MetadataResponse)
+        tracker = self.targets.get(event.target)
+        if tracker is None:
+            tracker = self.targets[event.target] = TargetTracker(event.target)
+        tracker.advance_to(event.ts, book, inc, out)
+        tracker.on_response(event, book, inc, out)
+        check_misrouted(event, inc, out)
+        if event.ok and event.cluster_id:
+            if event.expected is None:
+                self.duplicates.on_bootstrap(event, inc, out)
+            for entry in event.brokers or ():
+                self.adverts.advertise(event.cluster_id, entry.node_id, (entry.address,), event.ts, inc, out,
+                                       target=event.target)
+        return {event.target}
+
+
+def detect(events: Sequence[Event], book: RuleBook | None = None, *,
+           batch_size: int | None = None) -> list[Alert]:
+    """Run the engines over events in order, cut into micro-batches like the Spark job does.
+
+    The watermark of a batch is the largest event time of the batches before it minus the
+    allowed lateness; after the last batch, timers fire up to the final watermark, exactly as
+    a live job would (the end of the input is not silence).
+    """
+    book = book or RuleBook()
+    lateness = book.defaults.allowed_lateness_ms
+    engines: dict[str, ShardEngine] = {}
+    alerts: list[Alert] = []
+    watermark = -(2**62)
+    size = batch_size or max(len(events), 1)
+    for start in range(0, len(events), size):
+        by_shard: dict[str, list[tuple[Position, Event]]] = defaultdict(list)
+        for line, event in enumerate(events[start:start + size], start=start):
+            for shard in shards_of(event):
+                by_shard[shard].append((("", line), event))
+        for shard, shard_events in sorted(by_shard.items()):
+            engine = engines.setdefault(shard, ShardEngine(shard))
+            alerts += engine.process(shard_events, watermark, book).alerts
+        batch_max = max(e.ts for e in events[start:start + size])
+        watermark = max(watermark, batch_max - lateness)
+    for _, engine in sorted(engines.items()):
+        alerts += engine.advance(watermark, book).alerts
+    return sorted(alerts, key=Alert.sort_key)

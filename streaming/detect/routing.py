@@ -1,0 +1,76 @@
+"""Routing rules: misrouted connections (KIP-1242) and endpoint collisions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from streaming.contract import MetadataResponse
+from streaming.detect.alerts import Emitter, Incidents
+
+__all__ = ["AdvertisementRegistry", "check_misrouted"]
+
+MISROUTED = "connection.misrouted"
+COLLISION = "endpoint.collision"
+REBOOTSTRAP_REQUIRED = "REBOOTSTRAP_REQUIRED"
+
+
+def check_misrouted(r: MetadataResponse, incidents: Incidents, out: Emitter) -> None:
+    """A probe of an endpoint with an expected identity (not a bootstrap)."""
+    expected = r.expected
+    if expected is None:
+        return
+    if r.error == REBOOTSTRAP_REQUIRED:
+        incidents.fire(out, MISROUTED, r.endpoint, r.ts,
+                       f"{r.endpoint} refused the expected identity (REBOOTSTRAP_REQUIRED)",
+                       cluster_id=r.cluster_id, target=r.target, endpoint=r.endpoint,
+                       details={"expected": {"cluster_id": expected.cluster_id, "node_id": expected.node_id},
+                                "error": r.error})
+        return
+    if not r.ok:
+        return  # a transport or other error says nothing about where the endpoint leads
+    wrong_cluster = bool(r.cluster_id and expected.cluster_id and r.cluster_id != expected.cluster_id)
+    wrong_node = (r.responder_node_id is not None and expected.node_id is not None
+                  and r.responder_node_id != expected.node_id)
+    if wrong_cluster or wrong_node:
+        incidents.fire(out, MISROUTED, r.endpoint, r.ts,
+                       f"{r.endpoint} reaches cluster {r.cluster_id} node {r.responder_node_id}, "
+                       f"expected cluster {expected.cluster_id} node {expected.node_id}",
+                       cluster_id=r.cluster_id, target=r.target, endpoint=r.endpoint,
+                       details={"expected": {"cluster_id": expected.cluster_id, "node_id": expected.node_id},
+                                "answered": {"cluster_id": r.cluster_id, "node_id": r.responder_node_id}})
+    else:
+        incidents.resolve(out, MISROUTED, r.endpoint, r.ts)
+
+
+@dataclass
+class AdvertisementRegistry:
+    """Current advertisements: (cluster id, node id) -> the host:port set it last advertised."""
+
+    adverts: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
+    advertisers: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+
+    def advertise(self, cluster_id: str, node_id: int, addresses: Iterable[str], at: int,
+                  incidents: Incidents, out: Emitter, target: str | None = None) -> None:
+        pair = (cluster_id, node_id)
+        new = frozenset(addresses)
+        old = self.adverts.get(pair, frozenset())
+        if new == old:
+            return
+        self.adverts[pair] = new
+        for address in sorted(old - new):
+            holders = self.advertisers.get(address, set())
+            holders.discard(pair)
+            if len(holders) < 2:
+                incidents.resolve(out, COLLISION, address, at)
+            if not holders:
+                self.advertisers.pop(address, None)
+        for address in sorted(new - old):
+            holders = self.advertisers.setdefault(address, set())
+            holders.add(pair)
+            if len(holders) >= 2:
+                names = sorted(f"{c}/{n}" for c, n in holders)
+                incidents.fire(out, COLLISION, address, at,
+                               f"{address} is advertised by {', '.join(names)}",
+                               cluster_id=cluster_id, target=target, endpoint=address,
+                               details={"advertised_by": names})
