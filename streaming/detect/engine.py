@@ -51,7 +51,7 @@ class Output:
     """What one processing step produced, for the sinks."""
 
     alerts: list[Alert] = field(default_factory=list)
-    late: list[Position] = field(default_factory=list)
+    late: list[tuple[Position, Event]] = field(default_factory=list)
     brokers: list[dict[str, Any]] = field(default_factory=list)
     clusters: list[dict[str, Any]] = field(default_factory=list)
     targets: list[dict[str, Any]] = field(default_factory=list)
@@ -119,7 +119,7 @@ class ShardEngine:
         touched_cluster = False
         for position, event in sorted(events, key=lambda pe: (pe[1].ts, pe[0])):
             if event.ts < watermark:
-                result.late.append(position)
+                result.late.append((position, event))
                 continue
             out = Emitter(cause=(EVENT_PHASE, (event.ts, *position)))
             if self.shard == FLEET_SHARD:

@@ -1,0 +1,68 @@
+"""`fleetwatch run`: the long-running streaming job over the telemetry topics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from kafka import KafkaProducer
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from streaming import topics
+from streaming.config import FleetwatchConfig
+from streaming.job import build_pipeline, checkpoint_path
+from streaming.sinks.batch_writer import BatchWriter
+from streaming.sinks.store import Store
+from streaming.source.telemetry import read_telemetry
+
+__all__ = ["QUERY_NAME", "AlertPublisher", "start_job", "stop_gracefully"]
+
+log = logging.getLogger(__name__)
+
+QUERY_NAME = "fleetwatch"
+
+
+class AlertPublisher:
+    """Publishes alert objects to the alerts topic, keyed by alert_id (at least once)."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self._producer: KafkaProducer | None = None
+
+    def __call__(self, alerts: list[dict[str, Any]]) -> None:
+        if self._producer is None:
+            self._producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=5)
+        for alert in alerts:
+            body = {k: v for k, v in alert.items() if k != "sort_key"}
+            self._producer.send(topics.ALERTS, key=body["alert_id"].encode(),
+                                value=json.dumps(body, separators=(",", ":")).encode())
+        self._producer.flush(timeout=30)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close(timeout=5)
+
+
+def start_job(spark: SparkSession, config: FleetwatchConfig, bootstrap_servers: str, store: Store,
+              publisher: AlertPublisher | None = None) -> StreamingQuery:
+    raw = read_telemetry(spark, bootstrap_servers, topics.TELEMETRY,
+                         max_records_per_batch=config.spark.max_records_per_batch)
+    writer = BatchWriter(store, on_alerts=publisher)
+    query = (build_pipeline(raw, config.rule_book()).writeStream.queryName(QUERY_NAME)
+             .foreachBatch(writer)
+             .option("checkpointLocation", checkpoint_path(config, QUERY_NAME))
+             .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds")
+             .start())
+    log.info("job started", extra={"bootstrap": bootstrap_servers, "checkpoint": checkpoint_path(config, QUERY_NAME)})
+    return query
+
+
+def stop_gracefully(query: StreamingQuery, timeout_s: float = 20.0) -> None:
+    """Let the running micro-batch finish (its output is then committed), then stop."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling the query status, bounded by the deadline
+    query.stop()

@@ -1,0 +1,104 @@
+"""Streaming query progress: recorded in the store (pipeline page) and kept for the runners."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from streaming.sinks.store import Store
+
+__all__ = ["ProgressRecorder", "QueryStats"]
+
+log = logging.getLogger(__name__)
+
+
+def _iso_ms(text: str | None) -> int | None:
+    if not text:
+        return None
+    return int(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+@dataclass
+class QueryStats:
+    batches: int = 0
+    input_rows: int = 0
+    max_event_ms: int | None = None
+    watermark_ms: int | None = None
+    last_batch_rows: int = 0
+    state_rows: int = 0
+    max_batch_ms: int = 0
+    busy_ms: int = 0
+
+
+class ProgressRecorder(StreamingQueryListener):
+    """Listens to every query of the session; `stats[query name]` is updated per batch."""
+
+    def __init__(self, store: Store | None) -> None:
+        self.store = store
+        self.stats: dict[str, QueryStats] = {}
+        self.changed = threading.Condition()
+
+    def onQueryStarted(self, event) -> None:
+        log.info("query started", extra={"query": event.name, "id": str(event.id)})
+
+    def onQueryProgress(self, event) -> None:
+        p = event.progress
+        name = p.name or str(p.id)
+        event_time = p.eventTime or {}
+        state_rows = sum(op.numRowsTotal for op in p.stateOperators)
+        duration = int((p.durationMs or {}).get("triggerExecution", 0))
+        with self.changed:
+            stats = self.stats.setdefault(name, QueryStats())
+            stats.batches += 1
+            stats.input_rows += p.numInputRows
+            stats.last_batch_rows = p.numInputRows
+            stats.watermark_ms = _iso_ms(event_time.get("watermark"))
+            batch_max = _iso_ms(event_time.get("max"))
+            if batch_max is not None:
+                stats.max_event_ms = max(stats.max_event_ms or batch_max, batch_max)
+            stats.state_rows = state_rows
+            stats.max_batch_ms = max(stats.max_batch_ms, duration)
+            stats.busy_ms += duration
+            self.changed.notify_all()
+        if self.store is not None and p.numInputRows + state_rows > 0:
+            self.store.write({"pipeline_progress": [{
+                "query": name, "batch_id": p.batchId, "recorded_at": int(time.time() * 1000),
+                "input_rows": p.numInputRows,
+                "input_rows_per_s": _finite(p.inputRowsPerSecond),
+                "processed_rows_per_s": _finite(p.processedRowsPerSecond),
+                "batch_duration_ms": duration, "watermark_ms": stats.watermark_ms,
+                "state_rows": state_rows,
+                "state_memory_bytes": sum(op.memoryUsedBytes for op in p.stateOperators),
+            }]})
+        log.info("batch progress", extra={"query": name, "batch_id": p.batchId, "rows": p.numInputRows,
+                                          "duration_ms": duration, "watermark_ms": stats.watermark_ms})
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        log.info("query terminated", extra={"id": str(event.id), "exception": event.exception})
+
+    def wait(self, name: str, predicate, timeout_s: float) -> bool:
+        """Block until `predicate(stats)` holds for query `name`, or the timeout passes."""
+        deadline = time.monotonic() + timeout_s
+        with self.changed:
+            while True:
+                stats = self.stats.get(name)
+                if stats is not None and predicate(stats):
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.changed.wait(min(remaining, 1.0))
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return float(value)
