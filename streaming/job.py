@@ -165,6 +165,10 @@ def build_pipeline(raw: DataFrame, book: RuleBook) -> DataFrame:
     events = (
         parsed.withColumn("event_time", F.timestamp_millis(F.col("ts")))
         .withWatermark("event_time", f"{lateness} milliseconds")
+        # Without the event-time column below the watermark, Spark no longer drops late rows
+        # silently; the engine sees them and sends them to quarantine ("nothing is lost").
+        # Timers still follow the query's watermark.
+        .drop("event_time")
     )
     return events.groupBy("shard").transformWithStateInPandas(
         statefulProcessor=DetectorProcessor(book),

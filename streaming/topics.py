@@ -1,4 +1,6 @@
-"""Names of the Kafka topics fleetwatch reads and writes."""
+"""Names of the Kafka topics that make up the telemetry bus (SPEC section 3)."""
+
+from __future__ import annotations
 
 __all__ = ["ALERTS", "ALL", "BROKER_STATES", "HEARTBEATS", "METADATA", "TELEMETRY"]
 
@@ -6,5 +8,7 @@ METADATA = "fleetwatch.metadata"
 BROKER_STATES = "fleetwatch.broker-states"
 HEARTBEATS = "fleetwatch.heartbeats"
 ALERTS = "fleetwatch.alerts"
-TELEMETRY = (METADATA, BROKER_STATES, HEARTBEATS)
-ALL = (*TELEMETRY, ALERTS)
+
+# The topics the Spark job reads; ALERTS is written by the job.
+TELEMETRY: tuple[str, ...] = (METADATA, BROKER_STATES, HEARTBEATS)
+ALL: tuple[str, ...] = (*TELEMETRY, ALERTS)

@@ -1,0 +1,373 @@
+"""A PySpark streaming data source over kafka-python, for when Spark's Kafka connector is absent.
+
+Short name `fleetwatch_kafka`. One input partition per topic-partition; offsets are JSON
+objects `{"<topic>:<partition>": <next offset>}` (string keys, because Spark round-trips them
+through JSON in the checkpoint). Rows have the columns of Spark's `kafka` source with key and
+value already cast to strings: see `SCHEMA`.
+
+Options:
+- `bootstrap_servers` (required), `topics` (required, comma separated);
+- `starting_offsets`: `earliest` (default) or `latest`; partitions that appear later are
+  always read from their beginning, like Spark's own Kafka source does;
+- `max_records_per_batch`: cap on the rows of one micro-batch (default 200000, `0` = no cap);
+- `timeout_ms`: how long a broker may stay silent before a read or offset query fails
+  (default 60000).
+
+Two things shape the design (measured, see NOTES.md):
+- Tansu answers ListOffsets(LATEST) with the base offset of the last record batch, not the
+  high watermark. The end of each partition is therefore taken from a Fetch response's high
+  watermark as well; otherwise the last producer batch would wait for more data to arrive.
+- PySpark 4.1 has no admission control: `latestOffset()` gets no start offset. The reader
+  learns where the stream stands from `partitions(start, end)` (Spark calls it first on a
+  restart, also with an empty range) and caps relative to that, so a restart never plans a
+  batch that ends before its start. Consequence: under `trigger(availableNow=True)` Spark
+  asks for the latest offset once, so such a run stops after one capped batch.
+
+Values that are not valid UTF-8 are decoded with U+FFFD replacement characters (an Arrow
+string column cannot carry the raw bytes); they are never valid event JSON, so the parser
+quarantines them anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+__all__ = [
+    "DEFAULT_MAX_RECORDS_PER_BATCH",
+    "SCHEMA",
+    "SHORT_NAME",
+    "FleetwatchKafkaDataSource",
+    "KafkaReaderOptions",
+    "KafkaSourceError",
+    "KafkaStreamReader",
+    "TopicPartitionRange",
+]
+
+log = logging.getLogger(__name__)
+
+SHORT_NAME = "fleetwatch_kafka"
+SCHEMA = "key STRING, value STRING, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP"
+DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
+DEFAULT_TIMEOUT_MS = 60_000
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_POLL_MS = 200
+_POLL_RECORDS = 5_000
+# A Fetch at the last batch returns within fetch_max_wait_ms; this only bounds a sick broker.
+_HIGHWATER_WAIT_S = 2.0
+# kafka-python rate-limits metadata refreshes (~100 ms each), and Spark asks for the latest
+# offsets every few milliseconds when idle: look for new topics and partitions less often.
+_DISCOVERY_INTERVAL_S = 2.0
+
+Offsets = dict[str, int]
+
+
+class KafkaSourceError(RuntimeError):
+    """The Kafka bus could not be read."""
+
+
+@dataclass(frozen=True)
+class KafkaReaderOptions:
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    starting_offsets: str = "earliest"
+    max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> KafkaReaderOptions:
+        """Validate the string options Spark hands to the data source."""
+        bootstrap = (options.get("bootstrap_servers") or "").strip()
+        topics = tuple(t.strip() for t in (options.get("topics") or "").split(",") if t.strip())
+        if not bootstrap:
+            raise ValueError(f"{SHORT_NAME}: option bootstrap_servers is required")
+        if not topics:
+            raise ValueError(f"{SHORT_NAME}: option topics is required (comma separated)")
+        starting = (options.get("starting_offsets") or "earliest").strip().lower()
+        if starting not in ("earliest", "latest"):
+            raise ValueError(f"{SHORT_NAME}: starting_offsets must be earliest or latest, got {starting!r}")
+        cap = _int_option(options, "max_records_per_batch", DEFAULT_MAX_RECORDS_PER_BATCH)
+        timeout_ms = _int_option(options, "timeout_ms", DEFAULT_TIMEOUT_MS)
+        if timeout_ms < 1000:  # kafka-python wants request_timeout_ms > fetch_max_wait_ms (500)
+            raise ValueError(f"{SHORT_NAME}: timeout_ms must be >= 1000, got {timeout_ms}")
+        return cls(bootstrap, topics, starting, cap or None, timeout_ms)
+
+
+def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
+    raw = options.get(name)
+    if raw is None or not str(raw).strip():
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{SHORT_NAME}: option {name} must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{SHORT_NAME}: option {name} must be >= 0, got {value}")
+    return value
+
+
+def _key(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+def _topic_partition(key: str) -> TopicPartition:
+    # Kafka topic names cannot contain ':', so the last one separates the partition.
+    topic, partition = key.rsplit(":", 1)
+    return TopicPartition(topic, int(partition))
+
+
+def _decode(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8", errors="replace")
+
+
+def _timestamp(epoch_ms: int | None) -> dt.datetime | None:
+    # timedelta keeps millisecond precision exactly; -1 means "no timestamp" in Kafka.
+    return None if epoch_ms is None or epoch_ms < 0 else _EPOCH + dt.timedelta(milliseconds=epoch_ms)
+
+
+def _allocate(cap: int, lags: Mapping[str, int]) -> dict[str, int]:
+    """Split `cap` rows over partitions in proportion to their lag (never above a lag).
+
+    Leftover rows from rounding down go to the partitions with the largest remaining lag, so
+    a small cap over many partitions still makes progress.
+    """
+    total = sum(lags.values())
+    if total <= cap:
+        return dict(lags)
+    share = {key: cap * lag // total for key, lag in lags.items()}
+    leftover = cap - sum(share.values())
+    for key in sorted(lags, key=lambda k: (share[k] - lags[k], k)):
+        if leftover == 0:
+            break
+        if share[key] < lags[key]:
+            share[key] += 1
+            leftover -= 1
+    return share
+
+
+class TopicPartitionRange(InputPartition):
+    """Offsets [start, end) of one topic-partition: the unit of work of one Spark task."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+    def __repr__(self) -> str:
+        return f"TopicPartitionRange({self.topic}:{self.partition} [{self.start}, {self.end}))"
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """Plans micro-batches on the driver and reads topic-partition ranges in executors."""
+
+    def __init__(self, options: KafkaReaderOptions) -> None:
+        self.options = options
+        self._consumer: KafkaConsumer | None = None
+        # Offsets Spark will start the next batch from, as far as we have been told.
+        self._frontier: Offsets | None = None
+        self._initial: Offsets | None = None
+        self._partitions: list[TopicPartition] | None = None
+        self._discovered_at = 0.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The reader is pickled to executors; a live client (threads, sockets) is not.
+        state = self.__dict__.copy()
+        state["_consumer"] = None
+        return state
+
+    # -- driver side -------------------------------------------------------------------
+
+    def initialOffset(self) -> Offsets:
+        with self._broker_errors("list offsets"):
+            return dict(self._initial_offsets())
+
+    def latestOffset(self) -> Offsets:
+        with self._broker_errors("list offsets"):
+            ends = self._end_offsets(self._partitions_now())
+            base = self._frontier if self._frontier is not None else self._initial_offsets()
+        lags = {key: max(0, end - base.get(key, 0)) for key, end in ends.items()}
+        cap = self.options.max_records_per_batch
+        take = lags if cap is None else _allocate(cap, lags)
+        latest = dict(base)  # partitions that vanished keep their offset: never go backwards
+        for key, rows in take.items():
+            latest[key] = base.get(key, 0) + rows
+        return latest
+
+    def partitions(self, start: Offsets, end: Offsets) -> list[InputPartition]:
+        self._advance_frontier(end)
+        ranges: list[InputPartition] = []
+        for key, stop in sorted(end.items()):
+            begin = start.get(key, 0)  # a partition new in this batch starts at its beginning
+            if stop < begin:
+                raise KafkaSourceError(
+                    f"{SHORT_NAME}: batch end {stop} is before its start {begin} for {key}; "
+                    "offsets must not go backwards (was the checkpoint reused for another bus?)"
+                )
+            if stop > begin:
+                tp = _topic_partition(key)
+                ranges.append(TopicPartitionRange(tp.topic, tp.partition, begin, stop))
+        return ranges
+
+    def commit(self, end: Offsets) -> None:
+        # Nothing to acknowledge in Kafka (no consumer group); it only confirms the frontier.
+        self._advance_frontier(end)
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    @contextlib.contextmanager
+    def _broker_errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except KafkaError as exc:
+            raise KafkaSourceError(
+                f"{SHORT_NAME}: cannot {action} on {self.options.bootstrap_servers}: {exc}"
+            ) from exc
+
+    def _advance_frontier(self, offsets: Mapping[str, int]) -> None:
+        merged = dict(self._frontier or {})
+        for key, offset in offsets.items():
+            merged[key] = max(offset, merged.get(key, offset))
+        self._frontier = merged
+
+    def _initial_offsets(self) -> Offsets:
+        # Spark 4.1 calls latestOffset() before initialOffset() on a fresh start; both must
+        # agree, so the initial offsets are computed once and remembered.
+        if self._initial is None:
+            tps = self._partitions_now()
+            if self.options.starting_offsets == "latest":
+                self._initial = self._end_offsets(tps)
+            else:
+                begin = self._driver_consumer().beginning_offsets(tps) if tps else {}
+                self._initial = {_key(tp.topic, tp.partition): offset for tp, offset in begin.items()}
+            log.info(
+                "initial offsets",
+                extra={"starting_offsets": self.options.starting_offsets, "offsets": self._initial},
+            )
+        return self._initial
+
+    def _partitions_now(self) -> list[TopicPartition]:
+        """Partitions of the configured topics that exist (missing topics have none)."""
+        now = time.monotonic()
+        if self._partitions is None or now - self._discovered_at >= _DISCOVERY_INTERVAL_S:
+            consumer = self._driver_consumer()
+            existing = consumer.topics()  # a metadata round trip: sees new topics and partitions
+            self._partitions = [
+                TopicPartition(topic, partition)
+                for topic in self.options.topics
+                if topic in existing
+                for partition in sorted(consumer.partitions_for_topic(topic))
+            ]
+            self._discovered_at = now
+        return self._partitions
+
+    def _end_offsets(self, tps: Sequence[TopicPartition]) -> Offsets:
+        """The high watermark of each partition, correct on Tansu too."""
+        if not tps:
+            return {}
+        consumer = self._driver_consumer()
+        listed = consumer.end_offsets(list(tps), timeout_ms=self.options.timeout_ms)
+        # Re-assigning drops kafka-python's per-partition state, so every highwater() below
+        # comes from a Fetch sent now and not from an earlier call.
+        consumer.unsubscribe()
+        consumer.assign(list(tps))
+        for tp in tps:
+            consumer.seek(tp, listed[tp])
+        deadline = time.monotonic() + _HIGHWATER_WAIT_S
+        while any(consumer.highwater(tp) is None for tp in tps) and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=5)
+        ends: Offsets = {}
+        for tp in tps:
+            highwater = consumer.highwater(tp)
+            if highwater is None:
+                log.warning("no high watermark, using ListOffsets", extra={"partition": str(tp)})
+            ends[_key(tp.topic, tp.partition)] = max(listed[tp], highwater or 0)
+        return ends
+
+    def _driver_consumer(self) -> KafkaConsumer:
+        if self._consumer is None:
+            self._consumer = _consumer(
+                self.options, client_id="fleetwatch-source-driver", fetch_max_wait_ms=10
+            )
+        return self._consumer
+
+    # -- executor side -----------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        """Yield exactly the records in [start, end) of one topic-partition."""
+        assert isinstance(partition, TopicPartitionRange)
+        tp = TopicPartition(partition.topic, partition.partition)
+        consumer = _consumer(self.options, client_id="fleetwatch-source-reader")
+        timeout_s = self.options.timeout_ms / 1000
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, partition.start)
+            deadline = time.monotonic() + timeout_s
+            while consumer.position(tp) < partition.end:
+                records = consumer.poll(timeout_ms=_POLL_MS, max_records=_POLL_RECORDS).get(tp, [])
+                if not records:
+                    if time.monotonic() > deadline:
+                        raise KafkaSourceError(
+                            f"{SHORT_NAME}: no records from {self.options.bootstrap_servers} for "
+                            f"{timeout_s:g} s while reading {partition!r} at offset "
+                            f"{consumer.position(tp)}; is the broker down?"
+                        )
+                    continue
+                deadline = time.monotonic() + timeout_s
+                for record in records:
+                    if record.offset >= partition.end:
+                        return
+                    yield (
+                        _decode(record.key),
+                        _decode(record.value),
+                        record.topic,
+                        record.partition,
+                        record.offset,
+                        _timestamp(record.timestamp),
+                    )
+        except KafkaError as exc:
+            raise KafkaSourceError(f"{SHORT_NAME}: reading {partition!r} failed: {exc}") from exc
+        finally:
+            consumer.close()
+
+
+def _consumer(options: KafkaReaderOptions, *, client_id: str, **config: Any) -> KafkaConsumer:
+    try:
+        return KafkaConsumer(
+            bootstrap_servers=options.bootstrap_servers.split(","),
+            client_id=client_id,
+            group_id=None,  # assign() + seek() only: Tansu never completes a group join
+            enable_auto_commit=False,
+            # Only when retention deleted the requested offsets: skip ahead instead of failing.
+            auto_offset_reset="earliest",
+            request_timeout_ms=options.timeout_ms,
+            bootstrap_timeout_ms=options.timeout_ms,
+            **config,
+        )
+    except KafkaError as exc:
+        raise KafkaSourceError(f"{SHORT_NAME}: cannot connect to {options.bootstrap_servers}: {exc}") from exc
+
+
+class FleetwatchKafkaDataSource(DataSource):
+    """`spark.readStream.format("fleetwatch_kafka")`: Kafka topics through kafka-python."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SHORT_NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(KafkaReaderOptions.parse(self.options))
