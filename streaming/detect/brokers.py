@@ -202,15 +202,15 @@ class BrokerTracker:
         self._check_partitioned(response.ts, rules, incidents, out, response.target)
 
     def on_listed(self, entry: Broker, at: int, rules: RuleSettings, incidents: Incidents,
-                  out: Emitter) -> None:
-        """This broker appears in a response's broker list."""
+                  out: Emitter, target: str | None = None) -> None:
+        """This broker appears in a response's broker list (of a response of `target`)."""
         if entry.rack is not None:
             self.rack = entry.rack
         if not self.endpoints:
             self.endpoints = [entry.address]
         if entry.fenced is not None:
             self._observe_fenced(entry.fenced, at, rules, incidents, out)
-            self._check_partitioned(at, rules, incidents, out, None)
+            self._check_partitioned(at, rules, incidents, out, target)
 
     def snapshot(self) -> dict[str, Any]:
         return {

@@ -57,9 +57,13 @@ class ClusterTracker:
                        f"no active controller reported for {rules.controller_window_ms} ms", None,
                        no_controller_since_ms=self.none_since)
         if self.disagree_since is not None and now == self.disagree_since + rules.disagreement_ms:
-            self._fire(incidents, out, DISAGREEMENT, now,
-                       f"brokers disagree on the controller for more than {rules.disagreement_ms} ms",
-                       None, views=self._named(now, rules))
+            if len(set(self._named(now, rules).values())) > 1:
+                self._fire(incidents, out, DISAGREEMENT, now,
+                           f"brokers disagree on the controller for more than {rules.disagreement_ms} ms",
+                           None, views=self._named(now, rules))
+            else:
+                # The views that disagreed went stale (not heard within controller_window_ms).
+                self.disagree_since = None
         threshold = rules.controller_flap_threshold
         if len(self.changes) >= threshold and now == self.changes[-threshold] + rules.controller_flap_window_ms:
             incidents.resolve(out, FLAPPING, self.subject, now)
@@ -92,6 +96,9 @@ class ClusterTracker:
             incidents.resolve(out, NO_CONTROLLER, self.subject, r.ts)
         if r.responder_node_id is None:
             return
+        if self.disagree_since is not None and len(set(self._named(r.ts, rules).values())) < 2:
+            # Views went stale since the last response: the disagreement was not continuous.
+            self.disagree_since = None
         _, previous_view = self.views.get(r.responder_node_id, (r.ts, None))
         self.views[r.responder_node_id] = (r.ts, controller if controller is not None else previous_view)
         self.views = {n: v for n, v in self.views.items() if r.ts - v[0] <= rules.forget_after_ms}

@@ -122,12 +122,15 @@ class ShardEngine:
                 result.late.append((position, event))
                 continue
             out = Emitter(cause=(EVENT_PHASE, (event.ts, *position)))
+            # Deadlines that this event proves passed fire as if their timer had fired first.
+            timers = Emitter(cause=(TIMER_PHASE, ()))
             if self.shard == FLEET_SHARD:
-                touched_targets |= self._fleet_event(event, book, out)
+                touched_targets |= self._fleet_event(event, book, out, timers)
             else:
-                brokers, cluster = self._cluster_event(event, book, out, result)
+                brokers, cluster = self._cluster_event(event, book, out, result, timers)
                 touched_brokers |= brokers
                 touched_cluster |= cluster
+            result.alerts.extend(timers.alerts)
             result.alerts.extend(out.alerts)
         result.brokers += [self.brokers[b].snapshot() for b in sorted(touched_brokers)]
         if touched_cluster and self.cluster is not None:
@@ -142,30 +145,30 @@ class ShardEngine:
         return tracker
 
     def _cluster_event(self, event: Event, book: RuleBook, out: Emitter,
-                       result: Output) -> tuple[set[int], bool]:
+                       result: Output, timers: Emitter) -> tuple[set[int], bool]:
         rules = self._settings(book)
         inc = self.incidents
         if isinstance(event, MetadataResponse):
             if self.cluster is None:
                 self.cluster = ClusterTracker(self.cluster_id)
-            self.cluster.advance_to(event.ts, rules, inc, out)
+            self.cluster.advance_to(event.ts, rules, inc, timers)
             self.cluster.on_response(event, rules, inc, out)
             touched = set()
             for entry in event.brokers or ():
                 broker = self._broker(entry.node_id)
-                broker.advance_to(event.ts, rules, inc, out)
-                broker.on_listed(entry, event.ts, rules, inc, out)
+                broker.advance_to(event.ts, rules, inc, timers)
+                broker.on_listed(entry, event.ts, rules, inc, out, event.target)
                 touched.add(entry.node_id)
             if event.responder_node_id is not None:
                 broker = self._broker(event.responder_node_id)
-                broker.advance_to(event.ts, rules, inc, out)
+                broker.advance_to(event.ts, rules, inc, timers)
                 broker.on_answer(event, rules, inc, out)
                 touched.add(event.responder_node_id)
             for node in touched:
                 self.brokers[node].updated_ms = max(self.brokers[node].updated_ms, event.ts)
             return touched, True
         broker = self._broker(event.broker_id)
-        broker.advance_to(event.ts, rules, inc, out)
+        broker.advance_to(event.ts, rules, inc, timers)
         broker.updated_ms = max(broker.updated_ms, event.ts)
         if isinstance(event, BrokerHeartbeat):
             broker.on_heartbeat(event, rules, inc, out)
@@ -178,7 +181,7 @@ class ShardEngine:
             })
         return {event.broker_id}, False
 
-    def _fleet_event(self, event: Event, book: RuleBook, out: Emitter) -> set[str]:
+    def _fleet_event(self, event: Event, book: RuleBook, out: Emitter, timers: Emitter) -> set[str]:
         inc = self.incidents
         if isinstance(event, BrokerHeartbeat):
             if event.cluster_id:
@@ -189,7 +192,7 @@ class ShardEngine:
         tracker = self.targets.get(event.target)
         if tracker is None:
             tracker = self.targets[event.target] = TargetTracker(event.target)
-        tracker.advance_to(event.ts, book, inc, out)
+        tracker.advance_to(event.ts, book, inc, timers)
         tracker.on_response(event, book, inc, out)
         check_misrouted(event, inc, out)
         if event.ok and event.cluster_id:
