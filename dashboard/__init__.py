@@ -1,0 +1,1 @@
+"""The SRE dashboard (Dash + plotly) over the fleetwatch store."""

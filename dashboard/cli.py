@@ -1,0 +1,45 @@
+"""`fleetwatch dashboard`: serve the dashboard with the development server.
+
+For more than a few users, serve `dashboard.wsgi:server` with gunicorn instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from streaming.config import ConfigError, load_config
+
+__all__ = ["command", "configure_parser"]
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="config file; its store.url names the store to show")
+    p.add_argument("--store-url", metavar="URL",
+                   help="store to show (overrides the config's store.url), e.g. sqlite:///var/fleetwatch.db")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8050, help="port to listen on (default 8050)")
+
+
+def command(args: argparse.Namespace) -> int:
+    # Dash and plotly load only when the dashboard runs, not for every other subcommand.
+    from dashboard.app import create_app
+
+    try:
+        store_url = args.store_url or load_config(args.config).store.url
+    except ConfigError as exc:
+        print(f"fleetwatch dashboard: {exc}", file=sys.stderr)
+        return 2
+    try:
+        app = create_app(store_url)
+    except SQLAlchemyError as exc:
+        # A bad URL or an unreachable database: one line, not a traceback, and not the URL,
+        # which may hold a password.
+        print(f"fleetwatch dashboard: cannot open the store: {exc.__class__.__name__}: "
+              f"{str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    print(f"dashboard on http://{args.host}:{args.port}", file=sys.stderr)
+    app.run(host=args.host, port=args.port, debug=False)
+    return 0

@@ -1,0 +1,257 @@
+"""Read-only queries behind the dashboard pages.
+
+Every page costs a handful of statements whatever the fleet size: counts, worst severities and
+ages are aggregated by the database (1,000 clusters x 12 brokers is ~12k broker rows), and
+lists are capped. Ages are measured against the fleet clock (the newest `brokers.updated_ms`),
+not the wall clock, so a store filled by a replay of last week's file still reads sensibly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Select,
+    case,
+    func,
+    or_,
+    select,
+    union,
+)
+
+from streaming.sinks.store import (
+    alerts,
+    broker_transitions,
+    brokers,
+    clusters,
+    outbox,
+    pipeline_progress,
+    quarantine,
+    targets,
+)
+
+__all__ = [
+    "SEVERITIES",
+    "STATES",
+    "alert_list",
+    "alert_rules",
+    "broker_timeline",
+    "cluster_alerts",
+    "cluster_brokers",
+    "cluster_info",
+    "fleet_clock_ms",
+    "fleet_overview",
+    "fleet_summary",
+    "outbox_backlog",
+    "pipeline_batches",
+    "quarantine_reasons",
+]
+
+Row = dict[str, Any]
+
+# Worst first; the rank orders clusters and alerts by severity.
+SEVERITIES = ("critical", "warning", "info")
+_RANK = {"critical": 3, "warning": 2, "info": 1}
+STATES = ("ONLINE", "FENCED", "STOPPING", "OFFLINE")
+
+
+def _rank(severity: ColumnElement[Any]) -> ColumnElement[int]:
+    return case(_RANK, value=severity, else_=0)
+
+
+def _severity_of(rank: int | None) -> str | None:
+    return next((name for name, r in _RANK.items() if r == rank), None)
+
+
+# Target alerts (cluster.unreachable, cluster.id_invalid...) may carry no cluster id: they are
+# attributed through the target's pinned or last seen id, so the cluster they hurt turns red.
+_alerts_with_target = alerts.outerjoin(targets, targets.c.target == alerts.c.target)
+_attributed_cluster = func.coalesce(alerts.c.cluster_id, targets.c.pinned_cluster_id,
+                                   targets.c.last_cluster_id)
+
+
+def _clock() -> ColumnElement[int]:
+    return select(func.max(brokers.c.updated_ms)).scalar_subquery()
+
+
+def _rows(engine: Engine, stmt: Select[Any]) -> list[Row]:
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def fleet_clock_ms(engine: Engine) -> int | None:
+    """The fleet clock: the newest broker update, or None for an empty store."""
+    with engine.connect() as conn:
+        return conn.scalar(select(func.max(brokers.c.updated_ms)))
+
+
+def _cluster_ids() -> Select[Any]:
+    """Every cluster the store knows of, from any table that names one."""
+    firing = select(_attributed_cluster.label("cluster_id")).select_from(_alerts_with_target).where(
+        alerts.c.status == "firing", _attributed_cluster.is_not(None))
+    return union(select(clusters.c.cluster_id), select(brokers.c.cluster_id), firing)
+
+
+def fleet_summary(engine: Engine) -> Row:
+    """Fleet-wide counts: clusters, brokers by state, firing alerts by severity."""
+    ids = _cluster_ids().subquery()
+    with engine.connect() as conn:
+        n_clusters = conn.scalar(select(func.count()).select_from(ids)) or 0
+        by_state = dict(conn.execute(select(func.coalesce(brokers.c.state, "UNKNOWN"), func.count())
+                                     .group_by(func.coalesce(brokers.c.state, "UNKNOWN"))).all())
+        by_severity = dict(conn.execute(select(alerts.c.severity, func.count())
+                                        .where(alerts.c.status == "firing")
+                                        .group_by(alerts.c.severity)).all())
+    return {"clusters": n_clusters, "brokers": by_state, "firing": by_severity}
+
+
+def fleet_overview(engine: Engine, search: str = "") -> list[Row]:
+    """One row per cluster, worst first; `search` matches the cluster id or target name.
+
+    Keys: cluster_id, target, brokers, online, fenced, stopping, offline, unknown, firing,
+    severity (worst firing, None when healthy), stalest_heartbeat_age_ms.
+    """
+    ids = _cluster_ids().subquery("ids")
+    per_state = [func.sum(case((brokers.c.state == s, 1), else_=0)).label(s.lower()) for s in STATES]
+    b = (select(brokers.c.cluster_id, func.count().label("brokers"), *per_state,
+                func.sum(case((brokers.c.state.is_(None), 1), else_=0)).label("unknown"),
+                func.min(brokers.c.last_heartbeat_ms).label("oldest_heartbeat_ms"))
+         .group_by(brokers.c.cluster_id).subquery("b"))
+    a = (select(_attributed_cluster.label("cluster_id"), func.count().label("firing"),
+                func.max(_rank(alerts.c.severity)).label("worst"))
+         .select_from(_alerts_with_target).where(alerts.c.status == "firing")
+         .group_by(_attributed_cluster).subquery("a"))
+    worst = func.coalesce(a.c.worst, 0)
+    firing = func.coalesce(a.c.firing, 0)
+    stmt = (
+        select(ids.c.cluster_id, clusters.c.target,
+               *[func.coalesce(b.c[name], 0).label(name)
+                 for name in ("brokers", *(s.lower() for s in STATES), "unknown")],
+               firing.label("firing"), worst.label("worst"),
+               (_clock() - b.c.oldest_heartbeat_ms).label("stalest_heartbeat_age_ms"))
+        .select_from(ids.outerjoin(clusters, clusters.c.cluster_id == ids.c.cluster_id)
+                     .outerjoin(b, b.c.cluster_id == ids.c.cluster_id)
+                     .outerjoin(a, a.c.cluster_id == ids.c.cluster_id))
+        .order_by(worst.desc(), firing.desc(), ids.c.cluster_id)
+    )
+    needle = search.strip().lower()
+    if needle:
+        stmt = stmt.where(or_(func.lower(ids.c.cluster_id).contains(needle, autoescape=True),
+                              func.lower(clusters.c.target).contains(needle, autoescape=True)))
+    rows = _rows(engine, stmt)
+    for row in rows:
+        row["severity"] = _severity_of(row.pop("worst"))
+    return rows
+
+
+def cluster_info(engine: Engine, cluster_id: str) -> Row | None:
+    """The cluster's row (target, controller_id, last response age), or None if unknown."""
+    stmt = select(clusters.c.cluster_id, clusters.c.target, clusters.c.controller_id,
+                  (_clock() - clusters.c.last_response_ms).label("last_response_age_ms")
+                  ).where(clusters.c.cluster_id == cluster_id)
+    rows = _rows(engine, stmt)
+    return rows[0] if rows else None
+
+
+def cluster_brokers(engine: Engine, cluster_id: str) -> list[Row]:
+    """The cluster's brokers by id, with heartbeat and answer ages against the fleet clock."""
+    clock = _clock()
+    stmt = (select(brokers.c.broker_id, brokers.c.state, brokers.c.fenced, brokers.c.broker_epoch,
+                   (clock - brokers.c.last_heartbeat_ms).label("heartbeat_age_ms"),
+                   (clock - brokers.c.last_answer_ms).label("answer_age_ms"),
+                   brokers.c.endpoints, brokers.c.rack)
+            .where(brokers.c.cluster_id == cluster_id).order_by(brokers.c.broker_id))
+    return _rows(engine, stmt)
+
+
+def _alerts_stmt(status: str, limit: int) -> Select[Any]:
+    order = ([_rank(alerts.c.severity).desc(), alerts.c.starts_at.desc()] if status == "firing"
+             else [alerts.c.ends_at.desc()])
+    return (select(alerts.c.alert_id, alerts.c.rule, alerts.c.severity, alerts.c.status,
+                   _attributed_cluster.label("cluster_id"), alerts.c.target, alerts.c.broker_id,
+                   alerts.c.endpoint, alerts.c.starts_at, alerts.c.ends_at, alerts.c.summary)
+            .select_from(_alerts_with_target).where(alerts.c.status == status)
+            .order_by(*order, alerts.c.alert_id).limit(limit))
+
+
+def alert_list(engine: Engine, status: str, *, rules: Sequence[str] = (),
+               severities: Sequence[str] = (), cluster: str = "", limit: int = 200) -> list[Row]:
+    """Firing (worst, newest first) or resolved (latest ended first) alerts, filtered.
+
+    `cluster` matches a substring of the (attributed) cluster id or of the target name.
+    """
+    stmt = _alerts_stmt(status, limit)
+    if rules:
+        stmt = stmt.where(alerts.c.rule.in_(rules))
+    if severities:
+        stmt = stmt.where(alerts.c.severity.in_(severities))
+    needle = cluster.strip().lower()
+    if needle:
+        stmt = stmt.where(or_(func.lower(_attributed_cluster).contains(needle, autoescape=True),
+                              func.lower(alerts.c.target).contains(needle, autoescape=True)))
+    return _rows(engine, stmt)
+
+
+def cluster_alerts(engine: Engine, cluster_id: str, status: str, limit: int = 50) -> list[Row]:
+    """The cluster's alerts of one status, attributed as on the overview."""
+    return _rows(engine, _alerts_stmt(status, limit).where(_attributed_cluster == cluster_id))
+
+
+def alert_rules(engine: Engine) -> list[str]:
+    """Rules that have ever alerted, for the filter."""
+    with engine.connect() as conn:
+        return list(conn.scalars(select(alerts.c.rule).distinct().order_by(alerts.c.rule)))
+
+
+def broker_timeline(engine: Engine, cluster_id: str, limit: int = 500) -> pd.DataFrame:
+    """State segments of the cluster's brokers from their latest `limit` transitions.
+
+    Columns: broker_id, state, reason, start_ms, end_ms. A segment ends at the broker's next
+    transition; the current one ends at the fleet clock.
+    """
+    t = broker_transitions
+    nxt = func.lead(t.c.ts).over(partition_by=t.c.broker_id, order_by=t.c.ts)
+    segments = (select(t.c.broker_id, t.c.state, t.c.reason, t.c.ts.label("start_ms"),
+                       nxt.label("end_ms"))
+                .where(t.c.cluster_id == cluster_id).subquery())
+    stmt = select(segments, _clock().label("clock")).order_by(segments.c.start_ms.desc()).limit(limit)
+    frame = pd.DataFrame(_rows(engine, stmt),
+                         columns=["broker_id", "state", "reason", "start_ms", "end_ms", "clock"])
+    # A transition newer than every broker update still gets a visible (zero-length) segment.
+    frame["end_ms"] = frame["end_ms"].fillna(frame["clock"]).fillna(frame["start_ms"])
+    frame["end_ms"] = frame[["start_ms", "end_ms"]].max(axis=1)
+    return frame.drop(columns="clock").sort_values(["broker_id", "start_ms"], ignore_index=True)
+
+
+def pipeline_batches(engine: Engine, limit: int = 30) -> list[Row]:
+    """The latest micro-batches of every streaming query, newest first."""
+    p = pipeline_progress
+    stmt = (select(p.c.query, p.c.batch_id, p.c.recorded_at, p.c.input_rows, p.c.input_rows_per_s,
+                   p.c.processed_rows_per_s, p.c.batch_duration_ms, p.c.watermark_ms, p.c.state_rows,
+                   p.c.state_memory_bytes)
+            .order_by(p.c.recorded_at.desc(), p.c.id.desc()).limit(limit))
+    return _rows(engine, stmt)
+
+
+def quarantine_reasons(engine: Engine) -> list[Row]:
+    """Quarantined messages by reason (most first), with when each was last seen."""
+    q = quarantine
+    n = func.count().label("messages")
+    stmt = (select(q.c.reason, n, func.max(q.c.recorded_at).label("last_ms"))
+            .group_by(q.c.reason).order_by(n.desc(), q.c.reason))
+    return _rows(engine, stmt)
+
+
+def outbox_backlog(engine: Engine) -> Row:
+    """Undelivered notifications: how many, how many have failed an attempt, the oldest."""
+    o = outbox
+    stmt = select(func.count().label("pending"),
+                  func.coalesce(func.sum(case((o.c.last_error.is_not(None), 1), else_=0)), 0
+                                ).label("failing"),
+                  func.min(o.c.created_at).label("oldest_created_ms")
+                  ).where(o.c.delivered_at.is_(None))
+    return _rows(engine, stmt)[0]

@@ -1,0 +1,287 @@
+"""Page pieces: plain functions from query rows to Dash components.
+
+Everything that comes from events (cluster ids, target names, hosts, reasons, summaries) is
+untrusted. It only ever becomes the text child of an html component, which React renders as a
+text node; strings that go into a plotly figure, which understands a little HTML, are escaped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html as html_text
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import pandas as pd
+import plotly.graph_objects as go
+from dash import dcc, html
+
+from dashboard.queries import SEVERITIES, STATES
+
+__all__ = [
+    "CSS",
+    "HEALTHY_LIST_LIMIT",
+    "Href",
+    "alerts_table",
+    "brokers_table",
+    "cluster_header",
+    "cluster_path",
+    "fleet_table",
+    "format_age",
+    "format_ts",
+    "pipeline_tables",
+    "summary_strip",
+    "timeline_figure",
+]
+
+# Maps an app-relative path ("/alerts") to the href to render (honours a URL prefix).
+Href = Callable[[str], str]
+
+# More healthy clusters than this collapse into one count line unless asked for.
+HEALTHY_LIST_LIMIT = 20
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 0; color: #1d2330; background: #f5f6f8; }
+nav { display: flex; gap: 1.2rem; align-items: baseline; padding: .6rem 1.2rem; background: #1d2330; }
+nav a { color: #e8ebf0; text-decoration: none; font-weight: 600; }
+nav .brand { color: #8fb3ff; }
+nav .status { margin-left: auto; color: #aab2c0; font-size: .85rem; }
+nav .status.down { color: #ff8a80; font-weight: 600; }
+main { padding: 1rem 1.2rem; }
+h1 { font-size: 1.3rem; margin: .2rem 0 .8rem; } h2 { font-size: 1.05rem; margin: 1.2rem 0 .4rem; }
+table { border-collapse: collapse; width: 100%; background: #fff; font-size: .88rem; }
+th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #e3e6eb; vertical-align: top; }
+th { background: #eef0f4; font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.sev-critical { background: #fde2e1; } tr.sev-critical td:first-child { border-left: 5px solid #d32f2f; }
+tr.sev-warning { background: #fff3d6; } tr.sev-warning td:first-child { border-left: 5px solid #f0a000; }
+tr.sev-info { background: #e3efff; } tr.sev-info td:first-child { border-left: 5px solid #1e6fd9; }
+tr.sev-healthy td:first-child { border-left: 5px solid #2e9d4f; }
+tr.healthy-count td { color: #2e7d32; font-weight: 600; background: #edf7ee; }
+.strip { display: flex; flex-wrap: wrap; gap: .6rem; margin-bottom: .8rem; }
+.card { background: #fff; border: 1px solid #e3e6eb; border-radius: 6px; padding: .4rem .8rem; }
+.card .n { font-size: 1.3rem; font-weight: 700; display: block; }
+.card .label { font-size: .78rem; color: #5b6475; }
+.card.critical .n { color: #d32f2f; } .card.warning .n { color: #b77600; }
+.card.info .n { color: #1e6fd9; } .card.healthy .n { color: #2e7d32; }
+.controls { display: flex; gap: .8rem; align-items: center; margin-bottom: .8rem; flex-wrap: wrap; }
+.controls .dash-input-container { width: 22rem; flex: 0 0 auto; }
+.controls .dash-dropdown-wrapper { width: 18rem; flex: 0 0 auto; }
+.muted { color: #5b6475; } .empty { color: #5b6475; padding: .6rem 0; }
+.mono { font-family: ui-monospace, monospace; font-size: .82rem; }
+"""
+
+_STATE_LABEL = {"ONLINE": "online", "FENCED": "fenced", "STOPPING": "stopping", "OFFLINE": "offline",
+                "UNKNOWN": "no state"}
+_STATE_COLOUR = {"ONLINE": "#2e9d4f", "FENCED": "#f0a000", "STOPPING": "#1e6fd9", "OFFLINE": "#8a93a3"}
+
+
+def format_age(ms: float | None) -> str:
+    """An age or duration for humans: "2.1 s", "4.0 min", "3.2 h", "1.5 d"."""
+    if pd.isna(ms):
+        return "—"
+    seconds = max(float(ms), 0.0) / 1000
+    for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (86400, "h", 3600)):
+        if seconds < limit:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds / 86400:.1f} d"
+
+
+def format_ts(ms: int | None) -> str:
+    """Epoch milliseconds as a UTC time ("2025-11-22 08:26:40Z")."""
+    if ms is None:
+        return "—"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _number(value: float | None, digits: int = 0) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def cluster_path(cluster_id: str) -> str:
+    """The cluster page's app-relative path; any character of an id survives the round trip."""
+    return "/cluster/" + quote(cluster_id, safe="")
+
+
+def _cluster_label(cluster_id: str) -> str:
+    # Brokers heard of before their cluster wrote its ClusterIdRecord are stored under "".
+    return cluster_id or "(no cluster id)"
+
+
+def _cluster_link(href: Href, cluster_id: str) -> dcc.Link:
+    return dcc.Link(_cluster_label(cluster_id), href=href(cluster_path(cluster_id)),
+                    className="cluster-link mono")
+
+
+def _table(head: Sequence[str | tuple[str, str]], rows: list[html.Tr], empty: str) -> html.Div:
+    if not rows:
+        return html.Div(empty, className="empty")
+    cells = [html.Th(h) if isinstance(h, str) else html.Th(h[0], className=h[1]) for h in head]
+    return html.Table([html.Thead(html.Tr(cells)), html.Tbody(rows)])
+
+
+def _card(n: int, label: str, kind: str = "") -> html.Div:
+    return html.Div([html.Span(f"{n:,}", className="n"), html.Span(label, className="label")],
+                    className=f"card {kind}".strip())
+
+
+def summary_strip(summary: dict[str, Any]) -> html.Div:
+    """Clusters, brokers by state and firing alerts by severity."""
+    brokers: dict[str, int] = summary["brokers"]
+    firing: dict[str, int] = summary["firing"]
+    cards = [_card(summary["clusters"], "clusters"), _card(sum(brokers.values()), "brokers")]
+    cards += [_card(brokers[s], _STATE_LABEL[s]) for s in (*STATES, "UNKNOWN") if brokers.get(s)]
+    cards += [_card(firing.get(s, 0), f"{s} firing", s if firing.get(s) else "healthy")
+              for s in SEVERITIES]
+    return html.Div(cards, className="strip", id="summary")
+
+
+def _cluster_row(href: Href, row: dict[str, Any]) -> html.Tr:
+    severity = row["severity"] or "healthy"
+    counts = [html.Td(row[k] or "", className="num") for k in ("online", "fenced", "stopping",
+                                                                "offline", "unknown")]
+    return html.Tr(
+        [html.Td(_cluster_link(href, row["cluster_id"])), html.Td(row["target"] or "—"),
+         html.Td(row["brokers"], className="num"), *counts,
+         html.Td(row["firing"] or "", className="num"), html.Td(row["severity"] or "healthy"),
+         html.Td(format_age(row["stalest_heartbeat_age_ms"]), className="num")],
+        className=f"cluster-row sev-{severity}", **{"data-cluster": row["cluster_id"]})
+
+
+def fleet_table(href: Href, rows: list[dict[str, Any]], show_healthy: bool) -> html.Div:
+    """Clusters with firing alerts one per row; healthy ones collapse into a count when many."""
+    head = ["Cluster", "Target", ("Brokers", "num"), ("Online", "num"), ("Fenced", "num"),
+            ("Stopping", "num"), ("Offline", "num"), ("No state", "num"), ("Firing", "num"),
+            "Worst", ("Stalest heartbeat", "num")]
+    troubled = [r for r in rows if r["severity"]]
+    healthy = [r for r in rows if not r["severity"]]
+    body = [_cluster_row(href, r) for r in troubled]
+    if show_healthy or len(healthy) <= HEALTHY_LIST_LIMIT:
+        body += [_cluster_row(href, r) for r in healthy]
+    else:
+        body.append(html.Tr(html.Td(f"{len(healthy):,} healthy clusters (no firing alert): tick "
+                                    "\"list healthy clusters\" or search to see them", colSpan=len(head)),
+                            className="healthy-count", id="healthy-count"))
+    return _table(head, body, "No cluster matches." if rows else "The store holds no cluster yet.")
+
+
+def cluster_header(cluster_id: str, info: dict[str, Any] | None, n_brokers: int) -> html.Div:
+    """Who the cluster is: target, controller, last answer."""
+    title = html.H1(["Cluster ", html.Span(_cluster_label(cluster_id), className="mono")])
+    if info is None and not n_brokers:
+        return html.Div([title, html.P("The store has no state for this cluster (yet).", className="muted")])
+    info = info or {}
+    controller = info.get("controller_id")
+    facts = [("Target", info.get("target") or "—"),
+             ("Active controller", "none" if controller in (None, -1) else str(controller)),
+             ("Last response", f"{format_age(info.get('last_response_age_ms'))} ago"),
+             ("Brokers", str(n_brokers))]
+    return html.Div([title, html.Div([html.Div([html.Span(v, className="n"), html.Span(k, className="label")],
+                                               className="card") for k, v in facts], className="strip")])
+
+
+def brokers_table(rows: list[dict[str, Any]], firing: list[dict[str, Any]]) -> html.Div:
+    """The cluster's brokers, each with the rules firing on it."""
+    rules_by_broker: dict[int, list[str]] = {}
+    for alert in firing:
+        if alert["broker_id"] is not None:
+            rules_by_broker.setdefault(alert["broker_id"], []).append(alert["rule"])
+    body = []
+    for b in rows:
+        fenced = {True: "yes", False: "no"}.get(b["fenced"], "—")
+        on_fire = rules_by_broker.get(b["broker_id"], [])
+        # `firing` comes worst first, so the first alert of a broker is its worst.
+        worst = next((a["severity"] for a in firing if a["broker_id"] == b["broker_id"]), "healthy")
+        body.append(html.Tr(
+            [html.Td(b["broker_id"], className="num"), html.Td(b["state"] or "—"), html.Td(fenced),
+             html.Td(_number(b["broker_epoch"]), className="num"),
+             html.Td(format_age(b["heartbeat_age_ms"]), className="num"),
+             html.Td(format_age(b["answer_age_ms"]), className="num"),
+             html.Td(", ".join(b["endpoints"] or []), className="mono"), html.Td(b["rack"] or "—"),
+             html.Td(", ".join(on_fire))],
+            className=f"broker-row sev-{worst}"))
+    head = [("Broker", "num"), "State", "Fenced", ("Epoch", "num"), ("Last heartbeat", "num"),
+            ("Last answered", "num"), "Endpoints", "Rack", "Firing"]
+    return _table(head, body, "No broker of this cluster has been seen.")
+
+
+def alerts_table(href: Href, rows: list[dict[str, Any]], clock_ms: int | None, *,
+                 table_id: str, limit: int) -> html.Div:
+    """Alerts, each linking to the page of the cluster it is attributed to."""
+    body = []
+    for a in rows:
+        cluster = (_cluster_link(href, a["cluster_id"]) if a["cluster_id"] is not None
+                   else html.Span("—", className="muted"))
+        since = None if clock_ms is None else clock_ms - a["starts_at"]
+        ended = format_ts(a["ends_at"]) if a["ends_at"] is not None else f"firing for {format_age(since)}"
+        body.append(html.Tr(
+            [html.Td(a["severity"]), html.Td(a["rule"], className="mono"), html.Td(cluster),
+             html.Td(a["target"] or "—"), html.Td("—" if a["broker_id"] is None else a["broker_id"]),
+             html.Td(a["endpoint"] or "—", className="mono"), html.Td(format_ts(a["starts_at"])),
+             html.Td(ended), html.Td(a["summary"])],
+            className=f"alert-row sev-{a['severity'] if a['status'] == 'firing' else 'healthy'}",
+            **{"data-alert": a["alert_id"]}))
+    head = ["Severity", "Rule", "Cluster", "Target", "Broker", "Endpoint", "Started", "Ended", "Summary"]
+    table = _table(head, body, "None.")
+    note = ([html.P(f"Showing the first {limit}; narrow the filters to see others.", className="muted")]
+            if len(rows) >= limit else [])
+    return html.Div([table, *note], id=table_id)
+
+
+def timeline_figure(segments: pd.DataFrame, cluster_id: str) -> go.Figure:
+    """Per-broker state over time: one horizontal bar per state segment."""
+    fig = go.Figure()
+    for state in sorted(segments["state"].unique(), key=lambda s: (s not in STATES, s)):
+        part = segments[segments["state"] == state]
+        start = pd.to_datetime(part["start_ms"], unit="ms", utc=True)
+        # Plotly would interpret tags in reasons (untrusted text): escape them.
+        hover = [html_text.escape(f"broker {b}: {state} since {format_ts(s)} ({r or 'no reason'})")
+                 for b, s, r in zip(part["broker_id"], part["start_ms"], part["reason"], strict=True)]
+        fig.add_trace(go.Bar(
+            name=html_text.escape(state), orientation="h", y=[f"broker {b}" for b in part["broker_id"]],
+            base=start, x=(part["end_ms"] - part["start_ms"]).to_list(),
+            marker_color=_STATE_COLOUR.get(state, "#b0b7c3"), hovertext=hover, hoverinfo="text"))
+    fig.update_layout(
+        barmode="overlay", height=120 + 28 * max(segments["broker_id"].nunique(), 1),
+        margin={"l": 80, "r": 20, "t": 30, "b": 40}, xaxis={"type": "date", "title": "event time (UTC)"},
+        yaxis={"categoryorder": "category descending"}, legend={"orientation": "h", "y": 1.1},
+        # Keep the user's zoom across live refreshes of the same cluster.
+        uirevision=cluster_id)
+    if segments.empty:
+        fig.add_annotation(text="No state transition recorded for this cluster.", showarrow=False,
+                           xref="paper", yref="paper", x=0.5, y=0.5)
+    return fig
+
+
+def pipeline_tables(batches: list[dict[str, Any]], reasons: list[dict[str, Any]],
+                    backlog: dict[str, Any], now_ms: int) -> html.Div:
+    """Latest micro-batches, quarantine by reason and the notifier's backlog."""
+    batch_rows = [html.Tr(
+        [html.Td(b["query"]), html.Td(b["batch_id"], className="num"), html.Td(format_ts(b["recorded_at"])),
+         html.Td(_number(b["input_rows"]), className="num"),
+         html.Td(_number(b["input_rows_per_s"], 1), className="num"),
+         html.Td(_number(b["processed_rows_per_s"], 1), className="num"),
+         html.Td(format_age(b["batch_duration_ms"]), className="num"), html.Td(format_ts(b["watermark_ms"])),
+         html.Td(_number(b["state_rows"]), className="num"),
+         html.Td(_number(None if b["state_memory_bytes"] is None else b["state_memory_bytes"] / 2**20, 1),
+                 className="num")],
+        className="batch-row") for b in batches]
+    batch_head = ["Query", ("Batch", "num"), "Recorded", ("Input rows", "num"), ("Input rows/s", "num"),
+                  ("Processed rows/s", "num"), ("Duration", "num"), "Watermark", ("State rows", "num"),
+                  ("State MiB", "num")]
+    reason_rows = [html.Tr([html.Td(r["reason"], className="mono"), html.Td(_number(r["messages"]), className="num"),
+                            html.Td(format_ts(r["last_ms"]))], className="quarantine-row") for r in reasons]
+    oldest = backlog["oldest_created_ms"]
+    outbox_line = (f"{backlog['pending']:,} notifications waiting, {backlog['failing']:,} after a failed "
+                   f"attempt; oldest queued {format_age(now_ms - oldest)} ago" if backlog["pending"]
+                   else "Every notification has been delivered.")
+    return html.Div([
+        html.H2("Latest micro-batches"),
+        _table(batch_head, batch_rows, "No batch recorded yet."),
+        html.H2("Quarantined messages by reason"),
+        html.Div(_table(["Reason", ("Messages", "num"), "Last seen"], reason_rows, "Nothing quarantined."),
+                 id="quarantine"),
+        html.H2("Notifier outbox"),
+        html.P(outbox_line, id="outbox"),
+    ])
