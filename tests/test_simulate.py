@@ -1,0 +1,302 @@
+"""The fleet simulator: deterministic, contract-valid, realistic when healthy, and labelled
+exactly as the rules of streaming/detect/README.md read its stream."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from streaming import topics
+from streaming.collect import simulate
+from streaming.collect.simulate import (
+    DEFAULT_START_MS,
+    FAULT_KINDS,
+    FleetSpec,
+    Simulation,
+    command,
+    configure_parser,
+    parse_faults,
+    produce_live,
+)
+from streaming.contract import event_from_dict
+from streaming.detect.engine import detect
+
+TOPIC_OF = {"metadata_response": topics.METADATA, "broker_state": topics.BROKER_STATES,
+            "broker_heartbeat": topics.HEARTBEATS}
+
+
+def make_spec(**overrides: Any) -> FleetSpec:
+    fields: dict[str, Any] = {"clusters": 3, "brokers": 3, "faults": (), "start_ms": DEFAULT_START_MS,
+                              "duration_ms": 120_000}
+    return FleetSpec(**(fields | overrides))
+
+
+def incidents_from_engine(sim: Simulation) -> list[tuple[Any, ...]]:
+    """Run the detectors over the stream and fold firing/resolved lines into incidents."""
+    found: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for alert in detect([event_from_dict(ev) for _, ev in sim.events()]):
+        line = alert.to_dict()
+        incident = found.setdefault((alert.rule, alert.subject, alert.starts_at), line | {"ends_at": None})
+        if line["status"] == "resolved":
+            incident["ends_at"] = line["ends_at"]
+    return sorted(incident_key(i) for i in found.values())
+
+
+def incident_key(d: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(repr(d[k]) for k in ("rule", "severity", "cluster_id", "target", "broker_id", "endpoint",
+                                      "starts_at", "ends_at"))
+
+
+# -- parse_faults ---------------------------------------------------------------------------------
+
+
+def test_parse_faults_all_none_and_lists() -> None:
+    assert parse_faults("all") == FAULT_KINDS
+    assert parse_faults(" none ") == ()
+    assert parse_faults("heartbeat_lost, connection.misrouted,heartbeat_lost") == (
+        "broker.heartbeat_lost", "connection.misrouted")
+    assert parse_faults("flapping,controller_flapping") == ("broker.flapping", "cluster.controller_flapping")
+
+
+@pytest.mark.parametrize("text", ["heartbeat_gone", "broker.misrouted", "", "fenced,,partitioned"])
+def test_parse_faults_rejects_unknown_names_in_one_line(text: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_faults(text)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "unknown fault" in message and "broker.heartbeat_lost" in message and "endpoint.collision" in message
+
+
+def test_spec_rejects_disorder_beyond_the_allowed_lateness() -> None:
+    with pytest.raises(ValueError, match="jitter_ms"):
+        make_spec(jitter_ms=5000)
+    with pytest.raises(ValueError, match="unknown fault kinds"):
+        make_spec(faults=("broker.nope",))
+
+
+# -- determinism and the healthy fleet ------------------------------------------------------------
+
+
+def test_same_spec_gives_the_same_events_and_labels() -> None:
+    spec = make_spec(clusters=4, faults=FAULT_KINDS, duration_ms=600_000, jitter_ms=1500, seed=7)
+    first, second = Simulation(spec), Simulation(spec)
+    assert list(first.events()) == list(second.events())
+    assert first.labels() == second.labels() != []
+    other = Simulation(make_spec(clusters=4, seed=8))
+    assert {ev["cluster_id"] for _, ev in other.events()} != {ev["cluster_id"] for _, ev in first.events()}
+
+
+def test_healthy_fleet_follows_the_contract_and_raises_nothing() -> None:
+    sim = Simulation(make_spec(clusters=3, brokers=3, duration_ms=90_000))
+    events = list(sim.events())
+    assert sim.labels() == [] and sim.faults == ()
+    assert incidents_from_engine(sim) == []
+
+    last_ts = 0
+    ids: dict[str, str] = {}
+    heartbeats: dict[tuple[str, int], list[int]] = defaultdict(list)
+    states: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
+    controllers = set()
+    for topic, ev in events:
+        event_from_dict(ev)  # raises on any contract violation
+        assert topic == TOPIC_OF[ev["type"]]
+        assert ev["ts"] >= last_ts
+        last_ts = ev["ts"]
+        if ev["type"] == "metadata_response":
+            assert ev["error"] is None
+            ids.setdefault(ev["target"], ev["cluster_id"])
+            assert ev["cluster_id"] == ids[ev["target"]]
+            controllers.add((ev["target"], ev["controller_id"]))
+            if ev["expected"] is None:
+                assert ev["responder_node_id"] is None and ev["endpoint"] == f"{ev['target']}-b1.fleet.local:9092"
+            else:
+                assert ev["expected"] == {"cluster_id": ev["cluster_id"], "node_id": ev["responder_node_id"]}
+            assert [b["node_id"] for b in ev["brokers"]] == [1, 2, 3]
+        elif ev["type"] == "broker_heartbeat":
+            heartbeats[(ev["cluster_id"], ev["broker_id"])].append(ev["ts"])
+            if ev["kind"] == "registration":
+                assert ev["endpoints"][0]["port"] == 9092
+        else:
+            states[(ev["cluster_id"], ev["broker_id"])].append((ev["ts"], ev["state"]))
+
+    assert sorted(ids) == ["c0000", "c0001", "c0002"]
+    assert len(set(ids.values())) == 3
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{22}", cid) for cid in ids.values())
+    assert len(controllers) == 3  # one stable controller per cluster
+    assert len(heartbeats) == 9
+    for times in heartbeats.values():
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert all(1800 <= gap <= 2200 for gap in gaps)
+    for (fenced_at, first), (online_at, second) in states.values():
+        assert (first, second) == ("FENCED", "ONLINE") and online_at - fenced_at < 2000
+
+
+# -- faults and their labels ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", FAULT_KINDS)
+def test_each_fault_kind_is_labelled_and_recovers(kind: str) -> None:
+    sim = Simulation(make_spec(clusters=2, faults=(kind,), duration_ms=420_000, fault_every_ms=600_000))
+    assert [f.kind for f in sim.faults] == [kind]
+    labels = sim.labels()
+    own = [label for label in labels if label["rule"] == kind]
+    assert own and all(label["fault"] == kind for label in labels)
+    assert all(label["ends_at"] is not None for label in labels)
+    assert incidents_from_engine(sim) == sorted(incident_key(label) for label in labels)
+
+
+def test_heartbeat_lost_starts_at_the_last_heartbeat_plus_the_session_timeout() -> None:
+    sim = Simulation(make_spec(clusters=1, faults=("broker.heartbeat_lost",), duration_ms=120_000))
+    (fault,) = sim.faults
+    lost = next(label for label in sim.labels() if label["rule"] == "broker.heartbeat_lost")
+    beats = [ev["ts"] for _, ev in sim.events()
+             if ev["type"] == "broker_heartbeat" and ev["broker_id"] == lost["broker_id"]]
+    last = max(ts for ts in beats if ts < fault.start_ms)
+    restart = min(ts for ts in beats if ts > fault.start_ms)
+    assert (lost["starts_at"], lost["ends_at"]) == (last + 9000, restart)
+
+
+def test_labels_match_the_detection_engine_on_a_mixed_fleet() -> None:
+    for spec in (make_spec(clusters=16, faults=FAULT_KINDS, duration_ms=1_200_000, seed=3),
+                 make_spec(clusters=1, brokers=2, faults=FAULT_KINDS, duration_ms=2_400_000, fault_every_ms=20_000)):
+        sim = Simulation(spec)
+        assert len(sim.labels()) > len(sim.faults) > 5
+        assert incidents_from_engine(sim) == sorted(incident_key(label) for label in sim.labels())
+
+
+def test_faults_that_cannot_finish_are_not_started_and_long_windows_stay_open() -> None:
+    assert Simulation(make_spec(clusters=1, faults=("broker.stuck_stopping",), duration_ms=150_000)).faults == ()
+    flapping = Simulation(make_spec(clusters=1, faults=("broker.flapping",), duration_ms=200_000))
+    (label,) = flapping.labels()
+    assert label["rule"] == "broker.flapping" and label["ends_at"] is None
+
+
+def test_faults_needing_more_brokers_or_clusters_are_skipped() -> None:
+    sim = Simulation(make_spec(clusters=1, brokers=1, duration_ms=600_000,
+                               faults=("cluster.controller_disagreement", "endpoint.collision", "broker.fenced")))
+    assert set(sim.skipped) == {"cluster.controller_disagreement", "endpoint.collision"}
+    assert [f.kind for f in sim.faults] == ["broker.fenced"] * len(sim.faults) != []
+
+
+def test_jitter_keeps_disorder_within_bounds_and_changes_no_label() -> None:
+    ordered = Simulation(make_spec(clusters=4, faults=FAULT_KINDS, duration_ms=400_000))
+    jittered = Simulation(make_spec(clusters=4, faults=FAULT_KINDS, duration_ms=400_000, jitter_ms=3000))
+    newest, worst, overtaken = 0, 0, 0
+    for _, ev in jittered.events():
+        worst = max(worst, newest - ev["ts"])
+        overtaken += ev["ts"] < newest
+        newest = max(newest, ev["ts"])
+    assert 0 < worst < 3000 and overtaken > 100
+    key = lambda ev: json.dumps(ev, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, (ev for _, ev in jittered.events()))) == sorted(
+        map(key, (ev for _, ev in ordered.events())))
+    assert jittered.labels() == ordered.labels()
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def run_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    configure_parser(parser)
+    return command(parser.parse_args(argv))
+
+
+def test_cli_writes_events_and_labels(tmp_path, capsys) -> None:
+    events, labels = tmp_path / "events.jsonl", tmp_path / "labels.jsonl"
+    rc = run_cli(["--clusters", "2", "--brokers", "2", "--duration", "200", "--faults", "heartbeat_lost,fenced",
+                  "--out", str(events), "--labels", str(labels)])
+    assert rc == 0
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert lines[0]["ts"] >= DEFAULT_START_MS and all(event_from_dict(ev) for ev in lines)
+    written = [json.loads(line) for line in labels.read_text().splitlines()]
+    assert {label["rule"] for label in written} >= {"broker.heartbeat_lost", "broker.fenced"}
+    summary = capsys.readouterr().out.strip()
+    assert "\n" not in summary and f"{len(lines)} events" in summary and "2 faults injected" in summary
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    ([], "--out"),
+    (["--out", "x.jsonl", "--faults", "nope"], "unknown fault"),
+    (["--out", "x.jsonl", "--jitter-ms", "6000"], "jitter_ms"),
+])
+def test_cli_refuses_bad_input_with_one_line(argv: list[str], error: str, capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert error in err and "\n" not in err
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+class FakeProducer:
+    """Stands in for kafka-python's KafkaProducer: records what was sent, and can set a stop
+    event after a number of sends."""
+
+    instances: list[FakeProducer] = []
+    stop: threading.Event | None = None
+    stop_after = 0
+
+    def __init__(self, **config: Any) -> None:
+        self.config = config
+        self.sent: list[tuple[str, bytes, bytes]] = []
+        self.flushed = self.closed = False
+        FakeProducer.instances.append(self)
+
+    def send(self, topic: str, key: bytes, value: bytes) -> FakeProducer:
+        self.sent.append((topic, key, value))
+        if self.stop is not None and len(self.sent) >= self.stop_after:
+            self.stop.set()
+        return self
+
+    def add_errback(self, callback: Any) -> None:
+        pass
+
+    def flush(self) -> None:
+        self.flushed = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_produce_live_sends_every_event_to_its_topic_keyed_by_cluster(monkeypatch) -> None:
+    import kafka
+
+    monkeypatch.setattr(kafka, "KafkaProducer", FakeProducer)
+    sim = Simulation(make_spec(clusters=2, duration_ms=30_000, faults=("cluster.id_invalid",)))
+    run = produce_live(sim, "127.0.0.1:9", realtime=False)
+    producer = FakeProducer.instances[-1]
+    expected = list(sim.events())
+    assert run.sent == len(expected) == len(producer.sent) and not run.stopped
+    assert producer.config["bootstrap_servers"] == "127.0.0.1:9" and producer.flushed and producer.closed
+    for (topic, ev), (sent_topic, key, value) in zip(expected, producer.sent, strict=True):
+        assert sent_topic == topic and key == (ev["cluster_id"] or "").encode()
+        assert json.loads(value) == ev and b'": ' not in value
+
+
+def test_produce_live_in_real_time_starts_now_and_stops_on_request(monkeypatch) -> None:
+    import kafka
+
+    monkeypatch.setattr(kafka, "KafkaProducer", FakeProducer)
+    stop = threading.Event()
+    monkeypatch.setattr(FakeProducer, "stop", stop)
+    monkeypatch.setattr(FakeProducer, "stop_after", 3)
+    before = int(time.time() * 1000)
+    run = produce_live(Simulation(make_spec(duration_ms=60_000)), "127.0.0.1:9", stop=stop)
+    producer = FakeProducer.instances[-1]
+    assert run.stopped and run.sent == 3 and producer.flushed
+    assert before <= run.start_ms <= time.time() * 1000
+    sent_ts = [json.loads(value)["ts"] for _, _, value in producer.sent]
+    assert all(run.start_ms <= ts <= time.time() * 1000 for ts in sent_ts)
+
+
+def test_module_exports_its_api() -> None:
+    assert set(simulate.__all__) >= {"FAULT_KINDS", "FleetSpec", "Simulation", "parse_faults", "write_events",
+                                     "write_labels", "produce_live", "configure_parser", "command"}
