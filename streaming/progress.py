@@ -47,7 +47,13 @@ class ProgressRecorder(StreamingQueryListener):
         log.info("query started", extra={"query": event.name, "id": str(event.id)})
 
     def onQueryProgress(self, event) -> None:
-        p = event.progress
+        try:
+            self._record(event.progress)
+        except Exception:
+            # A listener that raises is silently dropped by Spark: say why, keep the query running.
+            log.exception("could not record query progress")
+
+    def _record(self, p) -> None:
         name = p.name or str(p.id)
         event_time = p.eventTime or {}
         state_rows = sum(op.numRowsTotal for op in p.stateOperators)

@@ -36,8 +36,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker]
 START_MS = 1_764_000_000_000
 
 
-def _fleet(duration_ms: int = 150_000) -> Simulation:
-    return Simulation(FleetSpec(clusters=3, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
+def _fleet(duration_ms: int = 150_000, clusters: int = 3) -> Simulation:
+    return Simulation(FleetSpec(clusters=clusters, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
                                 duration_ms=duration_ms, seed=7, first_fault_ms=30_000, fault_every_ms=60_000))
 
 
@@ -79,7 +79,7 @@ def bus(tmp_path):
 
 
 def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, test_config, bus, tmp_path):
-    sim = _fleet()
+    sim = _fleet(clusters=30)
     labels = [lbl for lbl in sim.labels() if lbl["rule"] == "broker.heartbeat_lost"]
     assert labels, "the simulator injected no stopped broker"
     config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
@@ -116,6 +116,8 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
         expected = _expected_lines(sim)
         _poll(lambda: _lines(store) == expected, 120, "the live alerts to equal the replayed ones")
         assert query.isActive and query.exception() is None
+        # Progress events reach listeners asynchronously, after the batch's sink has run.
+        assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced + 2, timeout_s=60)
         stats = recorder.stats["fleetwatch"]
         assert stats.input_rows == produced + 2
         rate = stats.input_rows / max(stats.busy_ms / 1000, 1e-3)
