@@ -43,13 +43,13 @@ def _run(args: argparse.Namespace) -> int:
     store = Store(config.store.url)
     spark = spark_session(config)
     publisher = AlertPublisher(bootstrap)
-    query = start_job(spark, config, bootstrap, store, publisher)
+    query, _ = start_job(spark, config, bootstrap, store, publisher)
     try:
         while not stop.is_set() and query.isActive:
             stop.wait(1.0)
         failure = query.exception()
     finally:
-        stop_gracefully(query)
+        stop_gracefully(spark, query)
         publisher.close()
         spark.stop()
         if bus is not None:

@@ -54,7 +54,7 @@ def run_demo(config: FleetwatchConfig, *, clusters: int, brokers: int, port: int
                                       "--store-url", store_url, "--port", str(port)])
         spark = spark_session(config, "fleetwatch-demo")
         publisher = AlertPublisher(bus.bootstrap)
-        query = start_job(spark, config, bus.bootstrap, store, publisher)
+        query, _ = start_job(spark, config, bus.bootstrap, store, publisher)
         print(f"dashboard on http://127.0.0.1:{port}  (Ctrl-C stops everything)", file=sys.stderr)
         try:
             while not stop.is_set() and query.isActive:
@@ -63,7 +63,7 @@ def run_demo(config: FleetwatchConfig, *, clusters: int, brokers: int, port: int
         finally:
             print("stopping...", file=sys.stderr)
             stop.set()
-            stop_gracefully(query)
+            stop_gracefully(spark, query)
             publisher.close()
             spark.stop()
             if dashboard is not None:

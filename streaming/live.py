@@ -14,6 +14,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streaming import topics
 from streaming.config import FleetwatchConfig
 from streaming.job import build_pipeline, checkpoint_path
+from streaming.progress import ProgressRecorder
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store
 from streaming.source.telemetry import read_telemetry
@@ -47,22 +48,33 @@ class AlertPublisher:
 
 
 def start_job(spark: SparkSession, config: FleetwatchConfig, bootstrap_servers: str, store: Store,
-              publisher: AlertPublisher | None = None) -> StreamingQuery:
+              publisher: AlertPublisher | None = None) -> tuple[StreamingQuery, ProgressRecorder]:
+    """Start the job; its progress recorder also feeds the dashboard's pipeline page."""
     raw = read_telemetry(spark, bootstrap_servers, topics.TELEMETRY,
                          max_records_per_batch=config.spark.max_records_per_batch)
     writer = BatchWriter(store, on_alerts=publisher)
+    recorder = ProgressRecorder(store)
+    spark.streams.addListener(recorder)
     query = (build_pipeline(raw, config.rule_book()).writeStream.queryName(QUERY_NAME)
              .foreachBatch(writer)
              .option("checkpointLocation", checkpoint_path(config, QUERY_NAME))
              .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds")
              .start())
     log.info("job started", extra={"bootstrap": bootstrap_servers, "checkpoint": checkpoint_path(config, QUERY_NAME)})
-    return query
+    return query, recorder
 
 
-def stop_gracefully(query: StreamingQuery, timeout_s: float = 20.0) -> None:
-    """Let the running micro-batch finish (its output is then committed), then stop."""
+def stop_gracefully(spark: SparkSession, query: StreamingQuery, timeout_s: float = 20.0) -> None:
+    """Let the running micro-batch finish (its output is then committed), then stop.
+
+    A batch still running at the deadline is cancelled: nothing of it is committed, so the
+    next start runs it again (every sink write is idempotent).
+    """
     deadline = time.monotonic() + timeout_s
     while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
         time.sleep(0.1)  # polling the query status, bounded by the deadline
+    # A cancelled batch is expected here, not an error worth a stack trace in the user's terminal.
+    spark.sparkContext.setLogLevel("OFF")
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
     query.stop()
+    log.info("job stopped", extra={"query": query.name})

@@ -27,9 +27,8 @@ from streaming.collect.simulate import FleetSpec, Simulation, write_events
 from streaming.contract import event_from_dict
 from streaming.detect.engine import detect
 from streaming.live import start_job, stop_gracefully
-from streaming.progress import ProgressRecorder
 from streaming.replay import replay_file
-from streaming.sinks.store import Store, alert_history, alerts, outbox, quarantine
+from streaming.sinks.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -85,15 +84,13 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
     config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
         update={"checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500})})
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    recorder = ProgressRecorder(store)
-    spark.streams.addListener(recorder)
     produced = _produce(bus.bootstrap, sim.events())
     _produce(bus.bootstrap, [(topics.METADATA, {"not": "an event"})])
     with KafkaProducer(bootstrap_servers=bus.bootstrap) as producer:
         producer.send(topics.HEARTBEATS, value=b"\x00{garbage")
         producer.flush()
     started = time.monotonic()
-    query = start_job(spark, config, bus.bootstrap, store)
+    query, recorder = start_job(spark, config, bus.bootstrap, store)
     try:
         label = labels[0]
 
@@ -120,11 +117,13 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced + 2, timeout_s=60)
         stats = recorder.stats["fleetwatch"]
         assert stats.input_rows == produced + 2
+        with store.engine.connect() as conn:  # what the dashboard's pipeline page shows
+            assert conn.scalar(select(func.sum(pipeline_progress.c.input_rows))) == produced + 2
         rate = stats.input_rows / max(stats.busy_ms / 1000, 1e-3)
         print(f"\nlive job: {stats.input_rows} rows in {stats.batches} batches, busy {stats.busy_ms} ms "
               f"-> {rate:.0f} rows/s while busy; first heartbeat_lost in the store after {detected_after_s:.1f} s")
     finally:
-        stop_gracefully(query)
+        stop_gracefully(spark, query)
         spark.streams.removeListener(recorder)
 
     events_file = tmp_path / "events.jsonl"
