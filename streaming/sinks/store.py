@@ -30,6 +30,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from streaming.detect.alerts import RULES
+
 __all__ = [
     "Store",
     "alert_history",
@@ -41,6 +43,7 @@ __all__ = [
     "outbox",
     "pipeline_progress",
     "quarantine",
+    "subject_of",
     "targets",
 ]
 
@@ -265,13 +268,11 @@ class Store:
 
 def subject_of(alert: Mapping[str, Any]) -> str:
     """The subject an alert is about (SPEC section 4), as one string."""
-    rule = alert["rule"]
-    if rule.startswith("broker."):
+    kind = RULES[alert["rule"]][1]
+    if kind == "broker":
         return f"broker:{alert['cluster_id']}:{alert['broker_id']}"
-    if rule in ("cluster.id_changed", "cluster.id_invalid", "cluster.unreachable"):
-        return f"target:{alert['target']}"
-    if rule in ("connection.misrouted", "endpoint.collision"):
-        return f"endpoint:{alert['endpoint']}"
+    if kind in ("target", "endpoint"):
+        return f"{kind}:{alert[kind]}"
     return f"cluster:{alert['cluster_id']}"
 
 
