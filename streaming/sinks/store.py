@@ -39,6 +39,7 @@ __all__ = [
     "broker_transitions",
     "brokers",
     "clusters",
+    "controller_history",
     "metadata",
     "outbox",
     "pipeline_progress",
@@ -129,6 +130,16 @@ clusters = Table(
     Column("updated_ms", BigInteger, nullable=False),
 )
 
+# Every change of the controller a cluster's responses report (None: no active controller).
+controller_history = Table(
+    "controller_history", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cluster_id", String(255), nullable=False, index=True),
+    Column("ts", BigInteger, nullable=False),
+    Column("controller_id", Integer),
+    UniqueConstraint("cluster_id", "ts", name="uq_controller_change"),
+)
+
 targets = Table(
     "targets", metadata,
     Column("target", String(255), primary_key=True),
@@ -175,6 +186,7 @@ _INSERT_ONCE_KEYS: dict[str, tuple[str, ...]] = {
     "alert_history": ("alert_id", "status"),
     "outbox": ("alert_id", "status"),
     "broker_transitions": ("cluster_id", "broker_id", "ts", "state"),
+    "controller_history": ("cluster_id", "ts"),
     "quarantine": ("origin",),
     "pipeline_progress": ("query", "batch_id"),
 }
