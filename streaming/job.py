@@ -92,7 +92,7 @@ def _output_rows(out: Output) -> pd.DataFrame:
     rows += [("late", f"{src}:{pos}", event.ts, json.dumps(event_to_dict(event), separators=(",", ":")))
              for (src, pos), event in out.late]
     for kind, items in (("broker", out.brokers), ("cluster", out.clusters), ("target", out.targets),
-                        ("transition", out.transitions)):
+                        ("transition", out.transitions), ("controller", out.controller_changes)):
         rows += [(kind, None, item.get("updated_ms") or item.get("ts"), json.dumps(item, separators=(",", ":")))
                  for item in items]
     return pd.DataFrame(rows, columns=[f.name for f in OUTPUT_SCHEMA.fields])

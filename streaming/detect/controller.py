@@ -30,6 +30,9 @@ class ClusterTracker:
     target: str | None = None
     controller_id: int | None = None
     last_response_ms: int | None = None
+    # Controller changes not yet handed to the store: (ts, controller id or None for none).
+    history: list[tuple[int, int | None]] = field(default_factory=list)
+    last_recorded: int | None = -1
 
     @property
     def subject(self) -> str:
@@ -91,7 +94,10 @@ class ClusterTracker:
         if controller is None:
             if self.none_since is None:
                 self.none_since = r.ts
+                self._record(r.ts, None)
         else:
+            if self.none_since is not None:
+                self._record(r.ts, controller)
             self.none_since = None
             incidents.resolve(out, NO_CONTROLLER, self.subject, r.ts)
         if r.responder_node_id is None:
@@ -114,9 +120,21 @@ class ClusterTracker:
                     self._fire(incidents, out, FLAPPING, r.ts,
                                f"controller moved {len(self.changes)} times within {window} ms",
                                r.target, controller_id=agreed, previous_controller_id=self.agreed)
+            if agreed != self.agreed:
+                self._record(r.ts, agreed)
             self.agreed = agreed
         elif len(named) > 1 and self.disagree_since is None:
             self.disagree_since = r.ts
+
+    def _record(self, ts: int, controller: int | None) -> None:
+        if controller != self.last_recorded:
+            self.history.append((ts, controller))
+            self.last_recorded = controller
+
+    def drain_history(self) -> list[dict[str, Any]]:
+        rows = [{"cluster_id": self.cluster_id, "ts": ts, "controller_id": c} for ts, c in self.history]
+        self.history.clear()
+        return rows
 
     def snapshot(self) -> dict[str, Any]:
         return {"cluster_id": self.cluster_id, "target": self.target, "controller_id": self.controller_id,

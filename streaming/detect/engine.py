@@ -56,6 +56,7 @@ class Output:
     clusters: list[dict[str, Any]] = field(default_factory=list)
     targets: list[dict[str, Any]] = field(default_factory=list)
     transitions: list[dict[str, Any]] = field(default_factory=list)
+    controller_changes: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ShardEngine:
@@ -135,6 +136,7 @@ class ShardEngine:
         result.brokers += [self.brokers[b].snapshot() for b in sorted(touched_brokers)]
         if touched_cluster and self.cluster is not None:
             result.clusters.append(self.cluster.snapshot())
+            result.controller_changes = self.cluster.drain_history()
         result.targets += [self.targets[t].snapshot() for t in sorted(touched_targets)]
         return result
 

@@ -80,6 +80,7 @@ class BatchWriter:
             "targets": _latest(snapshots("target"), lambda t: t["target"]),
             "broker_transitions": {(t["cluster_id"], t["broker_id"], t["ts"], t["state"]): t
                                    for t in snapshots("transition")}.values(),
+            "controller_history": {(c["cluster_id"], c["ts"]): c for c in snapshots("controller")}.values(),
             "quarantine": quarantine,
         })
         if alert_objects:
