@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint java browser clean help
+.PHONY: demo test lint java system apt clean help
 
 help:
 	@echo "make demo   set up and run the whole product (dashboard on http://127.0.0.1:8050)"
@@ -17,23 +17,27 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-# Spark needs Java 17+. Installed from Debian when missing and we may (root + apt-get).
+# What the product and the tests need from Debian, installed in one apt-get run when missing
+# (we must be root with apt-get; otherwise a one-line message says what to install):
+# Java 17+ for Spark; Chromium and its driver for the browser tests; PostgreSQL, Prometheus
+# and Alertmanager, which the integration tests start themselves on 127.0.0.1.
 java:
-	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing Java 17 (openjdk-17-jre-headless) for Spark"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
-	  else \
-	    echo "fleetwatch needs Java 17 or newer for Spark (e.g. apt-get install openjdk-17-jre-headless)"; exit 1; \
-	  fi; \
-	fi
+	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then $(MAKE) -s apt PKGS=openjdk-17-jre-headless; fi
 
-# Headless Chromium and its driver for the dashboard's browser tests.
-browser:
-	@if ! { command -v chromium && command -v chromedriver; } >/dev/null; then \
-	  echo "installing chromium and chromium-driver for the browser tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
-	fi
+system: java
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	{ command -v prometheus-alertmanager || command -v alertmanager; } >/dev/null || missing="$$missing prometheus-alertmanager"; \
+	if [ -n "$$missing" ]; then $(MAKE) -s apt PKGS="$$missing"; fi
+
+apt:
+	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	  echo "fleetwatch needs these Debian packages: $(PKGS) (install them, or run make as root)"; exit 1; fi
+	@echo "installing from Debian:$(PKGS)"
+	@apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PKGS) >/dev/null
 
 demo: $(STAMP) java
 	$(BIN)/fleetwatch demo
@@ -41,7 +45,7 @@ demo: $(STAMP) java
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) java browser lint
+test: $(STAMP) system lint
 	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest --headless --webdriver Chrome -p no:cacheprovider
 
 clean:
