@@ -1,10 +1,14 @@
 """The detection engine: routes events to shards and runs the rules of each shard in event time.
 
-A shard holds everything one group of rules needs to see together:
+A shard holds everything one group of rules needs to see together, keyed by what the rules
+are about:
 - `cluster:<cluster_id>`: broker and controller rules of one cluster (heartbeats, broker states,
   the cluster's successful responses);
-- `fleet`: identity and routing rules, which compare targets, endpoints and clusters with each
-  other (all responses, and the endpoints of registrations).
+- `target:<name>`: the target rules (id changed, invalid, unreachable) and the misroutes of the
+  endpoints probed for that target (all responses of the target);
+- `fleet`: the two rules that compare clusters and targets with each other, `id_duplicate` and
+  `endpoint.collision` (successful responses' identities and advertisements, registrations'
+  endpoints). Only this shard is fleet-wide.
 
 `ShardEngine` is plain, picklable Python: the Spark job keeps one per shard in its state store,
 and `detect()` runs the same engines over a list of events for tests and benchmarks.
@@ -29,17 +33,19 @@ __all__ = ["FLEET_SHARD", "Output", "ShardEngine", "detect", "shards_of"]
 
 FLEET_SHARD = "fleet"
 CLUSTER_PREFIX = "cluster:"
+TARGET_PREFIX = "target:"
 
 # Where an event sits in its input: (source, offset) or ("", line). Orders equal timestamps.
 Position = tuple[Any, ...]
 
 
 def shards_of(event: Event) -> list[str]:
-    """The shards an event feeds; a response may feed its cluster's shard and the fleet shard."""
+    """The shards an event feeds: a response feeds its target's shard, and when it succeeded
+    with a cluster id, also its cluster's shard and the fleet shard."""
     if isinstance(event, MetadataResponse):
         if event.ok and event.cluster_id:
-            return [CLUSTER_PREFIX + event.cluster_id, FLEET_SHARD]
-        return [FLEET_SHARD]
+            return [TARGET_PREFIX + event.target, CLUSTER_PREFIX + event.cluster_id, FLEET_SHARD]
+        return [TARGET_PREFIX + event.target]
     shard = CLUSTER_PREFIX + (event.cluster_id or "")
     if isinstance(event, BrokerHeartbeat) and event.kind == "registration" and event.endpoints:
         return [shard, FLEET_SHARD]
@@ -126,7 +132,9 @@ class ShardEngine:
             # Deadlines that this event proves passed fire as if their timer had fired first.
             timers = Emitter(cause=(TIMER_PHASE, ()))
             if self.shard == FLEET_SHARD:
-                touched_targets |= self._fleet_event(event, book, out, timers)
+                self._fleet_event(event, out)
+            elif self.shard.startswith(TARGET_PREFIX):
+                touched_targets |= self._target_event(event, book, out, timers)
             else:
                 brokers, cluster = self._cluster_event(event, book, out, result, timers)
                 touched_brokers |= brokers
@@ -183,27 +191,30 @@ class ShardEngine:
             })
         return {event.broker_id}, False
 
-    def _fleet_event(self, event: Event, book: RuleBook, out: Emitter, timers: Emitter) -> set[str]:
-        inc = self.incidents
-        if isinstance(event, BrokerHeartbeat):
-            if event.cluster_id:
-                self.adverts.advertise(event.cluster_id, event.broker_id,
-                                       (e.address for e in event.endpoints or ()), event.ts, inc, out)
-            return set()
+    def _target_event(self, event: Event, book: RuleBook, out: Emitter, timers: Emitter) -> set[str]:
         assert isinstance(event, MetadataResponse)
+        inc = self.incidents
         tracker = self.targets.get(event.target)
         if tracker is None:
             tracker = self.targets[event.target] = TargetTracker(event.target)
         tracker.advance_to(event.ts, book, inc, timers)
         tracker.on_response(event, book, inc, out)
         check_misrouted(event, inc, out)
-        if event.ok and event.cluster_id:
-            if event.expected is None:
-                self.duplicates.on_bootstrap(event, inc, out)
-            for entry in event.brokers or ():
-                self.adverts.advertise(event.cluster_id, entry.node_id, (entry.address,), event.ts, inc, out,
-                                       target=event.target)
         return {event.target}
+
+    def _fleet_event(self, event: Event, out: Emitter) -> None:
+        inc = self.incidents
+        if isinstance(event, BrokerHeartbeat):
+            if event.cluster_id:
+                self.adverts.advertise(event.cluster_id, event.broker_id,
+                                       (e.address for e in event.endpoints or ()), event.ts, inc, out)
+            return
+        assert isinstance(event, MetadataResponse) and event.ok and event.cluster_id
+        if event.expected is None:
+            self.duplicates.on_bootstrap(event, inc, out)
+        for entry in event.brokers or ():
+            self.adverts.advertise(event.cluster_id, entry.node_id, (entry.address,), event.ts, inc, out,
+                                   target=event.target)
 
 
 def detect(events: Sequence[Event], book: RuleBook | None = None, *,
