@@ -1,59 +1,193 @@
 """The SRE dashboard: a Dash app over the store, one page per URL, refreshed by an interval.
 
-Pages: `/` fleet overview, `/cluster/<cluster_id>`, `/alerts`, `/pipeline`. Navigation renders a
-page's skeleton (its controls) once; the interval and the controls then refresh only the
-page's data, so a live refresh never steals the focus from the search box.
+Pages: `/` fleet overview, `/cluster/<cluster_id>`, `/alerts`, `/identity`, `/pipeline`.
+Navigation renders a page's skeleton (its controls) once; the interval and the controls then
+refresh only the page's data, so a live refresh never steals the focus from the search box.
+
+The alerts page silences a firing alert (its cluster, rule and broker, 2 h, with a reason) the
+way `fleetwatch silence add` does.
+
+Filters live in the URL's query string (`/alerts?rule=broker.fenced&severity=critical&cluster=pay`,
+`/?env=prod&region=eu&q=pay&healthy=1`): a page opened from a pasted link starts filtered, and
+changing a filter rewrites the address in place (no history entry per keystroke).
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 import time
-from urllib.parse import unquote
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qs, unquote
 
 import flask
 import plotly.graph_objects as go
-from dash import Dash, Input, Output, State, dcc, html
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import queries, views
+from streaming.config import ConfigError
+from streaming.notify.silences import Silence, add_silence
 from streaming.sinks.store import Store
 
-__all__ = ["create_app"]
+__all__ = ["Pages", "create_app"]
 
 log = logging.getLogger(__name__)
 
 _ALERT_LIMIT = 200
 _CLUSTER_PREFIX = "cluster/"
+_TAG = "tag-filter"
+_IDENTITY_RULES = ("cluster.id_changed", "cluster.id_duplicate", "cluster.id_invalid")
+SILENCE_MS = 2 * 3600_000
+
+Tags = Mapping[str, Mapping[str, str]]
+Query = dict[str, list[str]]
 
 
-def create_app(store_url: str, *, refresh_ms: int = 2000) -> Dash:
+class Pages:
+    """Each page's data as a plain function of its controls' values.
+
+    The Dash callbacks return these; bench/dashboard_callbacks.py times them. `tags` maps a
+    target name to its tags (from the config), None when the dashboard runs without one.
+    """
+
+    def __init__(self, store: Store, href: views.Href, tags: Tags | None = None) -> None:
+        self.store = store
+        self.engine = store.engine
+        self.href = href
+        self.tags = {name: dict(t) for name, t in (tags or {}).items()}
+        # The Tags column only when some target has a tag.
+        self._tag_column = self.tags if any(self.tags.values()) else None
+
+    def tag_options(self) -> dict[str, list[str]]:
+        """Every tag key of the configured targets, with its values."""
+        options: dict[str, set[str]] = {}
+        for own in self.tags.values():
+            for key, value in own.items():
+                options.setdefault(key, set()).add(value)
+        return {key: sorted(values) for key, values in sorted(options.items())}
+
+    def overview(self, search: str = "", show_healthy: bool = False,
+                 selected: Mapping[str, Sequence[str]] | None = None) -> tuple[html.Div, html.Div]:
+        names = queries.tagged_targets(self.tags, selected or {})
+        rows = queries.fleet_overview(self.engine, search, names)
+        # A search narrows the list enough to show healthy matches one by one.
+        listed = show_healthy or bool(search.strip())
+        return (views.summary_strip(queries.fleet_summary(self.engine, names)),
+                views.fleet_table(self.href, rows, listed, self._tag_column))
+
+    def cluster(self, cluster_id: str) -> tuple[html.Div, go.Figure]:
+        engine, href = self.engine, self.href
+        brokers = queries.cluster_brokers(engine, cluster_id)
+        firing = queries.cluster_alerts(engine, cluster_id, "firing")
+        resolved = queries.cluster_alerts(engine, cluster_id, "resolved", limit=20)
+        clock = queries.fleet_clock_ms(engine)
+        body = html.Div([
+            views.cluster_header(cluster_id, queries.cluster_info(engine, cluster_id), len(brokers)),
+            html.H2("Brokers"), views.brokers_table(brokers, firing),
+            html.H2("Firing alerts"),
+            views.alerts_table(href, firing, clock, table_id="cluster-firing", limit=50),
+            html.H2("Controller history"),
+            views.controller_table(queries.controller_changes(engine, cluster_id, limit=20)),
+            html.H2("Recently resolved alerts"),
+            views.alerts_table(href, resolved, clock, table_id="cluster-resolved", limit=20),
+        ])
+        return body, views.timeline_figure(queries.broker_timeline(engine, cluster_id), cluster_id)
+
+    def alerts(self, rules: Sequence[str] = (), severities: Sequence[str] = (), cluster: str = "") -> html.Div:
+        filters: dict[str, Any] = {"rules": rules, "severities": severities, "cluster": cluster,
+                                   "limit": _ALERT_LIMIT}
+        clock = queries.fleet_clock_ms(self.engine)
+        firing = queries.alert_list(self.engine, "firing", **filters)
+        return html.Div([
+            html.H2("Firing"),
+            views.alerts_table(self.href, firing, clock, table_id="alerts-firing", limit=_ALERT_LIMIT,
+                               silenced=self.silenced(firing)),
+            html.H2("Recently resolved"),
+            views.alerts_table(self.href, queries.alert_list(self.engine, "resolved", **filters), clock,
+                               table_id="alerts-resolved", limit=_ALERT_LIMIT),
+        ])
+
+    def silenced(self, firing: list[queries.Row]) -> dict[str, int]:
+        """Firing alert id -> when the latest-ending silence in force that matches it ends."""
+        found = [Silence.from_row(r) for r in queries.active_silences(self.engine, int(time.time() * 1000))]
+        out: dict[str, int] = {}
+        for a in firing if found else []:
+            subject = {**a, "cluster_id": a["alert_cluster_id"]}
+            until = next((s.ends_at for s in found if s.matches(subject)), None)
+            if until is not None:
+                out[a["alert_id"]] = until
+        return out
+
+    def silence(self, alert_id: str, reason: str, created_by: str) -> str:
+        """Silence a firing alert's cluster (its target when it names no cluster), rule and
+        broker for 2 h, like `fleetwatch silence add`; returns what to tell the user."""
+        a = queries.alert(self.engine, alert_id)
+        if a is None or a["status"] != "firing":
+            return "That alert is no longer firing: nothing silenced."
+        if not reason.strip():
+            return "Give a reason for the silence first."
+        try:
+            s = add_silence(self.store, cluster=a["cluster_id"] or a["target"], rule=a["rule"],
+                            broker_id=a["broker_id"], duration_ms=SILENCE_MS, reason=reason, created_by=created_by)
+        except ConfigError as exc:
+            return f"Not silenced: {exc}"
+        log.info("silence added from the dashboard", extra={"silence": s.id, "matchers": s.matchers()})
+        return f"Silence {s.id}: {s.matchers()} until {views.format_ts(s.ends_at)} ({s.reason})."
+
+    def identity(self, show_all: bool = False) -> html.Div:
+        engine, href = self.engine, self.href
+        clock = queries.fleet_clock_ms(engine)
+        id_alerts = (queries.alert_list(engine, "firing", rules=_IDENTITY_RULES, limit=50)
+                     + queries.alert_list(engine, "resolved", rules=_IDENTITY_RULES, limit=20))
+        return html.Div([
+            html.H2("Cluster-id registry"),
+            views.registry_table(href, queries.target_registry(engine, self.tags.keys()), show_all),
+            html.H2("Misrouted endpoints"),
+            views.misrouted_table(href, queries.endpoint_alerts(engine, "connection.misrouted"), clock),
+            html.H2("Endpoint collisions"),
+            views.collisions_table(href, queries.endpoint_alerts(engine, "endpoint.collision"), clock),
+            html.H2("Cluster-id alerts"),
+            views.alerts_table(href, id_alerts, clock, table_id="identity-alerts", limit=70),
+        ])
+
+    def pipeline(self) -> html.Div:
+        return views.pipeline_tables(queries.pipeline_batches(self.engine), queries.quarantine_reasons(self.engine),
+                                     queries.outbox_backlog(self.engine), int(time.time() * 1000))
+
+
+def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = None) -> Dash:
     """The dashboard over the store at `store_url`, refreshing every `refresh_ms`.
 
-    When FLEETWATCH_DASHBOARD_USER and FLEETWATCH_DASHBOARD_PASSWORD are both set, every
-    request needs HTTP basic auth with them.
+    `tags` maps a target name to its tags (`{c.name: c.tags for c in config.clusters}`): the
+    overview then has one filter per tag key. When FLEETWATCH_DASHBOARD_USER and
+    FLEETWATCH_DASHBOARD_PASSWORD are both set, every request needs HTTP basic auth with them.
     """
-    engine = Store(store_url).engine
+    store = Store(store_url)
+    engine = store.engine
     # No "Updating..." flicker in the tab title on every refresh.
     app = Dash(__name__, title="fleetwatch", update_title=None)
     app.index_string = app.index_string.replace("{%css%}", "{%css%}<style>" + views.CSS + "</style>")
     href = app.get_relative_path
+    pages = Pages(store, href, tags)
     app.layout = html.Div([
         dcc.Location(id="url"),
         dcc.Interval(id="tick", interval=refresh_ms),
         html.Nav([dcc.Link("fleetwatch", href=href("/"), className="brand"),
                   dcc.Link("Fleet", href=href("/")), dcc.Link("Alerts", href=href("/alerts")),
+                  dcc.Link("Identity & routing", href=href("/identity")),
                   dcc.Link("Pipeline", href=href("/pipeline")),
                   html.Span(id="status", className="status")]),
         html.Main(id="page"),
     ])
     # Every page's controls, so Dash can check callbacks against components not yet shown.
-    app.validation_layout = html.Div([app.layout, _overview_page(), _cluster_page(),
-                                      _alerts_page([]), _pipeline_page()])
-    _register_callbacks(app, engine)
+    app.validation_layout = html.Div([app.layout, _overview_page(pages.tag_options(), {}), _cluster_page(),
+                                      _alerts_page([], {}), _identity_page(), _pipeline_page()])
+    _register_callbacks(app, engine, pages)
     user = os.environ.get("FLEETWATCH_DASHBOARD_USER")
     password = os.environ.get("FLEETWATCH_DASHBOARD_PASSWORD")
     if user and password:
@@ -62,14 +196,29 @@ def create_app(store_url: str, *, refresh_ms: int = 2000) -> Dash:
     return app
 
 
-def _overview_page() -> html.Div:
+def _query(search: str | None) -> Query:
+    """A URL's query string as lists of values; "a,b" counts as two values of a list filter."""
+    return parse_qs((search or "").removeprefix("?"))
+
+
+def _listed(query: Query, key: str) -> list[str]:
+    return [part for value in query.get(key, []) for part in value.split(",") if part]
+
+
+def _overview_page(tag_options: Mapping[str, list[str]], query: Query) -> html.Div:
+    tag_filters = [html.Div(dcc.Dropdown(id={"type": _TAG, "key": key}, options=values, multi=True,
+                                         placeholder=key, value=[v for v in query.get(key, []) if v in values]),
+                            className="tag-filter", **{"data-tag": key})
+                   for key, values in tag_options.items()]
     return html.Div([
         html.H1("Fleet"),
         html.Div(id="overview-summary"),
         html.Div([dcc.Input(id="search", type="search", placeholder="Search cluster name or id",
-                            debounce=False, autoComplete="off"),
+                            debounce=False, autoComplete="off", value=query.get("q", [""])[0]),
+                  *tag_filters,
                   dcc.Checklist(id="show-healthy", options=[{"label": " list healthy clusters",
-                                                             "value": "show"}], value=[])],
+                                                             "value": "show"}],
+                                value=["show"] if query.get("healthy") else [])],
                  className="controls"),
         html.Div(id="overview-body"),
     ])
@@ -79,20 +228,35 @@ def _cluster_page() -> html.Div:
     return html.Div([
         html.Div(id="cluster-body"),
         html.H2("Broker states over time"),
-        dcc.Graph(id="cluster-timeline", config={"displaylogo": False}),
+        dcc.Graph(id="cluster-timeline", config={"displaylogo": False}, className="panel"),
     ])
 
 
-def _alerts_page(rules: list[str]) -> html.Div:
+def _alerts_page(rules: list[str], query: Query) -> html.Div:
+    chosen_rules = _listed(query, "rule")
     return html.Div([
         html.H1("Alerts"),
-        html.Div([dcc.Dropdown(id="alerts-rule", options=rules, multi=True, placeholder="Rule"),
+        html.Div([dcc.Dropdown(id="alerts-rule", options=sorted({*rules, *chosen_rules}), multi=True,
+                               placeholder="Rule", value=chosen_rules),
                   dcc.Dropdown(id="alerts-severity", options=list(queries.SEVERITIES), multi=True,
-                               placeholder="Severity"),
+                               placeholder="Severity",
+                               value=[s for s in _listed(query, "severity") if s in queries.SEVERITIES]),
                   dcc.Input(id="alerts-cluster", type="search", placeholder="Cluster id or target",
-                            autoComplete="off")],
+                            autoComplete="off", value=query.get("cluster", [""])[0])],
                  className="controls"),
+        html.Div([dcc.Input(id="silence-reason", type="text", autoComplete="off", maxLength=500,
+                            placeholder="Reason for a silence (e.g. planned rolling restart)"),
+                  html.Span(id="silence-result", className="muted")], className="controls"),
         html.Div(id="alerts-body"),
+    ])
+
+
+def _identity_page() -> html.Div:
+    return html.Div([
+        html.H1("Identity & routing"),
+        html.Div(dcc.Checklist(id="identity-show-all", options=[{"label": " list every target", "value": "all"}],
+                               value=[]), className="controls"),
+        html.Div(id="identity-body"),
     ])
 
 
@@ -106,16 +270,38 @@ def _cluster_id(app: Dash, pathname: str | None) -> str | None:
     return unquote(path.removeprefix(_CLUSTER_PREFIX)) if path.startswith(_CLUSTER_PREFIX) else None
 
 
-def _register_callbacks(app: Dash, engine: Engine) -> None:
-    href = app.get_relative_path
+def _replace_query_js(page_path: str, build: str) -> str:
+    """A browser-side callback that writes the filters into the address bar of `page_path`.
 
-    @app.callback(Output("page", "children"), Input("url", "pathname"))
-    def route(pathname: str | None) -> html.Div:
+    `build` fills the URLSearchParams `q` from the callback's arguments (`args`). replaceState:
+    the address follows the filters without a history entry per keystroke.
+    """
+    return f"""function (...args) {{
+        const loc = window.location;
+        if (loc.pathname !== {json.dumps(page_path)}) {{ return; }}
+        const q = new URLSearchParams();
+        {build}
+        const s = q.toString();
+        const url = loc.pathname + (s ? "?" + s : "") + loc.hash;
+        if (url !== loc.pathname + loc.search + loc.hash) {{
+            window.history.replaceState(window.history.state, "", url);
+        }}
+    }}"""
+
+
+def _register_callbacks(app: Dash, engine: Engine, pages: Pages) -> None:
+    tag_options = pages.tag_options()
+
+    @app.callback(Output("page", "children"), Input("url", "pathname"), State("url", "search"))
+    def route(pathname: str | None, search: str | None) -> html.Div:
         path = app.strip_relative_path(pathname or "/") or ""
+        query = _query(search)
         if path == "":
-            return _overview_page()
+            return _overview_page(tag_options, query)
         if path == "alerts":
-            return _alerts_page(queries.alert_rules(engine))
+            return _alerts_page(queries.alert_rules(engine), query)
+        if path == "identity":
+            return _identity_page()
         if path == "pipeline":
             return _pipeline_page()
         if _cluster_id(app, pathname) is not None:
@@ -131,53 +317,64 @@ def _register_callbacks(app: Dash, engine: Engine) -> None:
             return f"store unavailable: {type(exc).__name__}", "status down"
         return f"fleet clock {views.format_ts(clock)}", "status"
 
+    tag_filter = {"type": _TAG, "key": ALL}
+
     @app.callback(Output("overview-summary", "children"), Output("overview-body", "children"),
-                  Input("tick", "n_intervals"), Input("search", "value"), Input("show-healthy", "value"))
-    def overview(_n: int | None, search: str | None, show: list[str] | None) -> tuple[html.Div, html.Div]:
-        rows = queries.fleet_overview(engine, search or "")
-        # A search narrows the list enough to show healthy matches one by one.
-        listed = bool(show) or bool((search or "").strip())
-        return views.summary_strip(queries.fleet_summary(engine)), views.fleet_table(href, rows, listed)
+                  Input("tick", "n_intervals"), Input("search", "value"), Input("show-healthy", "value"),
+                  Input(tag_filter, "value"), State(tag_filter, "id"))
+    def overview(_n: int | None, search: str | None, show: list[str] | None, tag_values: list[list[str] | None],
+                 tag_ids: list[dict[str, str]]) -> tuple[html.Div, html.Div]:
+        selected = {i["key"]: v or [] for i, v in zip(tag_ids, tag_values, strict=True)}
+        return pages.overview(search or "", bool(show), selected)
+
+    app.clientside_callback(
+        _replace_query_js(app.get_relative_path("/"), """
+        const [search, show, tagValues, tagIds] = args;
+        (tagIds || []).forEach((id, i) => (tagValues[i] || []).forEach(v => q.append(id.key, v)));
+        if (search) { q.set("q", search); }
+        if (show && show.length) { q.set("healthy", "1"); }"""),
+        Input("search", "value"), Input("show-healthy", "value"), Input(tag_filter, "value"),
+        State(tag_filter, "id"))
 
     @app.callback(Output("cluster-body", "children"), Output("cluster-timeline", "figure"),
                   Input("tick", "n_intervals"), State("url", "pathname"))
     def cluster(_n: int | None, pathname: str | None) -> tuple[html.Div, go.Figure]:
-        cluster_id = _cluster_id(app, pathname) or ""
-        brokers = queries.cluster_brokers(engine, cluster_id)
-        firing = queries.cluster_alerts(engine, cluster_id, "firing")
-        resolved = queries.cluster_alerts(engine, cluster_id, "resolved", limit=20)
-        clock = queries.fleet_clock_ms(engine)
-        body = html.Div([
-            views.cluster_header(cluster_id, queries.cluster_info(engine, cluster_id), len(brokers)),
-            html.H2("Brokers"), views.brokers_table(brokers, firing),
-            html.H2("Firing alerts"),
-            views.alerts_table(href, firing, clock, table_id="cluster-firing", limit=50),
-            html.H2("Recently resolved alerts"),
-            views.alerts_table(href, resolved, clock, table_id="cluster-resolved", limit=20),
-        ])
-        return body, views.timeline_figure(queries.broker_timeline(engine, cluster_id), cluster_id)
+        return pages.cluster(_cluster_id(app, pathname) or "")
 
     @app.callback(Output("alerts-body", "children"), Input("tick", "n_intervals"),
                   Input("alerts-rule", "value"), Input("alerts-severity", "value"),
-                  Input("alerts-cluster", "value"))
+                  Input("alerts-cluster", "value"), Input("silence-result", "children"))
     def alerts(_n: int | None, rules: list[str] | None, severities: list[str] | None,
-               cluster: str | None) -> html.Div:
-        filters = {"rules": rules or (), "severities": severities or (), "cluster": cluster or "",
-                   "limit": _ALERT_LIMIT}
-        clock = queries.fleet_clock_ms(engine)
-        return html.Div([
-            html.H2("Firing"),
-            views.alerts_table(href, queries.alert_list(engine, "firing", **filters), clock,
-                               table_id="alerts-firing", limit=_ALERT_LIMIT),
-            html.H2("Recently resolved"),
-            views.alerts_table(href, queries.alert_list(engine, "resolved", **filters), clock,
-                               table_id="alerts-resolved", limit=_ALERT_LIMIT),
-        ])
+               cluster: str | None, _silenced: Any) -> html.Div:
+        return pages.alerts(rules or (), severities or (), cluster or "")
+
+    @app.callback(Output("silence-result", "children"), Input({"type": "silence", "alert": ALL}, "n_clicks"),
+                  State("silence-reason", "value"), prevent_initial_call=True)
+    def silence(_clicks: list[int | None], reason: str | None) -> str:
+        # A refresh re-renders the buttons (n_clicks 0): only a real click counts.
+        clicked = [json.loads(t["prop_id"].rsplit(".", 1)[0]) for t in ctx.triggered if t.get("value")]
+        if not clicked:
+            return no_update
+        auth = flask.request.authorization
+        who = f"dashboard ({auth.username})" if auth is not None and auth.username else "dashboard"
+        return pages.silence(clicked[0]["alert"], reason or "", who)
+
+    app.clientside_callback(
+        _replace_query_js(app.get_relative_path("/alerts"), """
+        const [rules, severities, cluster] = args;
+        (rules || []).forEach(v => q.append("rule", v));
+        (severities || []).forEach(v => q.append("severity", v));
+        if (cluster) { q.set("cluster", cluster); }"""),
+        Input("alerts-rule", "value"), Input("alerts-severity", "value"), Input("alerts-cluster", "value"))
+
+    @app.callback(Output("identity-body", "children"), Input("tick", "n_intervals"),
+                  Input("identity-show-all", "value"))
+    def identity(_n: int | None, show_all: list[str] | None) -> html.Div:
+        return pages.identity(bool(show_all))
 
     @app.callback(Output("pipeline-body", "children"), Input("tick", "n_intervals"))
     def pipeline(_n: int | None) -> html.Div:
-        return views.pipeline_tables(queries.pipeline_batches(engine), queries.quarantine_reasons(engine),
-                                     queries.outbox_backlog(engine), int(time.time() * 1000))
+        return pages.pipeline()
 
 
 def _require_basic_auth(server: flask.Flask, user: str, password: str) -> None:

@@ -16,7 +16,8 @@ __all__ = ["command", "configure_parser"]
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="config file; its store.url names the store to show")
+    p.add_argument("--config", metavar="FILE",
+                   help="config file; its store.url names the store to show, its clusters' tags the filters")
     p.add_argument("--store-url", metavar="URL",
                    help="store to show (overrides the config's store.url), e.g. sqlite:///var/fleetwatch.db")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -28,12 +29,15 @@ def command(args: argparse.Namespace) -> int:
     from dashboard.app import create_app
 
     try:
-        store_url = args.store_url or load_config(args.config).store.url
+        config = load_config(args.config)
     except ConfigError as exc:
         print(f"fleetwatch dashboard: {exc}", file=sys.stderr)
         return 2
+    store_url = args.store_url or config.store.url
+    # The overview's tag filters: each configured cluster's tags, by target name.
+    tags = {c.name: c.tags for c in config.clusters}
     try:
-        app = create_app(store_url)
+        app = create_app(store_url, tags=tags)
     except SQLAlchemyError as exc:
         # A bad URL or an unreachable database: one line, not a traceback, and not the URL,
         # which may hold a password.

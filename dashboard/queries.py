@@ -8,7 +8,7 @@ not the wall clock, so a store filled by a replay of last week's file still read
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -16,6 +16,7 @@ from sqlalchemy import (
     ColumnElement,
     Engine,
     Select,
+    and_,
     case,
     func,
     or_,
@@ -28,27 +29,35 @@ from streaming.sinks.store import (
     broker_transitions,
     brokers,
     clusters,
+    controller_history,
     outbox,
     pipeline_progress,
     quarantine,
+    silences,
     targets,
 )
 
 __all__ = [
     "SEVERITIES",
     "STATES",
+    "active_silences",
+    "alert",
     "alert_list",
     "alert_rules",
     "broker_timeline",
     "cluster_alerts",
     "cluster_brokers",
     "cluster_info",
+    "controller_changes",
+    "endpoint_alerts",
     "fleet_clock_ms",
     "fleet_overview",
     "fleet_summary",
     "outbox_backlog",
     "pipeline_batches",
     "quarantine_reasons",
+    "tagged_targets",
+    "target_registry",
 ]
 
 Row = dict[str, Any]
@@ -96,21 +105,53 @@ def _cluster_ids() -> Select[Any]:
     return union(select(clusters.c.cluster_id), select(brokers.c.cluster_id), firing)
 
 
-def fleet_summary(engine: Engine) -> Row:
-    """Fleet-wide counts: clusters, brokers by state, firing alerts by severity."""
+def tagged_targets(tags: Mapping[str, Mapping[str, str]],
+                   selected: Mapping[str, Collection[str]]) -> set[str] | None:
+    """Target names whose tags match every selected key (any of its selected values).
+
+    `tags` maps a target name to its tags (from the config). None when nothing is selected:
+    no filter, which is not the same as a filter that matches no target.
+    """
+    active = {key: set(values) for key, values in selected.items() if values}
+    if not active:
+        return None
+    return {name for name, own in tags.items() if all(own.get(k) in vals for k, vals in active.items())}
+
+
+def _of_targets(cluster_id: ColumnElement[Any], names: Collection[str]) -> ColumnElement[bool]:
+    """The cluster belongs to one of the named targets: by its own row, or as their pinned or
+    last seen id (a cluster heard of only through an alert has no row of its own)."""
+    names = sorted(names)
+    return or_(cluster_id.in_(select(clusters.c.cluster_id).where(clusters.c.target.in_(names))),
+               cluster_id.in_(select(targets.c.pinned_cluster_id).where(targets.c.target.in_(names))),
+               cluster_id.in_(select(targets.c.last_cluster_id).where(targets.c.target.in_(names))))
+
+
+def fleet_summary(engine: Engine, targets_in: Collection[str] | None = None) -> Row:
+    """Fleet-wide counts: clusters, brokers by state, firing alerts by severity.
+
+    `targets_in` (target names, e.g. from a tag filter) limits the counts to their clusters.
+    """
     ids = _cluster_ids().subquery()
+    n_stmt = select(func.count()).select_from(ids)
+    state = func.coalesce(brokers.c.state, "UNKNOWN")
+    state_stmt = select(state, func.count()).group_by(state)
+    severity_stmt = (select(alerts.c.severity, func.count()).select_from(_alerts_with_target)
+                     .where(alerts.c.status == "firing").group_by(alerts.c.severity))
+    if targets_in is not None:
+        n_stmt = n_stmt.where(_of_targets(ids.c.cluster_id, targets_in))
+        state_stmt = state_stmt.where(_of_targets(brokers.c.cluster_id, targets_in))
+        severity_stmt = severity_stmt.where(_of_targets(_attributed_cluster, targets_in))
     with engine.connect() as conn:
-        n_clusters = conn.scalar(select(func.count()).select_from(ids)) or 0
-        by_state = dict(conn.execute(select(func.coalesce(brokers.c.state, "UNKNOWN"), func.count())
-                                     .group_by(func.coalesce(brokers.c.state, "UNKNOWN"))).all())
-        by_severity = dict(conn.execute(select(alerts.c.severity, func.count())
-                                        .where(alerts.c.status == "firing")
-                                        .group_by(alerts.c.severity)).all())
+        n_clusters = conn.scalar(n_stmt) or 0
+        by_state = dict(conn.execute(state_stmt).all())
+        by_severity = dict(conn.execute(severity_stmt).all())
     return {"clusters": n_clusters, "brokers": by_state, "firing": by_severity}
 
 
-def fleet_overview(engine: Engine, search: str = "") -> list[Row]:
-    """One row per cluster, worst first; `search` matches the cluster id or target name.
+def fleet_overview(engine: Engine, search: str = "", targets_in: Collection[str] | None = None) -> list[Row]:
+    """One row per cluster, worst first; `search` matches the cluster id or target name,
+    `targets_in` (target names, e.g. from a tag filter) keeps only their clusters.
 
     Keys: cluster_id, target, brokers, online, fenced, stopping, offline, unknown, firing,
     severity (worst firing, None when healthy), stalest_heartbeat_age_ms.
@@ -142,6 +183,8 @@ def fleet_overview(engine: Engine, search: str = "") -> list[Row]:
     if needle:
         stmt = stmt.where(or_(func.lower(ids.c.cluster_id).contains(needle, autoescape=True),
                               func.lower(clusters.c.target).contains(needle, autoescape=True)))
+    if targets_in is not None:
+        stmt = stmt.where(_of_targets(ids.c.cluster_id, targets_in))
     rows = _rows(engine, stmt)
     for row in rows:
         row["severity"] = _severity_of(row.pop("worst"))
@@ -168,11 +211,33 @@ def cluster_brokers(engine: Engine, cluster_id: str) -> list[Row]:
     return _rows(engine, stmt)
 
 
+def controller_changes(engine: Engine, cluster_id: str, limit: int = 20) -> list[Row]:
+    """The cluster's latest controller changes, newest first, each with how long it held.
+
+    Keys: ts, controller_id (None: no active controller), held_ms (until the next change; for
+    the current controller, until the fleet clock), current.
+    """
+    h = controller_history
+    stmt = (select(h.c.ts, h.c.controller_id).where(h.c.cluster_id == cluster_id)
+            .order_by(h.c.ts.desc()).limit(limit))
+    with engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(stmt)]
+        clock = conn.scalar(select(func.max(brokers.c.updated_ms)))
+    until = clock
+    for i, row in enumerate(rows):
+        row["current"] = i == 0
+        row["held_ms"] = None if until is None else max(until - row["ts"], 0)
+        until = row["ts"]
+    return rows
+
+
 def _alerts_stmt(status: str, limit: int) -> Select[Any]:
     order = ([_rank(alerts.c.severity).desc(), alerts.c.starts_at.desc()] if status == "firing"
              else [alerts.c.ends_at.desc()])
+    # cluster_id: the cluster the alert hurts (as on the overview); alert_cluster_id: its own field.
     return (select(alerts.c.alert_id, alerts.c.rule, alerts.c.severity, alerts.c.status,
-                   _attributed_cluster.label("cluster_id"), alerts.c.target, alerts.c.broker_id,
+                   _attributed_cluster.label("cluster_id"), alerts.c.cluster_id.label("alert_cluster_id"),
+                   alerts.c.target, alerts.c.broker_id,
                    alerts.c.endpoint, alerts.c.starts_at, alerts.c.ends_at, alerts.c.summary)
             .select_from(_alerts_with_target).where(alerts.c.status == status)
             .order_by(*order, alerts.c.alert_id).limit(limit))
@@ -255,3 +320,66 @@ def outbox_backlog(engine: Engine) -> Row:
                   func.min(o.c.created_at).label("oldest_created_ms")
                   ).where(o.c.delivered_at.is_(None))
     return _rows(engine, stmt)[0]
+
+
+def target_registry(engine: Engine, configured: Collection[str] = ()) -> list[Row]:
+    """The cluster-id registry: every target with its pinned and last seen cluster id.
+
+    Targets whose last seen id differs from the pinned one come first, then failing targets
+    (last error newer than the last good answer), then the rest by name. `configured` target
+    names that the store has never heard of are listed as unseen. Keys: target,
+    pinned_cluster_id, last_cluster_id, last_ok_age_ms, last_error, last_error_age_ms, differs,
+    failing, seen.
+    """
+    t = targets
+    differs = and_(t.c.pinned_cluster_id.is_not(None), t.c.last_cluster_id.is_not(None),
+                   t.c.pinned_cluster_id != t.c.last_cluster_id)
+    failing = and_(t.c.last_error_ms.is_not(None),
+                   or_(t.c.last_ok_ms.is_(None), t.c.last_error_ms > t.c.last_ok_ms))
+    differs_flag = case((differs, 1), else_=0)
+    failing_flag = case((failing, 1), else_=0)
+    clock = _clock()
+    stmt = (select(t.c.target, t.c.pinned_cluster_id, t.c.last_cluster_id,
+                   (clock - t.c.last_ok_ms).label("last_ok_age_ms"), t.c.last_error,
+                   (clock - t.c.last_error_ms).label("last_error_age_ms"),
+                   differs_flag.label("differs"), failing_flag.label("failing"))
+            .order_by(differs_flag.desc(), failing_flag.desc(), t.c.target))
+    rows = _rows(engine, stmt)
+    seen = set()
+    for row in rows:
+        row["differs"], row["failing"], row["seen"] = bool(row["differs"]), bool(row["failing"]), True
+        seen.add(row["target"])
+    rows += [{"target": name, "pinned_cluster_id": None, "last_cluster_id": None, "last_ok_age_ms": None,
+              "last_error": None, "last_error_age_ms": None, "differs": False, "failing": False,
+              "seen": False} for name in sorted(set(configured) - seen)]
+    return rows
+
+
+def endpoint_alerts(engine: Engine, rule: str, *, firing_limit: int = 200, resolved_limit: int = 20) -> list[Row]:
+    """One endpoint rule's alerts (connection.misrouted, endpoint.collision) with their details:
+    the firing ones (newest first), then the latest resolved ones."""
+    def stmt(status: str, limit: int) -> Select[Any]:
+        order = alerts.c.starts_at.desc() if status == "firing" else alerts.c.ends_at.desc()
+        return (select(alerts.c.alert_id, alerts.c.status, alerts.c.severity, alerts.c.cluster_id,
+                       alerts.c.target, alerts.c.endpoint, alerts.c.starts_at, alerts.c.ends_at,
+                       alerts.c.summary, alerts.c.details)
+                .where(alerts.c.rule == rule, alerts.c.status == status)
+                .order_by(order, alerts.c.alert_id).limit(limit))
+
+    return _rows(engine, stmt("firing", firing_limit)) + _rows(engine, stmt("resolved", resolved_limit))
+
+
+def alert(engine: Engine, alert_id: str) -> Row | None:
+    """One alert's current row (the alert object's fields but details), or None."""
+    stmt = select(alerts.c.alert_id, alerts.c.rule, alerts.c.severity, alerts.c.status, alerts.c.cluster_id,
+                  alerts.c.target, alerts.c.broker_id, alerts.c.endpoint).where(alerts.c.alert_id == alert_id)
+    rows = _rows(engine, stmt)
+    return rows[0] if rows else None
+
+
+def active_silences(engine: Engine, now_ms: int) -> list[Row]:
+    """Silences in force at `now_ms` (wall clock), ending last first."""
+    s = silences
+    stmt = (select(s).where(s.c.expired_at.is_(None), s.c.starts_at <= now_ms, s.c.ends_at > now_ms)
+            .order_by(s.c.ends_at.desc()))
+    return _rows(engine, stmt)

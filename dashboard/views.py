@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html as html_text
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -22,16 +22,22 @@ from dashboard.queries import SEVERITIES, STATES
 __all__ = [
     "CSS",
     "HEALTHY_LIST_LIMIT",
+    "LISTED_LIMIT",
     "Href",
     "alerts_table",
     "brokers_table",
     "cluster_header",
     "cluster_path",
+    "collisions_table",
+    "controller_table",
     "fleet_table",
     "format_age",
     "format_ts",
+    "misrouted_table",
     "pipeline_tables",
+    "registry_table",
     "summary_strip",
+    "tag_text",
     "timeline_figure",
 ]
 
@@ -40,36 +46,74 @@ Href = Callable[[str], str]
 
 # More healthy clusters than this collapse into one count line unless asked for.
 HEALTHY_LIST_LIMIT = 20
+# Asked for, at most this many healthy rows (a refresh of 1,000 rows every 2 s is ~1.4 MB).
+LISTED_LIMIT = 200
 
 CSS = """
-body { font-family: system-ui, sans-serif; margin: 0; color: #1d2330; background: #f5f6f8; }
-nav { display: flex; gap: 1.2rem; align-items: baseline; padding: .6rem 1.2rem; background: #1d2330; }
-nav a { color: #e8ebf0; text-decoration: none; font-weight: 600; }
-nav .brand { color: #8fb3ff; }
-nav .status { margin-left: auto; color: #aab2c0; font-size: .85rem; }
-nav .status.down { color: #ff8a80; font-weight: 600; }
+:root {
+  color-scheme: light dark;
+  --bg: #f5f6f8; --fg: #1d2330; --panel: #ffffff; --border: #e3e6eb; --th-bg: #eef0f4;
+  --muted: #5b6475; --link: #1a5fb4; --nav-bg: #1d2330; --nav-fg: #e8ebf0; --brand: #8fb3ff;
+  --nav-muted: #aab2c0; --down: #ff8a80;
+  --crit: #d32f2f; --crit-bg: #fde2e1; --crit-fg: #c62828;
+  --warn: #b57900; --warn-bg: #fff3d6; --warn-fg: #8a5a00;
+  --info: #1e6fd9; --info-bg: #e3efff; --info-fg: #1a5fb4;
+  --ok: #2e9d4f; --ok-bg: #edf7ee; --ok-fg: #2e7d32;
+}
+@media (prefers-color-scheme: dark) {
+  :root, body {
+    --bg: #12161d; --fg: #e6e9ef; --panel: #1a1f28; --border: #2c3340; --th-bg: #222936;
+    --muted: #a3acbb; --link: #8fb3ff; --nav-bg: #0b0e13;
+    --crit: #ff6b6b; --crit-bg: #4a1c1f; --crit-fg: #ff8a80;
+    --warn: #f0b429; --warn-bg: #41320f; --warn-fg: #f5c451;
+    --info: #5a9bff; --info-bg: #16294a; --info-fg: #8fb3ff;
+    --ok: #3fbf6a; --ok-bg: #153322; --ok-fg: #6fcf87;
+    /* Dash's own inputs and dropdowns */
+    --Dash-Fill-Inverse-Strong: #1a1f28; --Dash-Text-Primary: #e6e9ef; --Dash-Text-Strong: #f2f4f8;
+    --Dash-Text-Weak: #a3acbb; --Dash-Text-Disabled: #7d8696; --Dash-Stroke-Strong: #5d6677;
+    --Dash-Stroke-Weak: #2c3340; --Dash-Fill-Interactive-Weak: rgba(143, 179, 255, .08);
+    --Dash-Fill-Primary-Hover: rgba(143, 179, 255, .10); --Dash-Fill-Primary-Active: rgba(143, 179, 255, .18);
+    --Dash-Fill-Interactive-Strong: #a98bff; --Dash-Fill-Disabled: #2c3340;
+  }
+  /* plotly writes its colours inline: axis labels, legend and grid follow the page */
+  .js-plotly-plot .cartesianlayer text, .js-plotly-plot .infolayer text { fill: var(--fg) !important; }
+  .js-plotly-plot .gridlayer path, .js-plotly-plot .zerolinelayer path { stroke: var(--border) !important; }
+}
+body { font-family: system-ui, sans-serif; margin: 0; color: var(--fg); background: var(--bg); }
+a { color: var(--link); }
+nav { display: flex; gap: 1.2rem; align-items: baseline; padding: .6rem 1.2rem; background: var(--nav-bg); }
+nav a { color: var(--nav-fg); text-decoration: none; font-weight: 600; }
+nav .brand { color: var(--brand); }
+nav .status { margin-left: auto; color: var(--nav-muted); font-size: .85rem; }
+nav .status.down { color: var(--down); font-weight: 600; }
 main { padding: 1rem 1.2rem; }
 h1 { font-size: 1.3rem; margin: .2rem 0 .8rem; } h2 { font-size: 1.05rem; margin: 1.2rem 0 .4rem; }
-table { border-collapse: collapse; width: 100%; background: #fff; font-size: .88rem; }
-th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #e3e6eb; vertical-align: top; }
-th { background: #eef0f4; font-weight: 600; }
+table { border-collapse: collapse; width: 100%; background: var(--panel); font-size: .88rem; }
+th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--border); vertical-align: top; }
+th { background: var(--th-bg); font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.sev-critical { background: #fde2e1; } tr.sev-critical td:first-child { border-left: 5px solid #d32f2f; }
-tr.sev-warning { background: #fff3d6; } tr.sev-warning td:first-child { border-left: 5px solid #f0a000; }
-tr.sev-info { background: #e3efff; } tr.sev-info td:first-child { border-left: 5px solid #1e6fd9; }
-tr.sev-healthy td:first-child { border-left: 5px solid #2e9d4f; }
-tr.healthy-count td { color: #2e7d32; font-weight: 600; background: #edf7ee; }
+tr.sev-critical { background: var(--crit-bg); } tr.sev-critical td:first-child { border-left: 5px solid var(--crit); }
+tr.sev-warning { background: var(--warn-bg); } tr.sev-warning td:first-child { border-left: 5px solid var(--warn); }
+tr.sev-info { background: var(--info-bg); } tr.sev-info td:first-child { border-left: 5px solid var(--info); }
+tr.sev-healthy td:first-child { border-left: 5px solid var(--ok); }
+tr.healthy-count td { color: var(--ok-fg); font-weight: 600; background: var(--ok-bg); }
+td.differs { font-weight: 700; }
 .strip { display: flex; flex-wrap: wrap; gap: .6rem; margin-bottom: .8rem; }
-.card { background: #fff; border: 1px solid #e3e6eb; border-radius: 6px; padding: .4rem .8rem; }
+.card { background: var(--panel); border: 1px solid var(--border); border-radius: 6px; padding: .4rem .8rem; }
 .card .n { font-size: 1.3rem; font-weight: 700; display: block; }
-.card .label { font-size: .78rem; color: #5b6475; }
-.card.critical .n { color: #d32f2f; } .card.warning .n { color: #b77600; }
-.card.info .n { color: #1e6fd9; } .card.healthy .n { color: #2e7d32; }
+.card .label { font-size: .78rem; color: var(--muted); }
+.card.critical .n { color: var(--crit-fg); } .card.warning .n { color: var(--warn-fg); }
+.card.info .n { color: var(--info-fg); } .card.healthy .n { color: var(--ok-fg); }
+.panel { background: var(--panel); border: 1px solid var(--border); }
 .controls { display: flex; gap: .8rem; align-items: center; margin-bottom: .8rem; flex-wrap: wrap; }
 .controls .dash-input-container { width: 22rem; flex: 0 0 auto; }
 .controls .dash-dropdown-wrapper { width: 18rem; flex: 0 0 auto; }
-.muted { color: #5b6475; } .empty { color: #5b6475; padding: .6rem 0; }
+.controls .tag-filter .dash-dropdown-wrapper, .controls .tag-filter { width: 12rem; }
+.muted { color: var(--muted); } .empty { color: var(--muted); padding: .6rem 0; }
 .mono { font-family: ui-monospace, monospace; font-size: .82rem; }
+.silence-btn { font: inherit; font-size: .8rem; padding: .1rem .5rem; border: 1px solid var(--border);
+               border-radius: 4px; background: var(--panel); color: var(--fg); cursor: pointer; white-space: nowrap; }
+td.silenced { color: var(--muted); white-space: nowrap; }
 """
 
 _STATE_LABEL = {"ONLINE": "online", "FENCED": "fenced", "STOPPING": "stopping", "OFFLINE": "offline",
@@ -137,28 +181,42 @@ def summary_strip(summary: dict[str, Any]) -> html.Div:
     return html.Div(cards, className="strip", id="summary")
 
 
-def _cluster_row(href: Href, row: dict[str, Any]) -> html.Tr:
+def tag_text(tags: Mapping[str, str] | None) -> str:
+    """A target's tags as one line: "env=prod region=eu-west-1"."""
+    return " ".join(f"{k}={v}" for k, v in sorted((tags or {}).items()))
+
+
+def _cluster_row(href: Href, row: dict[str, Any], tags: Mapping[str, Mapping[str, str]] | None) -> html.Tr:
     severity = row["severity"] or "healthy"
     counts = [html.Td(row[k] or "", className="num") for k in ("online", "fenced", "stopping",
                                                                 "offline", "unknown")]
+    tag_cell = [] if tags is None else [html.Td(tag_text(tags.get(row["target"] or "")), className="tags")]
     return html.Tr(
-        [html.Td(_cluster_link(href, row["cluster_id"])), html.Td(row["target"] or "—"),
+        [html.Td(_cluster_link(href, row["cluster_id"])), html.Td(row["target"] or "—"), *tag_cell,
          html.Td(row["brokers"], className="num"), *counts,
          html.Td(row["firing"] or "", className="num"), html.Td(row["severity"] or "healthy"),
          html.Td(format_age(row["stalest_heartbeat_age_ms"]), className="num")],
         className=f"cluster-row sev-{severity}", **{"data-cluster": row["cluster_id"]})
 
 
-def fleet_table(href: Href, rows: list[dict[str, Any]], show_healthy: bool) -> html.Div:
-    """Clusters with firing alerts one per row; healthy ones collapse into a count when many."""
-    head = ["Cluster", "Target", ("Brokers", "num"), ("Online", "num"), ("Fenced", "num"),
-            ("Stopping", "num"), ("Offline", "num"), ("No state", "num"), ("Firing", "num"),
+def fleet_table(href: Href, rows: list[dict[str, Any]], show_healthy: bool,
+                tags: Mapping[str, Mapping[str, str]] | None = None) -> html.Div:
+    """Clusters with firing alerts one per row; healthy ones collapse into a count when many.
+
+    With `tags` (target name -> tags), a column shows each cluster's target's tags.
+    """
+    head = ["Cluster", "Target", *([] if tags is None else ["Tags"]), ("Brokers", "num"), ("Online", "num"),
+            ("Fenced", "num"), ("Stopping", "num"), ("Offline", "num"), ("No state", "num"), ("Firing", "num"),
             "Worst", ("Stalest heartbeat", "num")]
     troubled = [r for r in rows if r["severity"]]
     healthy = [r for r in rows if not r["severity"]]
-    body = [_cluster_row(href, r) for r in troubled]
+    body = [_cluster_row(href, r, tags) for r in troubled]
     if show_healthy or len(healthy) <= HEALTHY_LIST_LIMIT:
-        body += [_cluster_row(href, r) for r in healthy]
+        body += [_cluster_row(href, r, tags) for r in healthy[:LISTED_LIMIT]]
+        if len(healthy) > LISTED_LIMIT:
+            body.append(html.Tr(html.Td(f"and {len(healthy) - LISTED_LIMIT:,} more healthy clusters: search or "
+                                        "filter by tag to narrow the list", colSpan=len(head)),
+                                className="healthy-count", id="healthy-count"))
     else:
         body.append(html.Tr(html.Td(f"{len(healthy):,} healthy clusters (no firing alert): tick "
                                     "\"list healthy clusters\" or search to see them", colSpan=len(head)),
@@ -179,6 +237,24 @@ def cluster_header(cluster_id: str, info: dict[str, Any] | None, n_brokers: int)
              ("Brokers", str(n_brokers))]
     return html.Div([title, html.Div([html.Div([html.Span(v, className="n"), html.Span(k, className="label")],
                                                className="card") for k, v in facts], className="strip")])
+
+
+def _controller_class(change: dict[str, Any]) -> str:
+    none = change["controller_id"] in (None, -1)
+    # No active controller: critical while it lasts, a warning mark in the history.
+    severity = ("sev-critical" if change["current"] else "sev-warning") if none else ""
+    return " ".join(filter(None, ["controller-row", "current" if change["current"] else "", severity]))
+
+
+def controller_table(rows: list[dict[str, Any]]) -> html.Div:
+    """The cluster's latest controller changes, newest first (`queries.controller_changes`)."""
+    body = [html.Tr(
+        [html.Td(format_ts(c["ts"])),
+         html.Td("none" if c["controller_id"] in (None, -1) else str(c["controller_id"]), className="num"),
+         html.Td(format_age(c["held_ms"]) + (" so far" if c["current"] else ""), className="num")],
+        className=_controller_class(c)) for c in rows]
+    return html.Div(_table(["Changed at", ("Active controller", "num"), ("Held for", "num")], body,
+                           "No controller change recorded for this cluster."), id="controller-history")
 
 
 def brokers_table(rows: list[dict[str, Any]], firing: list[dict[str, Any]]) -> html.Div:
@@ -206,9 +282,23 @@ def brokers_table(rows: list[dict[str, Any]], firing: list[dict[str, Any]]) -> h
     return _table(head, body, "No broker of this cluster has been seen.")
 
 
+def _silence_cell(alert: dict[str, Any], silenced: Mapping[str, int]) -> html.Td:
+    if alert["status"] != "firing":
+        return html.Td("")
+    until = silenced.get(alert["alert_id"])
+    if until is not None:
+        return html.Td(f"silenced until {format_ts(until)}", className="silenced")
+    return html.Td(html.Button("silence 2 h", id={"type": "silence", "alert": alert["alert_id"]}, n_clicks=0,
+                               className="silence-btn", title="silence its cluster, rule and broker for 2 h"))
+
+
 def alerts_table(href: Href, rows: list[dict[str, Any]], clock_ms: int | None, *,
-                 table_id: str, limit: int) -> html.Div:
-    """Alerts, each linking to the page of the cluster it is attributed to."""
+                 table_id: str, limit: int, silenced: Mapping[str, int] | None = None) -> html.Div:
+    """Alerts, each linking to the page of the cluster it is attributed to.
+
+    With `silenced` (alert id -> end of the silence that covers it), firing alerts get a
+    "silence" button, or say until when they are silenced.
+    """
     body = []
     for a in rows:
         cluster = (_cluster_link(href, a["cluster_id"]) if a["cluster_id"] is not None
@@ -219,10 +309,11 @@ def alerts_table(href: Href, rows: list[dict[str, Any]], clock_ms: int | None, *
             [html.Td(a["severity"]), html.Td(a["rule"], className="mono"), html.Td(cluster),
              html.Td(a["target"] or "—"), html.Td("—" if a["broker_id"] is None else a["broker_id"]),
              html.Td(a["endpoint"] or "—", className="mono"), html.Td(format_ts(a["starts_at"])),
-             html.Td(ended), html.Td(a["summary"])],
+             html.Td(ended), html.Td(a["summary"]), *([] if silenced is None else [_silence_cell(a, silenced)])],
             className=f"alert-row sev-{a['severity'] if a['status'] == 'firing' else 'healthy'}",
             **{"data-alert": a["alert_id"]}))
-    head = ["Severity", "Rule", "Cluster", "Target", "Broker", "Endpoint", "Started", "Ended", "Summary"]
+    head = ["Severity", "Rule", "Cluster", "Target", "Broker", "Endpoint", "Started", "Ended", "Summary",
+            *([] if silenced is None else ["Silence"])]
     table = _table(head, body, "None.")
     note = ([html.P(f"Showing the first {limit}; narrow the filters to see others.", className="muted")]
             if len(rows) >= limit else [])
@@ -246,6 +337,8 @@ def timeline_figure(segments: pd.DataFrame, cluster_id: str) -> go.Figure:
         barmode="overlay", height=120 + 28 * max(segments["broker_id"].nunique(), 1),
         margin={"l": 80, "r": 20, "t": 30, "b": 40}, xaxis={"type": "date", "title": "event time (UTC)"},
         yaxis={"categoryorder": "category descending"}, legend={"orientation": "h", "y": 1.1},
+        # Transparent: the page's panel colour shows through, light or dark.
+        paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
         # Keep the user's zoom across live refreshes of the same cluster.
         uirevision=cluster_id)
     if segments.empty:
@@ -285,3 +378,114 @@ def pipeline_tables(batches: list[dict[str, Any]], reasons: list[dict[str, Any]]
         html.H2("Notifier outbox"),
         html.P(outbox_line, id="outbox"),
     ])
+
+
+def _details(row: dict[str, Any]) -> dict[str, Any]:
+    # `details` is JSON written from events: any shape may come back.
+    details = row.get("details")
+    return details if isinstance(details, dict) else {}
+
+
+def _identity(href: Href, who: Any) -> list[Any]:
+    """"cluster <id> node <n>" from a {"cluster_id", "node_id"} detail, the id linked."""
+    who = who if isinstance(who, dict) else {}
+    cluster_id, node_id = who.get("cluster_id"), who.get("node_id")
+    parts: list[Any] = []
+    if isinstance(cluster_id, str):
+        parts += ["cluster ", _cluster_link(href, cluster_id)]
+    if node_id is not None:
+        parts.append(f" node {node_id}")
+    return parts or ["—"]
+
+
+def _when(row: dict[str, Any], clock_ms: int | None) -> list[html.Td]:
+    since = None if clock_ms is None else clock_ms - row["starts_at"]
+    ended = (format_ts(row["ends_at"]) if row["ends_at"] is not None
+             else f"firing for {format_age(since)}")
+    return [html.Td(format_ts(row["starts_at"])), html.Td(ended)]
+
+
+def _alert_class(kind: str, row: dict[str, Any]) -> str:
+    severity = row["severity"] if row["status"] == "firing" else "healthy"
+    return f"{kind} {row['status']} sev-{severity}"
+
+
+def registry_table(href: Href, rows: list[dict[str, Any]], show_all: bool) -> html.Div:
+    """Target -> pinned id -> last seen id; a last id that differs from the pinned one is
+    highlighted. Targets in order (same id, no error) collapse into a count when many."""
+    def row_of(t: dict[str, Any]) -> html.Tr:
+        if t["differs"]:
+            status, severity = "last seen id differs from the pinned one", "critical"
+        elif t["failing"]:
+            status, severity = "failing", "warning"
+        elif not t["seen"]:
+            status, severity = "configured, never answered", "info"
+        elif t["pinned_cluster_id"] is None:
+            status, severity = "not pinned", "healthy"
+        else:
+            status, severity = "ok", "healthy"
+        pinned, last = t["pinned_cluster_id"], t["last_cluster_id"]
+        error = (f"{t['last_error']} ({format_age(t['last_error_age_ms'])} ago)"
+                 if t["last_error"] else "—")
+        return html.Tr(
+            [html.Td(t["target"]),
+             html.Td(_cluster_link(href, pinned) if pinned is not None else "—"),
+             html.Td(_cluster_link(href, last) if last is not None else "—",
+                     className="differs" if t["differs"] else ""),
+             html.Td(status),
+             html.Td(format_age(t["last_ok_age_ms"]) + " ago" if t["last_ok_age_ms"] is not None else "—",
+                     className="num"),
+             html.Td(error)],
+            className=f"registry-row sev-{severity}" + (" differs" if t["differs"] else ""),
+            **{"data-target": t["target"]})
+
+    head = ["Target", "Pinned cluster id", "Last seen cluster id", "Status", ("Last good answer", "num"),
+            "Last error"]
+    calm = [t for t in rows if t["seen"] and not t["differs"] and not t["failing"]]
+    notable = [t for t in rows if not (t["seen"] and not t["differs"] and not t["failing"])]
+    body = [row_of(t) for t in notable]
+    if show_all or len(calm) <= HEALTHY_LIST_LIMIT:
+        body += [row_of(t) for t in calm[:LISTED_LIMIT]]
+        if len(calm) > LISTED_LIMIT:
+            body.append(html.Tr(html.Td(f"and {len(calm) - LISTED_LIMIT:,} more targets in order",
+                                        colSpan=len(head)), className="healthy-count"))
+    else:
+        body.append(html.Tr(html.Td(f"{len(calm):,} targets answer with their pinned (or only) id: tick "
+                                    "\"list every target\" to see them", colSpan=len(head)),
+                            className="healthy-count"))
+    return html.Div(_table(head, body, "The store knows of no target yet."), id="registry")
+
+
+def misrouted_table(href: Href, rows: list[dict[str, Any]], clock_ms: int | None) -> html.Div:
+    """connection.misrouted alerts: the endpoint, its target, the identity it should have
+    reached and what answered (or the error it refused with)."""
+    body = []
+    for a in rows:
+        details = _details(a)
+        answered = (_identity(href, details["answered"]) if "answered" in details
+                    else [str(details.get("error") or "—")])
+        body.append(html.Tr(
+            [html.Td(a["status"]), html.Td(a["endpoint"] or "—", className="mono"), html.Td(a["target"] or "—"),
+             html.Td(_identity(href, details.get("expected"))), html.Td(answered), *_when(a, clock_ms)],
+            className=_alert_class("misrouted-row", a), **{"data-alert": a["alert_id"]}))
+    head = ["Status", "Endpoint", "Target", "Expected", "Answered", "Started", "Ended"]
+    return html.Div(_table(head, body, "No endpoint leads to the wrong broker."), id="misrouted")
+
+
+def collisions_table(href: Href, rows: list[dict[str, Any]], clock_ms: int | None) -> html.Div:
+    """endpoint.collision alerts: the address and every cluster/node that advertises it."""
+    body = []
+    for a in rows:
+        advertisers: list[Any] = []
+        names = _details(a).get("advertised_by")
+        for name in names if isinstance(names, list) else []:
+            cluster_id, _, node = str(name).rpartition("/")
+            if advertisers:
+                advertisers.append(", ")
+            advertisers += ([_cluster_link(href, cluster_id), f"/{node}"] if cluster_id else [str(name)])
+        body.append(html.Tr(
+            [html.Td(a["status"]), html.Td(a["endpoint"] or "—", className="mono"),
+             html.Td(advertisers or "—", className="advertisers"), *_when(a, clock_ms)],
+            className=_alert_class("collision-row", a), **{"data-alert": a["alert_id"]}))
+    head = ["Status", "Address", "Advertised by (cluster/node)", "Started", "Ended"]
+    return html.Div(_table(head, body, "No address is advertised by two brokers."), id="collisions")

@@ -1,11 +1,22 @@
-"""WSGI entry point: `FLEETWATCH_STORE_URL=... gunicorn -w 2 dashboard.wsgi:server`."""
+"""WSGI entry point: `FLEETWATCH_STORE_URL=... gunicorn -w 2 dashboard.wsgi:server`.
+
+FLEETWATCH_CONFIG (optional) names the config file: its clusters' tags become the overview's
+filters, and its store.url the store when FLEETWATCH_STORE_URL is not set.
+"""
 
 from __future__ import annotations
 
 import os
 
 from dashboard.app import create_app
+from streaming.config import load_config
 
 __all__ = ["server"]
 
-server = create_app(os.environ["FLEETWATCH_STORE_URL"]).server
+_config_path = os.environ.get("FLEETWATCH_CONFIG")
+_config = load_config(_config_path) if _config_path else None
+_store_url = os.environ.get("FLEETWATCH_STORE_URL") or (_config.store.url if _config else None)
+if not _store_url:
+    raise RuntimeError("set FLEETWATCH_STORE_URL (or FLEETWATCH_CONFIG) to the store to show")
+
+server = create_app(_store_url, tags={c.name: c.tags for c in _config.clusters} if _config else None).server

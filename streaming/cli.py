@@ -29,6 +29,7 @@ def _run(args: argparse.Namespace) -> int:
     from streaming.collect.bus import EmbeddedBus
     from streaming.job import spark_session
     from streaming.live import AlertPublisher, start_job, stop_gracefully
+    from streaming.ops.metrics import serve_metrics_from_args
     from streaming.sinks.store import Store
 
     config = _config(args)
@@ -41,6 +42,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"no bus configured: embedded broker on {bus.bootstrap}", file=sys.stderr)
     bootstrap = config.bus.bootstrap_servers or bus.bootstrap
     store = Store(config.store.url)
+    metrics = serve_metrics_from_args(args, store)  # Prometheus /metrics, when --metrics-port is given
     spark = spark_session(config)
     publisher = AlertPublisher(bootstrap)
     query, _ = start_job(spark, config, bootstrap, store, publisher)
@@ -54,6 +56,8 @@ def _run(args: argparse.Namespace) -> int:
         spark.stop()
         if bus is not None:
             bus.stop()
+        if metrics is not None:
+            metrics.stop()
     if failure is not None:
         print(f"fleetwatch run: the streaming job failed: {failure}", file=sys.stderr)
         return 1
@@ -93,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Watch a fleet of Kafka clusters: partitioned and fenced brokers, misrouted "
                     "connections, cluster-identity violations and controller trouble.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from streaming.ops import check_config
+    from streaming.ops.metrics import add_metrics_arguments
 
     def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -108,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = command("run", "the long-running streaming job", _run)
     p.add_argument("--config", required=True, help="config file, e.g. conf/fleetwatch.yaml")
+    add_metrics_arguments(p)
 
     p = command("replay", "run the detectors over a recorded JSONL file, deterministically", _replay)
     p.add_argument("events", help="recorded events, one contract-v1 JSON object per line")
@@ -115,11 +122,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="config file (rules; the store, when it names one)")
 
     from dashboard import cli as dashboard_cli
-    from streaming.collect import simulate
+    from streaming.collect import probe, simulate
+    from streaming.notify import cli as notify_cli
 
     simulate.configure_parser(command("simulate", "generate a fleet's telemetry with injected faults",
                                       _simulate))
     dashboard_cli.configure_parser(command("dashboard", "serve the SRE dashboard", _dashboard))
+    probe.configure_parser(command("probe", "poll real Kafka clusters and publish their metadata", probe.command))
+    check_config.configure_parser(command(
+        "check-config", "validate config files: every problem with its file, line and path (exit 2)",
+        check_config.command))
+    notify_cli.configure_parser(command("notify", "deliver alerts from the store's outbox to the receivers",
+                                        notify_cli.command))
+    notify_cli.configure_silence_parser(command("silence", "add, list and expire silences",
+                                                notify_cli.silence_command))
     return parser
 
 

@@ -11,7 +11,6 @@ import os
 import pickle
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -179,4 +178,5 @@ def build_pipeline(raw: DataFrame, book: RuleBook) -> DataFrame:
 
 
 def checkpoint_path(config: FleetwatchConfig, name: str) -> str:
-    return str(Path(config.spark.checkpoint_dir) / name)
+    # Plain string joining: Path() would turn an object-store URL (s3a://b/x) into s3a:/b/x.
+    return f"{config.spark.checkpoint_dir.rstrip('/')}/{name}"

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     Engine,
+    Index,
     Integer,
     MetaData,
     String,
@@ -40,10 +41,13 @@ __all__ = [
     "brokers",
     "clusters",
     "controller_history",
+    "deliveries",
     "metadata",
+    "notifier_lease",
     "outbox",
     "pipeline_progress",
     "quarantine",
+    "silences",
     "subject_of",
     "targets",
 ]
@@ -176,6 +180,63 @@ pipeline_progress = Table(
     UniqueConstraint("query", "batch_id", name="uq_progress"),
 )
 
+# The notifier's work (streaming/notify): one row per (outbox row, receiver) chosen by the routes,
+# sent in outbox order per (receiver, subject, rule). state: pending (to send at next_attempt_at),
+# delivered (after a 2xx), dead (a permanent failure: dead_letter true, the reason in last_error)
+# or silenced (silence_id). Errors are redacted before they are stored.
+deliveries = Table(
+    "deliveries", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("outbox_id", Integer, nullable=False, index=True),
+    Column("receiver", String(255), nullable=False),
+    Column("alert_id", String(64), nullable=False, index=True),
+    Column("status", String(16), nullable=False),
+    Column("rule", String(64), nullable=False),
+    Column("subject", String(600), nullable=False),
+    Column("group_key", String(600), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", BigInteger, nullable=False),
+    Column("last_attempt_at", BigInteger),
+    Column("last_error", Text),
+    Column("dead_letter", Boolean, nullable=False, default=False),
+    Column("silence_id", String(64)),
+    Column("created_at", BigInteger, nullable=False),
+    Column("delivered_at", BigInteger),
+    UniqueConstraint("outbox_id", "receiver", name="uq_delivery"),
+    Index("ix_deliveries_due", "receiver", "state", "next_attempt_at"),
+    Index("ix_deliveries_queue", "receiver", "subject", "rule", "state", "outbox_id"),
+)
+
+# Silences (`fleetwatch silence`): every given matcher must match; ends_at is set to the
+# expiry time by `silence expire`.
+silences = Table(
+    "silences", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("cluster", String(255)),
+    Column("rule", String(255)),
+    Column("broker_id", Integer),
+    Column("target", String(255)),
+    Column("endpoint", String(512)),
+    Column("starts_at", BigInteger, nullable=False),
+    Column("ends_at", BigInteger, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_by", String(255)),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expired_at", BigInteger),
+)
+
+# One notifier at a time per store (per-subject order): who holds the lease, until when.
+notifier_lease = Table(
+    "notifier_lease", metadata,
+    Column("name", String(64), primary_key=True),
+    Column("owner", String(64), nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("acquired_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+)
+
 _UPSERT_KEYS: dict[str, tuple[str, ...]] = {
     "alerts": ("alert_id",),
     "brokers": ("cluster_id", "broker_id"),
@@ -189,6 +250,7 @@ _INSERT_ONCE_KEYS: dict[str, tuple[str, ...]] = {
     "controller_history": ("cluster_id", "ts"),
     "quarantine": ("origin",),
     "pipeline_progress": ("query", "batch_id"),
+    "deliveries": ("outbox_id", "receiver"),
 }
 
 
@@ -206,7 +268,13 @@ class Store:
         self.engine: Engine = create_engine(url, future=True, pool_pre_ping=True)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        metadata.create_all(self.engine)
+        # Job, notifier and dashboard often start together: one schema creation at a time.
+        with self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7263011)")
+            elif self.engine.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the database's write lock, until commit
+            metadata.create_all(conn)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -221,9 +289,23 @@ class Store:
             return sqlite.insert(table)
         raise RuntimeError(f"unsupported database {dialect!r}: use SQLite or PostgreSQL")
 
+    @staticmethod
+    def _fit_postgresql(table: Table, row: dict[str, Any]) -> dict[str, Any]:
+        """PostgreSQL refuses NUL in text and over-long VARCHARs, which SQLite stores as given:
+        replace NUL, clip to the column's length, so one odd message cannot fail every retry."""
+        out = dict(row)
+        for name, value in row.items():
+            if isinstance(value, str):
+                value = value.replace("\x00", "\ufffd")
+                length = getattr(table.c[name].type, "length", None) if name in table.c else None
+                out[name] = value[:length] if length else value
+        return out
+
     def _write(self, conn, table: Table, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
+        if self.engine.dialect.name == "postgresql":
+            rows = [self._fit_postgresql(table, row) for row in rows]
         stmt = self._insert(table)
         if table.name in _UPSERT_KEYS:
             keys = _UPSERT_KEYS[table.name]

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Submit the fleetwatch streaming job to a Spark cluster (standalone or YARN), driver in client mode.
+#
+#   deploy/spark/submit.sh --master spark://spark-master:7077 --config /etc/fleetwatch/fleetwatch.yaml \
+#       [--metrics-port 9108] [-- EXTRA-SPARK-SUBMIT-OPTIONS...]
+#   deploy/spark/submit.sh --master yarn --config ... -- --num-executors 2 --executor-memory 2g
+#
+# Reads Kafka with Spark's own connector: --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark
+# version>, resolved from Maven Central (or the repositories of spark.jars.repositories / ivy settings).
+# FLEETWATCH_KAFKA_PACKAGE="" leaves it out; the job then reads with its own Python reader.
+# SIGTERM (systemctl stop, kill) stops the job gracefully: see graceful.sh.
+#
+# Environment:
+#   FLEETWATCH_PYTHON   Python with fleetwatch installed, same path on every node (default: python3 on PATH).
+#                       YARN without it on the nodes: ship a packed venv, e.g.
+#                       -- --archives fleetwatch-venv.tar.gz#venv --conf spark.pyspark.python=./venv/bin/python
+#   SPARK_HOME          default: the installed pyspark package (it ships spark-submit and the jars)
+#   SPARK_VERSION       default: the installed pyspark version (must match the cluster's Spark)
+#   FLEETWATCH_KAFKA_PACKAGE  default: org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_VERSION
+#   SPARK_MASTER, FLEETWATCH_CONFIG, FLEETWATCH_METRICS_PORT: defaults for the options
+set -euo pipefail
+
+usage() {
+  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+master="${SPARK_MASTER:-}"
+config="${FLEETWATCH_CONFIG:-}"
+metrics_port="${FLEETWATCH_METRICS_PORT:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --master) master="$2"; shift 2 ;;
+    --config) config="$2"; shift 2 ;;
+    --metrics-port) metrics_port="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; break ;;
+    *) echo "submit.sh: unknown option $1 (spark-submit options go after --)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$master" ] || [ -z "$config" ]; then
+  echo "submit.sh: --master and --config are required" >&2
+  usage >&2
+  exit 2
+fi
+if [ ! -r "$config" ]; then
+  echo "submit.sh: cannot read config $config" >&2
+  exit 2
+fi
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+python="${FLEETWATCH_PYTHON:-$(command -v python3)}"
+spark_home="${SPARK_HOME:-$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
+spark_version="${SPARK_VERSION:-$("$python" -c 'import pyspark; print(pyspark.__version__)')}"
+kafka_package="${FLEETWATCH_KAFKA_PACKAGE-org.apache.spark:spark-sql-kafka-0-10_2.13:${spark_version}}"
+app="${FLEETWATCH_APP:-$here/fleetwatch_job.py}"
+
+# Refuse a config that would fail on the cluster anyway, with every problem listed.
+"$python" -m streaming.ops.check_config "$config" >&2 || exit 2
+
+submit=(
+  "$spark_home/bin/spark-submit"
+  --master "$master"
+  --deploy-mode client
+  --name "${FLEETWATCH_APP_NAME:-fleetwatch}"
+  --conf "spark.pyspark.python=$python"
+  --conf "spark.pyspark.driver.python=$python"
+  --conf "spark.executorEnv.PYTHONUNBUFFERED=1"
+)
+if [ -n "$kafka_package" ]; then
+  submit+=(--packages "$kafka_package")
+fi
+submit+=("$@" "$app" --config "$config")
+if [ -n "$metrics_port" ]; then
+  submit+=(--metrics-port "$metrics_port")
+fi
+
+export SPARK_HOME="$spark_home" PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python" PYTHONUNBUFFERED=1
+FLEETWATCH_DRIVER_MATCH="$(basename "$app")" exec "$here/graceful.sh" "${submit[@]}"

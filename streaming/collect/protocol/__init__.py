@@ -1,0 +1,28 @@
+"""The few Kafka protocol requests the probe speaks, built from Kafka's JSON message specs."""
+
+from streaming.collect.protocol.client import Connection, ProbeFailure, Security, error_name
+from streaming.collect.protocol.codec import (
+    DecodeError,
+    decode_body,
+    decode_request,
+    decode_response,
+    encode_body,
+    encode_request,
+    encode_response,
+    spec,
+)
+
+__all__ = [
+    "Connection",
+    "DecodeError",
+    "ProbeFailure",
+    "Security",
+    "decode_body",
+    "decode_request",
+    "decode_response",
+    "encode_body",
+    "encode_request",
+    "encode_response",
+    "error_name",
+    "spec",
+]

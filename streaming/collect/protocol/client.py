@@ -1,0 +1,370 @@
+"""A minimal asyncio Kafka client: one connection, a few requests, hard deadlines.
+
+Only what the probe needs: framing and correlation ids, ApiVersions negotiation (with the
+KIP-511 fallback for brokers that do not know the requested version), TLS, SASL PLAIN and
+SCRAM-SHA-256/512 over SaslHandshake v1 + SaslAuthenticate, and a classification of every
+failure into one short error name (`ProbeFailure.code`).
+
+Every I/O step is bounded by the connection's deadline, so a broker that accepts the TCP
+connection and never answers (a blackhole) costs at most the timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import errno
+import hashlib
+import hmac
+import ipaddress
+import secrets
+import socket
+import ssl
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from streaming.collect.protocol.codec import DecodeError, decode_response, encode_request, spec
+
+__all__ = [
+    "AUTH_FAILED",
+    "CONNECTION_CLOSED",
+    "CONNECTION_REFUSED",
+    "PROTOCOL_ERROR",
+    "TIMEOUT",
+    "TLS_ERROR",
+    "Connection",
+    "KafkaErrorResponse",
+    "ProbeFailure",
+    "ScramClient",
+    "Security",
+    "error_name",
+]
+
+CONNECTION_REFUSED = "CONNECTION_REFUSED"
+TIMEOUT = "TIMEOUT"
+TLS_ERROR = "TLS_ERROR"
+AUTH_FAILED = "AUTH_FAILED"
+CONNECTION_CLOSED = "CONNECTION_CLOSED"  # accepted, then closed or reset before answering
+UNKNOWN_HOST = "UNKNOWN_HOST"
+HOST_UNREACHABLE = "HOST_UNREACHABLE"
+NETWORK_ERROR = "NETWORK_ERROR"
+PROTOCOL_ERROR = "PROTOCOL_ERROR"  # an answer that is not the Kafka protocol we expect
+
+API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+FIRST_API_VERSIONS_VERSION = 3  # KIP-511 (Kafka 2.4+); older brokers answer with their range
+CLIENT_SOFTWARE_NAME = "fleetwatch"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+_MAX_FRAME = 64 * 1024 * 1024
+# getaddrinfo blocks a thread; asyncio's default pool has min(32, cpus + 4) of them, so a few
+# names whose DNS hangs would stall every other target's resolution. Our own, wider pool.
+_RESOLVER = ThreadPoolExecutor(max_workers=64, thread_name_prefix="probe-dns")
+
+# Kafka error codes the probe reports by name (kafka-python does not know the newest ones).
+_ERROR_NAMES = {
+    -1: "UNKNOWN_SERVER_ERROR",
+    7: "REQUEST_TIMED_OUT",
+    8: "BROKER_NOT_AVAILABLE",
+    31: "CLUSTER_AUTHORIZATION_FAILED",
+    33: "UNSUPPORTED_SASL_MECHANISM",
+    34: "ILLEGAL_SASL_STATE",
+    35: "UNSUPPORTED_VERSION",
+    41: "NOT_CONTROLLER",
+    42: "INVALID_REQUEST",
+    58: "SASL_AUTHENTICATION_FAILED",
+    104: "INCONSISTENT_CLUSTER_ID",
+    129: "REBOOTSTRAP_REQUIRED",
+}
+
+
+def error_name(code: int) -> str:
+    """The Kafka name of an error code (`REBOOTSTRAP_REQUIRED` for 129)."""
+    if code in _ERROR_NAMES:
+        return _ERROR_NAMES[code]
+    try:
+        from kafka.errors import for_code
+
+        name = for_code(code).message
+    except Exception:  # any failure just means "no name known"
+        name = "UNKNOWN"
+    return name if name and name != "UNKNOWN" else f"KAFKA_ERROR_{code}"
+
+
+class ProbeFailure(Exception):
+    """A failed exchange: `code` goes into the event's `error` field."""
+
+    def __init__(self, code: str, detail: str = "") -> None:
+        super().__init__(f"{code}: {detail}" if detail else code)
+        self.code = code
+        self.detail = detail
+
+
+class KafkaErrorResponse(ProbeFailure):
+    """The broker answered with a Kafka error code."""
+
+    def __init__(self, api: str, code: int, message: str | None = None) -> None:
+        super().__init__(error_name(code), f"{api} answered error {code}" + (f" ({message})" if message else ""))
+        self.api = api
+        self.error_code = code
+
+
+def classify(exc: BaseException, phase: str = "") -> ProbeFailure:
+    """One transport failure as an error name. `phase` is "tls" during the TLS handshake."""
+    if isinstance(exc, ProbeFailure):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return ProbeFailure(TIMEOUT, f"no answer in time ({phase or 'request'})")
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return ProbeFailure(TLS_ERROR, str(exc))
+    if isinstance(exc, ConnectionRefusedError):
+        return ProbeFailure(CONNECTION_REFUSED, str(exc))
+    if isinstance(exc, socket.gaierror):
+        return ProbeFailure(UNKNOWN_HOST, str(exc))
+    if phase == "tls" and isinstance(exc, OSError | EOFError | asyncio.IncompleteReadError):
+        return ProbeFailure(TLS_ERROR, f"handshake failed: {exc!r}")
+    if isinstance(exc, asyncio.IncompleteReadError | ConnectionResetError | BrokenPipeError
+                  | ConnectionAbortedError | EOFError):
+        return ProbeFailure(CONNECTION_CLOSED, f"connection closed by the broker ({phase or 'request'})")
+    if isinstance(exc, DecodeError):
+        return ProbeFailure(PROTOCOL_ERROR, str(exc))
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
+            return ProbeFailure(HOST_UNREACHABLE, str(exc))
+        if exc.errno == errno.ETIMEDOUT:
+            return ProbeFailure(TIMEOUT, str(exc))
+        return ProbeFailure(NETWORK_ERROR, str(exc))
+    return ProbeFailure(PROTOCOL_ERROR, repr(exc))
+
+
+@dataclass(frozen=True)
+class Security:
+    """How to reach one cluster: TLS context and SASL credentials, already resolved."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    username: str | None = None
+    password: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+class ScramClient:
+    """The client side of SCRAM (RFC 5802) as Kafka uses it (no channel binding, no SASLprep)."""
+
+    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None) -> None:
+        self.hash_name = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+        self.username = username.replace("=", "=3D").replace(",", "=2C")
+        self.password = password.encode("utf-8")
+        self.nonce = nonce or base64.b64encode(secrets.token_bytes(18)).decode()
+        self._auth_message = ""
+        self._server_signature = b""
+
+    def _hmac(self, key: bytes, msg: bytes) -> bytes:
+        return hmac.new(key, msg, self.hash_name).digest()
+
+    @property
+    def first_bare(self) -> str:
+        return f"n={self.username},r={self.nonce}"
+
+    def first_message(self) -> bytes:
+        return ("n,," + self.first_bare).encode()
+
+    def final_message(self, server_first: bytes) -> bytes:
+        text = server_first.decode()
+        attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+        if "e" in attrs:
+            raise ProbeFailure(AUTH_FAILED, f"SCRAM server error: {attrs['e']}")
+        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i")
+        if not nonce.startswith(self.nonce) or salt is None or iterations is None:
+            raise ProbeFailure(AUTH_FAILED, "invalid SCRAM server-first message")
+        salted = hashlib.pbkdf2_hmac(self.hash_name, self.password, base64.b64decode(salt), int(iterations))
+        client_key = self._hmac(salted, b"Client Key")
+        stored_key = hashlib.new(self.hash_name, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        self._auth_message = f"{self.first_bare},{text},{without_proof}"
+        signature = self._hmac(stored_key, self._auth_message.encode())
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self._server_signature = self._hmac(self._hmac(salted, b"Server Key"), self._auth_message.encode())
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify_final(self, server_final: bytes) -> None:
+        attrs = dict(part.split("=", 1) for part in server_final.decode().split(",") if "=" in part)
+        if "e" in attrs:
+            raise ProbeFailure(AUTH_FAILED, f"SCRAM server error: {attrs['e']}")
+        if base64.b64decode(attrs.get("v", "")) != self._server_signature:
+            raise ProbeFailure(AUTH_FAILED, "SCRAM server signature does not match")
+
+
+class Connection:
+    """One connection to one broker address, bounded by a deadline on the event loop's clock."""
+
+    def __init__(self, host: str, port: int, *, deadline: float, client_id: str = "fleetwatch-probe",
+                 security: Security | None = None) -> None:
+        self.host, self.port = host, port
+        self.deadline = deadline
+        self.client_id = client_id
+        self.security = security or Security()
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = 0
+
+    def _remaining(self) -> float:
+        remaining = self.deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise TimeoutError
+        return remaining
+
+    async def _bounded(self, awaitable: Any) -> Any:
+        return await asyncio.wait_for(awaitable, self._remaining())
+
+    async def _resolve(self) -> list[str]:
+        try:
+            ipaddress.ip_address(self.host)
+            return [self.host]
+        except ValueError:
+            pass
+        loop = asyncio.get_running_loop()
+        infos = await self._bounded(loop.run_in_executor(
+            _RESOLVER, socket.getaddrinfo, self.host, self.port, 0, socket.SOCK_STREAM))
+        return list(dict.fromkeys(info[4][0] for info in infos))
+
+    async def open(self) -> None:
+        try:
+            addresses = await self._resolve()
+            failure: BaseException | None = None
+            for address in addresses:  # each resolved address in turn, within the one deadline
+                try:
+                    self._reader, self._writer = await self._bounded(asyncio.open_connection(address, self.port))
+                    break
+                except (ConnectionRefusedError, OSError) as exc:
+                    if isinstance(exc, TimeoutError):
+                        raise
+                    failure = exc
+            else:
+                raise failure or ProbeFailure(UNKNOWN_HOST, f"{self.host} resolves to no address")
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise classify(exc, "connect") from exc
+        assert self._writer is not None
+        if self.security.tls:
+            context = self.security.ssl_context or ssl.create_default_context()
+            try:
+                await self._bounded(self._writer.start_tls(context, server_hostname=self.host))
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                raise classify(exc, "tls") from exc
+
+    def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            # abort, not close: a graceful TLS close waits for a peer that may never answer.
+            writer.transport.abort()
+
+    async def __aenter__(self) -> Connection:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def supported(self, api_key: int, ours_min: int, ours_max: int) -> int | None:
+        """The highest version both sides support, from the broker's ApiVersions answer."""
+        theirs = self.versions.get(api_key)
+        if theirs is None:
+            return None
+        low, high = max(theirs[0], ours_min), min(theirs[1], ours_max)
+        return high if low <= high else None
+
+    async def call(self, api: str, version: int, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send `<api>Request` at `version` and return the decoded `<api>Response` body."""
+        if self._writer is None or self._reader is None:
+            raise ProbeFailure(CONNECTION_CLOSED, "not connected")
+        self._correlation += 1
+        correlation = self._correlation
+        frame = encode_request(f"{api}Request", version, correlation, self.client_id, values)
+        try:
+            self._writer.write(frame)
+            await self._bounded(self._writer.drain())
+            size = int.from_bytes(await self._bounded(self._reader.readexactly(4)), "big", signed=True)
+            if not 4 <= size <= _MAX_FRAME:
+                raise ProbeFailure(PROTOCOL_ERROR, f"{api}: response frame of {size} bytes")
+            payload = await self._bounded(self._reader.readexactly(size))
+            got, body = decode_response(f"{api}Response", version, payload)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise classify(exc, api) from exc
+        if got != correlation:
+            raise ProbeFailure(PROTOCOL_ERROR, f"{api}: correlation id {got}, expected {correlation}")
+        return body
+
+    async def negotiate(self) -> dict[int, tuple[int, int]]:
+        """ApiVersions: learn the broker's version table (KIP-511 fallback to an older version)."""
+        version = FIRST_API_VERSIONS_VERSION
+        for _ in range(2):
+            body = await self.call("ApiVersions", version, self._software(version))
+            table = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body["ApiKeys"] or ()}
+            if body["ErrorCode"] == 35 and API_VERSIONS in table:  # UNSUPPORTED_VERSION: retry lower
+                version = min(table[API_VERSIONS][1], spec("ApiVersionsRequest").valid.high)
+                continue
+            if body["ErrorCode"] != 0:
+                raise KafkaErrorResponse("ApiVersions", body["ErrorCode"])
+            self.versions = table
+            return table
+        raise KafkaErrorResponse("ApiVersions", 35)
+
+    async def check_identity(self, cluster_id: str, node_id: int) -> None:
+        """KIP-1242: ApiVersions v5 with the identity we expect; a misroute raises REBOOTSTRAP_REQUIRED."""
+        values = {**self._software(5), "ClusterId": cluster_id, "NodeId": node_id}
+        body = await self.call("ApiVersions", 5, values)
+        if body["ErrorCode"] != 0:
+            raise KafkaErrorResponse("ApiVersions", body["ErrorCode"])
+
+    @staticmethod
+    def _software(version: int) -> dict[str, Any]:
+        if version < 3:
+            return {}
+        return {"ClientSoftwareName": CLIENT_SOFTWARE_NAME, "ClientSoftwareVersion": CLIENT_SOFTWARE_VERSION}
+
+    async def authenticate(self) -> None:
+        """SASL PLAIN or SCRAM over SaslHandshake v1 + SaslAuthenticate (after `negotiate`)."""
+        sec = self.security
+        mechanism = sec.sasl_mechanism or "PLAIN"
+        if self.supported(SASL_HANDSHAKE, 1, 1) is None:
+            raise ProbeFailure(AUTH_FAILED, "broker does not offer SaslHandshake v1")
+        auth_version = self.supported(SASL_AUTHENTICATE, 0, 2)
+        if auth_version is None:
+            raise ProbeFailure(AUTH_FAILED, "broker does not offer SaslAuthenticate")
+        body = await self.call("SaslHandshake", 1, {"Mechanism": mechanism})
+        if body["ErrorCode"] != 0:
+            offered = ", ".join(body["Mechanisms"] or ())
+            raise ProbeFailure(AUTH_FAILED, f"SaslHandshake for {mechanism} answered {error_name(body['ErrorCode'])} "
+                                            f"(broker offers: {offered or 'nothing'})")
+        username, password = sec.username or "", sec.password or ""
+        if mechanism == "PLAIN":
+            await self._sasl_step(auth_version, b"\0" + username.encode() + b"\0" + password.encode())
+            return
+        scram = ScramClient(mechanism, username, password)
+        server_first = await self._sasl_step(auth_version, scram.first_message())
+        server_final = await self._sasl_step(auth_version, scram.final_message(server_first))
+        scram.verify_final(server_final)
+
+    async def _sasl_step(self, version: int, token: bytes) -> bytes:
+        body = await self.call("SaslAuthenticate", version, {"AuthBytes": token})
+        if body["ErrorCode"] != 0:
+            detail = body.get("ErrorMessage") or error_name(body["ErrorCode"])
+            raise ProbeFailure(AUTH_FAILED, detail)
+        return body["AuthBytes"] or b""

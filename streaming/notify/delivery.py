@@ -1,0 +1,621 @@
+"""The notifier: from the outbox to the receivers, at least once, in order per subject and rule.
+
+How it works, and why nothing is lost:
+
+1. *Plan.* Each outbox row the notifier has not seen yet gets one `deliveries` row per receiver
+   its routes choose (insert-once on (outbox row, receiver), so planning twice is harmless). A
+   row routed nowhere is marked done at once.
+2. *Send.* Per receiver (one worker thread each, so a slow receiver never slows another), the
+   due deliveries with no earlier pending delivery of the same rule and subject to that receiver
+   are sent: per (subject, rule) and receiver the notifier is FIFO, so a resolved notification
+   never overtakes its firing one, nor the next incident's firing the previous one's resolution.
+   Receivers that accept groups (Slack, Alertmanager) get the deliveries of one cluster as one
+   message; their deliveries wait `group_wait_ms` after being recorded, so that a storm of one
+   cluster's alerts is collected into that one message.
+3. *Record.* Only a 2xx marks a delivery `delivered`, in a transaction after the response; a
+   notifier killed before that resends on restart (a duplicate the receiver drops by
+   alert_id), never skips. Network errors, timeouts, 408, 425, 429 and 5xx are retried with
+   exponential backoff and jitter (honouring Retry-After); any other non-2xx is a dead letter
+   with its reason, kept in `deliveries` and in the outbox row's `last_error`.
+4. *Done.* An outbox row gets `delivered_at` when each of its deliveries is delivered or
+   silenced; a row with a dead letter keeps `delivered_at` empty and shows the reason.
+
+One notifier runs per store at a time (a lease row renewed every loop; a notifier killed on
+this host is taken over at once, one on another host once its lease expires).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+from sqlalchemy import and_, bindparam, delete, exists, select, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from streaming.config import FleetwatchConfig
+from streaming.notify.receivers import HttpRequest, Item, Receiver, build_receivers
+from streaming.notify.redact import Scrubber
+from streaming.notify.routing import Router, group_key
+from streaming.notify.silences import Silence, active_silences
+from streaming.sinks.store import Store, deliveries, notifier_lease, outbox
+
+__all__ = ["Lease", "Notifier", "NotifierBusy", "NotifyOptions", "Outcome", "describe_counts", "requeue_dead"]
+
+log = logging.getLogger(__name__)
+
+PENDING, DELIVERED, DEAD, SILENCED = "pending", "delivered", "dead", "silenced"
+FINAL_OK = (DELIVERED, SILENCED)
+RETRYABLE_STATUS = {408, 425, 429}
+GROUP_LIMIT = {"slack": 50, "alertmanager": 500}
+NO_RECEIVER = "-"
+
+
+@dataclass(frozen=True)
+class NotifyOptions:
+    group_wait_ms: int = 10_000
+    interval_ms: int = 1000
+    timeout_s: float = 10.0
+    retry_base_ms: int = 1000
+    retry_max_ms: int = 300_000
+    concurrency: int = 4
+    batch_limit: int = 200
+    lease_ms: int = 30_000
+    alertmanager_refresh_ms: int = 120_000
+    sweep_ms: int = 10_000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    permanent: bool = False
+    error: str | None = None
+    retry_after_ms: int | None = None
+
+
+class NotifierBusy(Exception):
+    """Another notifier holds the store's lease."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    id: int
+    outbox_id: int
+    alert_id: str
+    status: str
+    subject: str
+    group_key: str
+    attempts: int
+    next_attempt_at: int
+    created_at: int
+    body: str
+
+    def item(self) -> Item:
+        return Item(self.body, json.loads(self.body))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Lease:
+    """One notifier per store: a row naming the holder, renewed every loop, with an expiry."""
+
+    NAME = "notifier"
+
+    def __init__(self, store: Store, ttl_ms: int, now_ms: Callable[[], int]) -> None:
+        self.store = store
+        self.ttl_ms = ttl_ms
+        self.now_ms = now_ms
+        self.owner = uuid.uuid4().hex
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self._valid_until = 0
+        self._renewed_at = 0
+        self.holder: str | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.now_ms() < self._valid_until
+
+    def renew_if_due(self) -> bool:
+        """Renew once a third of the lease has passed (one write every ttl/3, not every loop)."""
+        if self.held and self.now_ms() < self._renewed_at + self.ttl_ms // 3:
+            return True
+        return self.acquire()
+
+    def acquire(self) -> bool:
+        """Take or renew the lease; False (and `holder` says who) when another live notifier has it."""
+        now = self.now_ms()
+        t = notifier_lease
+        mine = {"owner": self.owner, "host": self.host, "pid": self.pid, "acquired_at": now,
+                "expires_at": now + self.ttl_ms}
+        with self.store.engine.begin() as conn:
+            conn.execute(self.store._insert(t).values(name=self.NAME, **mine)
+                         .on_conflict_do_nothing(index_elements=["name"]))
+            row = conn.execute(select(t).where(t.c.name == self.NAME)).one()
+            if row.owner == self.owner:
+                got = conn.execute(update(t).where(t.c.name == self.NAME, t.c.owner == self.owner)
+                                   .values(expires_at=now + self.ttl_ms)).rowcount == 1
+            elif (row.expires_at <= now
+                  or (row.host == self.host and (row.pid == self.pid or not _pid_alive(row.pid)))):
+                got = conn.execute(update(t).where(t.c.name == self.NAME, t.c.owner == row.owner)
+                                   .values(**mine)).rowcount == 1
+                if got:
+                    log.info("took over the notifier lease", extra={"previous_pid": row.pid,
+                                                                    "previous_host": row.host})
+            else:
+                got = False
+                self.holder = f"pid {row.pid} on {row.host}"
+        # Stop sending a little before the lease runs out, should renewing fail.
+        self._valid_until = now + self.ttl_ms - min(5000, self.ttl_ms // 3) if got else 0
+        self._renewed_at = now
+        return got
+
+    def release(self) -> None:
+        self._valid_until = 0
+        try:
+            with self.store.engine.begin() as conn:
+                conn.execute(delete(notifier_lease).where(notifier_lease.c.name == self.NAME,
+                                                          notifier_lease.c.owner == self.owner))
+        except SQLAlchemyError:
+            log.warning("could not release the notifier lease; it expires by itself", exc_info=True)
+
+
+def requeue_dead(store: Store, receiver: str | None = None) -> int:
+    """Send dead letters again (after fixing a receiver's configuration)."""
+    now = int(time.time() * 1000)
+    stmt = (update(deliveries).where(deliveries.c.state == DEAD, deliveries.c.receiver != NO_RECEIVER)
+            .values(state=PENDING, dead_letter=False, next_attempt_at=now))
+    if receiver is not None:
+        stmt = stmt.where(deliveries.c.receiver == receiver)
+    with store.engine.begin() as conn:
+        return conn.execute(stmt).rowcount
+
+
+class Notifier:
+    def __init__(self, config: FleetwatchConfig, store: Store, options: NotifyOptions | None = None, *,
+                 env: Mapping[str, str] | None = None, clock: Callable[[], float] = time.time,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.store = store
+        self.options = options or NotifyOptions()
+        self._clock = clock
+        self.receivers: dict[str, Receiver] = build_receivers(config.alerting.receivers, env)
+        self.router = Router(config.alerting.routes, list(self.receivers), config.clusters)
+        self.scrubber = Scrubber(secret for r in self.receivers.values() for secret in r.secrets)
+        timeout = httpx.Timeout(self.options.timeout_s, connect=min(self.options.timeout_s, 5.0))
+        limits = httpx.Limits(max_connections=self.options.concurrency,
+                              max_keepalive_connections=self.options.concurrency)
+        self._clients = {name: httpx.Client(timeout=timeout, limits=limits, follow_redirects=False,
+                                            transport=transport)
+                         for name in self.receivers}
+        self._pools = {name: ThreadPoolExecutor(self.options.concurrency, thread_name_prefix=f"notify-{name}")
+                       for name in self.receivers}
+        self.lease = Lease(store, self.options.lease_ms, self.now_ms)
+        self._am_refreshed: dict[str, int] = {}
+        # Receiver-level backoff: consecutive rounds without any success, and until when to wait.
+        self._failing_rounds: dict[str, int] = {}
+        self._paused_until: dict[str, int] = {}
+        self._stats: Counter[str] = Counter()
+        self._stats_lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.shutdown(wait=True)
+        for client in self._clients.values():
+            client.close()
+
+    def _count(self, what: str, n: int = 1) -> None:
+        with self._stats_lock:
+            self._stats[what] += n
+
+    @property
+    def stats(self) -> Counter[str]:
+        with self._stats_lock:
+            return Counter(self._stats)
+
+    # -- planning ----------------------------------------------------------------------------
+
+    def plan(self, limit: int = 1000) -> int:
+        """Create the deliveries of outbox rows not planned yet; returns how many were created."""
+        created = 0
+        while True:
+            now = self.now_ms()
+            stmt = (select(outbox.c.id, outbox.c.alert_id, outbox.c.status, outbox.c.subject, outbox.c.body,
+                           outbox.c.created_at)
+                    .where(outbox.c.delivered_at.is_(None),
+                           ~exists(select(deliveries.c.id).where(deliveries.c.outbox_id == outbox.c.id)))
+                    .order_by(outbox.c.id).limit(limit))
+            with self.store.engine.connect() as conn:
+                rows = conn.execute(stmt).all()
+            if not rows:
+                return created
+            planned: list[dict[str, Any]] = []
+            unrouted: list[int] = []
+            broken: list[int] = []
+            for row in rows:
+                base = {"outbox_id": row.id, "alert_id": row.alert_id, "status": row.status,
+                        "subject": row.subject, "attempts": 0, "dead_letter": False, "created_at": now}
+                try:
+                    alert = json.loads(row.body)
+                    names = self.router.receivers_for(alert)
+                    key = group_key(alert)
+                    rule = str(alert["rule"])
+                except (ValueError, TypeError, AttributeError, KeyError):
+                    broken.append(row.id)
+                    planned.append({**base, "receiver": NO_RECEIVER, "rule": "", "group_key": "", "state": DEAD,
+                                    "dead_letter": True, "next_attempt_at": now,
+                                    "last_error": "the outbox body is not an alert object"})
+                    continue
+                if not names:
+                    unrouted.append(row.id)
+                for name in names:
+                    wait = self.options.group_wait_ms if self.receivers[name].accepts_groups else 0
+                    planned.append({**base, "receiver": name, "rule": rule, "group_key": key, "state": PENDING,
+                                    "next_attempt_at": row.created_at + wait, "last_error": None})
+            with self.store.engine.begin() as conn:
+                self.store._write(conn, deliveries, planned)
+                if unrouted:
+                    conn.execute(update(outbox).where(outbox.c.id.in_(unrouted), outbox.c.delivered_at.is_(None))
+                                 .values(delivered_at=now))
+                if broken:
+                    conn.execute(update(outbox).where(outbox.c.id.in_(broken))
+                                 .values(last_error="dead letter: the outbox body is not an alert object"))
+            created += len(planned)
+            if broken:
+                log.error("outbox rows that are not alert objects", extra={"outbox_ids": broken})
+            if len(rows) < limit:
+                return created
+
+    # -- choosing what to send ---------------------------------------------------------------
+
+    def _eligible(self, receiver: Receiver, now: int, limit: int) -> list[_Row]:
+        """Due deliveries at the head of their subject's queue (and, for groups, their cluster's others)."""
+        d, e = deliveries, deliveries.alias("earlier")
+        blocked = exists(select(e.c.id).where(e.c.receiver == d.c.receiver, e.c.subject == d.c.subject,
+                                              e.c.rule == d.c.rule, e.c.state == PENDING,
+                                              e.c.outbox_id < d.c.outbox_id))
+        base = (select(d.c.id, d.c.outbox_id, d.c.alert_id, d.c.status, d.c.subject, d.c.group_key, d.c.attempts,
+                       d.c.next_attempt_at, outbox.c.created_at, outbox.c.body)
+                .join(outbox, outbox.c.id == d.c.outbox_id)
+                .where(d.c.receiver == receiver.name, d.c.state == PENDING, ~blocked))
+        with self.store.engine.connect() as conn:
+            due = [_Row(**r._mapping) for r in conn.execute(
+                base.where(d.c.next_attempt_at <= now).order_by(d.c.outbox_id).limit(limit))]
+            if not receiver.accepts_groups or not due:
+                return due
+            # The rest of each due cluster's queue heads go along in the same message.
+            keys = sorted({r.group_key for r in due})
+            more = [_Row(**r._mapping) for r in conn.execute(
+                base.where(d.c.group_key.in_(keys), d.c.next_attempt_at > now)
+                .order_by(d.c.outbox_id).limit(limit * 4))]
+        return sorted(due + more, key=lambda r: r.outbox_id)
+
+    def _silenced(self, receiver: Receiver, rows: list[_Row], now: int) -> dict[int, str]:
+        """delivery id -> silence id for the rows a silence holds back."""
+        if not rows:
+            return {}
+        silences: list[Silence] = active_silences(self.store, min(r.created_at for r in rows))
+        resolved_ids = [r.alert_id for r in rows if r.status == "resolved"]
+        firing_state: dict[str, tuple[str, str | None]] = {}
+        if resolved_ids:
+            with self.store.engine.connect() as conn:
+                for r in conn.execute(select(deliveries.c.alert_id, deliveries.c.state, deliveries.c.silence_id)
+                                      .where(deliveries.c.receiver == receiver.name,
+                                             deliveries.c.status == "firing",
+                                             deliveries.c.alert_id.in_(resolved_ids))):
+                    firing_state[r.alert_id] = (r.state, r.silence_id)
+        out: dict[int, str] = {}
+        for row in rows:
+            if row.status == "resolved" and row.alert_id in firing_state:
+                state, silence_id = firing_state[row.alert_id]
+                if state == SILENCED:
+                    out[row.id] = silence_id or ""
+                    continue
+                if state == DELIVERED:
+                    continue  # its firing went out: its resolution must too
+            if not silences:
+                continue
+            alert = json.loads(row.body)
+            for silence in silences:
+                if silence.matches(alert) and (silence.active_at(row.created_at) or silence.active_at(now)):
+                    out[row.id] = silence.id
+                    break
+        return out
+
+    def _units(self, receiver: Receiver, rows: list[_Row]) -> list[list[_Row]]:
+        if not receiver.accepts_groups:
+            return [[r] for r in rows]
+        size = GROUP_LIMIT.get(receiver.kind, 100)
+        groups: dict[str, list[_Row]] = {}
+        for row in rows:
+            groups.setdefault(row.group_key, []).append(row)
+        return [group[i:i + size] for group in groups.values() for i in range(0, len(group), size)]
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def _retry_after(self, response: httpx.Response) -> int | None:
+        value = response.headers.get("Retry-After")
+        if not value:
+            return None
+        try:
+            return max(0, int(float(value) * 1000))
+        except ValueError:
+            pass
+        try:
+            return max(0, int(parsedate_to_datetime(value).timestamp() * 1000) - self.now_ms())
+        except (TypeError, ValueError):
+            return None
+
+    def send(self, receiver: Receiver, request: HttpRequest) -> Outcome:
+        try:
+            response = self._clients[receiver.name].request(request.method, request.url, content=request.body,
+                                                            headers=request.headers)
+        except httpx.TimeoutException as exc:
+            return Outcome(False, error=f"timed out ({type(exc).__name__})")
+        except httpx.HTTPError as exc:
+            return Outcome(False, error=self.scrubber.clean(f"{type(exc).__name__}: {exc}"))
+        code = response.status_code
+        if 200 <= code < 300:
+            return Outcome(True)
+        text = " ".join(response.text.split())[:300]
+        error = self.scrubber.clean(f"HTTP {code} {response.reason_phrase}" + (f": {text}" if text else ""))
+        if code >= 500 or code in RETRYABLE_STATUS:
+            return Outcome(False, error=error, retry_after_ms=self._retry_after(response))
+        if 300 <= code < 400:
+            error = self.scrubber.clean(f"HTTP {code} {response.reason_phrase}: redirects are not followed; "
+                                        "configure the final URL")
+        return Outcome(False, permanent=True, error=error)
+
+    def backoff_ms(self, attempts: int, retry_after_ms: int | None = None) -> int:
+        """Exponential backoff with jitter: half the step fixed, half random (never a thundering herd)."""
+        step = min(self.options.retry_max_ms, self.options.retry_base_ms * 2 ** min(max(attempts - 1, 0), 30))
+        delay = step / 2 + random.uniform(0, step / 2)
+        if retry_after_ms is not None:
+            delay = max(delay, min(retry_after_ms, self.options.retry_max_ms))
+        return int(delay)
+
+    def _deliver(self, receiver: Receiver, unit: list[_Row]) -> Outcome:
+        try:
+            request = receiver.request([r.item() for r in unit], self.now_ms())
+        except (ValueError, KeyError, TypeError) as exc:
+            outcome = Outcome(False, permanent=True, error=f"cannot build the message: {type(exc).__name__}: {exc}")
+        else:
+            outcome = self.send(receiver, request)
+        self._record(receiver, unit, outcome)
+        return outcome
+
+    def _record(self, receiver: Receiver, unit: list[_Row], outcome: Outcome) -> None:
+        now = self.now_ms()
+        d = deliveries
+        ids = [r.id for r in unit]
+        outbox_ids = sorted({r.outbox_id for r in unit})
+        info = {"receiver": receiver.name, "alert_ids": [r.alert_id for r in unit[:20]],
+                "statuses": sorted({r.status for r in unit}), "messages": len(unit),
+                "attempt": max(r.attempts for r in unit) + 1}
+        with self.store.engine.begin() as conn:
+            if outcome.ok:
+                conn.execute(update(d).where(d.c.id.in_(ids), d.c.state == PENDING)
+                             .values(state=DELIVERED, delivered_at=now, last_attempt_at=now,
+                                     attempts=d.c.attempts + 1))
+            elif outcome.permanent:
+                conn.execute(update(d).where(d.c.id.in_(ids), d.c.state == PENDING)
+                             .values(state=DEAD, dead_letter=True, last_error=outcome.error, last_attempt_at=now,
+                                     attempts=d.c.attempts + 1))
+            else:
+                conn.execute(update(d).where(d.c.id == bindparam("did"), d.c.state == PENDING)
+                             .values(last_error=outcome.error, last_attempt_at=now, attempts=d.c.attempts + 1,
+                                     next_attempt_at=bindparam("next_at")),
+                             [{"did": r.id,
+                               "next_at": now + self.backoff_ms(r.attempts + 1, outcome.retry_after_ms)}
+                              for r in unit])
+            values: dict[str, Any] = {"attempts": outbox.c.attempts + 1}
+            if not outcome.ok:
+                prefix = "dead letter: " if outcome.permanent else ""
+                values["last_error"] = f"{prefix}{receiver.name}: {outcome.error}"
+            conn.execute(update(outbox).where(outbox.c.id.in_(outbox_ids)).values(**values))
+            self._mark_done(conn, outbox_ids, now)
+        if outcome.ok:
+            self._count("delivered", len(unit))
+            log.info("delivered", extra=info)
+        elif outcome.permanent:
+            self._count("dead", len(unit))
+            log.error("dead letter: the receiver refused it", extra={**info, "error": outcome.error})
+        else:
+            self._count("failed", len(unit))
+            log.warning("delivery failed; will retry", extra={**info, "error": outcome.error})
+
+    def _record_silenced(self, receiver: Receiver, rows: list[_Row], silenced: dict[int, str]) -> None:
+        now = self.now_ms()
+        d = deliveries
+        with self.store.engine.begin() as conn:
+            conn.execute(update(d).where(d.c.id == bindparam("did"), d.c.state == PENDING)
+                         .values(state=SILENCED, silence_id=bindparam("sid"), last_attempt_at=now),
+                         [{"did": r.id, "sid": silenced[r.id]} for r in rows])
+            self._mark_done(conn, sorted({r.outbox_id for r in rows}), now)
+        self._count("silenced", len(rows))
+        for row in rows:
+            log.info("silenced", extra={"receiver": receiver.name, "alert_id": row.alert_id, "status": row.status,
+                                        "silence_id": silenced[row.id]})
+
+    @staticmethod
+    def _done_condition():
+        pending = exists(select(deliveries.c.id).where(deliveries.c.outbox_id == outbox.c.id,
+                                                       deliveries.c.state.not_in(FINAL_OK)))
+        planned = exists(select(deliveries.c.id).where(deliveries.c.outbox_id == outbox.c.id))
+        return and_(outbox.c.delivered_at.is_(None), planned, ~pending)
+
+    def _mark_done(self, conn, outbox_ids: list[int], now: int) -> None:
+        conn.execute(update(outbox).where(outbox.c.id.in_(outbox_ids), self._done_condition())
+                     .values(delivered_at=now))
+
+    def sweep(self) -> None:
+        """Close outbox rows whose deliveries are all done (catches races between receiver threads);
+        dead-letter deliveries to receivers no longer configured."""
+        now = self.now_ms()
+        with self.store.engine.begin() as conn:
+            gone = conn.execute(update(deliveries)
+                                .where(deliveries.c.state == PENDING,
+                                       deliveries.c.receiver.not_in(list(self.receivers) or [NO_RECEIVER]))
+                                .values(state=DEAD, dead_letter=True, last_attempt_at=now,
+                                        last_error="the receiver is no longer configured")).rowcount
+            conn.execute(update(outbox).where(self._done_condition()).values(delivered_at=now))
+        if gone:
+            log.warning("dead-lettered deliveries to receivers no longer configured", extra={"deliveries": gone})
+
+    def run_receiver_pass(self, name: str, stop: threading.Event | None = None) -> None:
+        """Send everything due to one receiver (each delivery at most once per pass)."""
+        receiver = self.receivers[name]
+        if self.now_ms() < self._paused_until.get(name, 0):
+            return
+        attempted: set[int] = set()
+        while self.lease.held and not (stop is not None and stop.is_set()):
+            now = self.now_ms()
+            # A receiver that has been failing is probed with a few requests, not the whole backlog.
+            limit = self.options.concurrency if self._failing_rounds.get(name) else self.options.batch_limit
+            rows = [r for r in self._eligible(receiver, now, limit) if r.id not in attempted]
+            if not rows:
+                break
+            attempted.update(r.id for r in rows)
+            silenced = self._silenced(receiver, rows, now)
+            if silenced:
+                self._record_silenced(receiver, [r for r in rows if r.id in silenced], silenced)
+                rows = [r for r in rows if r.id not in silenced]
+            futures = [self._pools[name].submit(self._deliver, receiver, unit) for unit in self._units(receiver, rows)]
+            wait_futures(futures)
+            outcomes = [future.result() for future in futures]
+            if outcomes and not any(o.ok or o.permanent for o in outcomes):
+                # Nothing got through: the receiver is down or overloaded. Back off as a whole.
+                rounds = self._failing_rounds.get(name, 0) + 1
+                self._failing_rounds[name] = rounds
+                pause = self.backoff_ms(rounds, max((o.retry_after_ms or 0) for o in outcomes) or None)
+                self._paused_until[name] = self.now_ms() + pause
+                log.warning("receiver is failing; pausing it", extra={"receiver": name, "rounds": rounds,
+                                                                      "pause_ms": pause})
+                return
+            if any(o.ok for o in outcomes):
+                self._failing_rounds.pop(name, None)
+        if receiver.kind == "alertmanager" and self.lease.held:
+            self._refresh_alertmanager(receiver)
+
+    def _refresh_alertmanager(self, receiver: Receiver) -> None:
+        """Re-send open firing alerts so that Alertmanager does not time them out (like Prometheus)."""
+        now = self.now_ms()
+        if now - self._am_refreshed.setdefault(receiver.name, now) < self.options.alertmanager_refresh_ms:
+            return
+        self._am_refreshed[receiver.name] = now
+        resolved = outbox.alias("resolved")
+        stmt = (select(outbox.c.body).join(deliveries, deliveries.c.outbox_id == outbox.c.id)
+                .where(deliveries.c.receiver == receiver.name, deliveries.c.status == "firing",
+                       deliveries.c.state == DELIVERED,
+                       ~exists(select(resolved.c.id).where(resolved.c.alert_id == deliveries.c.alert_id,
+                                                           resolved.c.status == "resolved")))
+                .order_by(outbox.c.id))
+        with self.store.engine.connect() as conn:
+            bodies = list(conn.scalars(stmt))
+        size = GROUP_LIMIT["alertmanager"]
+        for start in range(0, len(bodies), size):
+            items = [Item(b, json.loads(b)) for b in bodies[start:start + size]]
+            outcome = self.send(receiver, receiver.request(items, now))
+            if not outcome.ok:
+                self._am_refreshed[receiver.name] = now - self.options.alertmanager_refresh_ms // 2
+                log.warning("refreshing open alerts failed", extra={"receiver": receiver.name,
+                                                                     "error": outcome.error})
+                return
+        if bodies:
+            log.info("refreshed open alerts", extra={"receiver": receiver.name, "alerts": len(bodies)})
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None, *, once: bool = False) -> Counter[str]:
+        """Deliver until `stop` is set (or, with once, one pass over what is due). Returns the counts."""
+        stop = stop or threading.Event()
+        interval = self.options.interval_ms / 1000
+        waiting_logged = 0.0
+        while not self._try(self.lease.acquire, default=False):
+            if once:
+                raise NotifierBusy(f"another notifier ({self.lease.holder}) is delivering from this store")
+            if time.monotonic() - waiting_logged > 60:
+                log.info("another notifier holds the lease; waiting", extra={"holder": self.lease.holder})
+                waiting_logged = time.monotonic()
+            if stop.wait(min(interval * 5, self.options.lease_ms / 1000)):
+                return self.stats
+        log.info("notifier started", extra={"receivers": [r.describe() for r in self.receivers.values()],
+                                            "once": once, "group_wait_ms": self.options.group_wait_ms})
+        workers = {name: ThreadPoolExecutor(1, thread_name_prefix=f"receiver-{name}") for name in self.receivers}
+        running: dict[str, Future[None]] = {}
+        swept = self.now_ms()
+        try:
+            while not stop.is_set():
+                if not self._try(self.lease.renew_if_due, default=False):
+                    log.warning("lost the notifier lease; pausing", extra={"holder": self.lease.holder})
+                    stop.wait(interval)
+                    continue
+                self._try(self.plan, default=0)
+                for name, worker in workers.items():
+                    future = running.get(name)
+                    if future is None or future.done():
+                        if future is not None:
+                            self._try(future.result, default=None, broad=True)
+                        running[name] = worker.submit(self.run_receiver_pass, name, stop)
+                if once:
+                    pending = set(running.values())
+                    while pending:
+                        _, pending = wait_futures(pending, timeout=max(1.0, self.options.lease_ms / 3000))
+                        self._try(self.lease.renew_if_due, default=False)
+                    for future in running.values():
+                        self._try(future.result, default=None, broad=True)
+                    self._try(self.sweep, default=None)
+                    break
+                if self.now_ms() - swept >= self.options.sweep_ms:
+                    self._try(self.sweep, default=None)
+                    swept = self.now_ms()
+                stop.wait(interval)
+        finally:
+            for worker in workers.values():
+                worker.shutdown(wait=True)
+            self.lease.release()
+        return self.stats
+
+    def _try(self, fn: Callable[[], Any], default: Any, *, broad: bool = False) -> Any:
+        """Run one step; a database or network exception (with broad: any) is logged and the loop goes on."""
+        try:
+            return fn()
+        except Exception as exc:
+            if not broad and not isinstance(exc, (SQLAlchemyError, httpx.HTTPError, OSError)):
+                raise
+            self._count("errors")
+            extra = {"step": getattr(fn, "__name__", str(fn)),
+                     "error": self.scrubber.clean(f"{type(exc).__name__}: {exc}")}
+            if not isinstance(exc, (SQLAlchemyError, httpx.HTTPError, OSError)):
+                extra["trace"] = self.scrubber.clean("".join(traceback.format_exception(exc)))
+            log.error("notifier step failed; retrying next round", extra=extra)
+            return default
+
+
+def describe_counts(counts: Mapping[str, int],
+                    keys: Iterable[str] = ("delivered", "failed", "dead", "silenced")) -> str:
+    return ", ".join(f"{counts.get(k, 0)} {k}" for k in keys)

@@ -1,0 +1,313 @@
+"""Receiver types: how an alert (or a group of them) becomes one HTTP request.
+
+- `webhook`: the alert object of SPEC section 4 as the body, byte for byte as stored, with
+  `X-Fleetwatch-Alert-Id` and `X-Fleetwatch-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
+  keyed by the secret in `secret_env` (unsigned, with a warning, when no `secret_env` is set).
+- `slack`: an incoming-webhook message (`text` in Slack mrkdwn); accepts groups.
+- `pagerduty`: Events API v2, `dedup_key` = alert_id, `trigger` / `resolve`; the routing key
+  comes from `routing_key_env`; `url` overrides the public endpoint.
+- `alertmanager`: POST `<url>/api/v2/alerts`, labels `alertname`, `rule`, `cluster_id`,
+  `target`, `broker`, `severity` (and `endpoint`), `startsAt`/`endsAt`; accepts groups.
+  A firing alert is sent with `endsAt` = now + `ALERTMANAGER_FIRING_TTL_MS` and re-sent while it
+  stays open (the notifier refreshes it), the way Prometheus does; a resolved one with its `ends_at`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from streaming.config import ConfigError
+from streaming.config import Receiver as ReceiverConfig
+from streaming.notify.redact import redact_url
+
+__all__ = [
+    "ALERTMANAGER_FIRING_TTL_MS",
+    "PAGERDUTY_EVENTS_URL",
+    "AlertmanagerReceiver",
+    "HttpRequest",
+    "Item",
+    "PagerDutyReceiver",
+    "Receiver",
+    "SlackReceiver",
+    "WebhookReceiver",
+    "build_receivers",
+    "sign",
+    "verify_signature",
+]
+
+log = logging.getLogger(__name__)
+
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+ALERTMANAGER_FIRING_TTL_MS = 10 * 60 * 1000
+USER_AGENT = "fleetwatch-notify/1"
+_PD_SEVERITY = {"critical": "critical", "warning": "warning", "info": "info"}
+_SLACK_ICON = {"critical": ":red_circle:", "warning": ":large_orange_circle:", "info": ":large_blue_circle:"}
+SLACK_GROUP_MAX = 50
+
+
+@dataclass(frozen=True)
+class Item:
+    """One (alert_id, status) to deliver: the stored body (exact bytes) and its parsed alert."""
+
+    body: str
+    alert: Mapping[str, Any]
+
+
+@dataclass
+class HttpRequest:
+    url: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    method: str = "POST"
+
+
+def sign(secret: str, body: bytes, t: int) -> str:
+    """The `X-Fleetwatch-Signature` value for a body sent at unix time t."""
+    mac = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={t},v1={mac}"
+
+
+def verify_signature(secret: str, body: bytes, header: str, *, now: float | None = None,
+                     tolerance_s: int = 300) -> bool:
+    """What a receiver does: recompute the HMAC and check the timestamp is recent."""
+    try:
+        fields = dict(part.split("=", 1) for part in header.split(","))
+        t = int(fields["t"])
+    except (ValueError, KeyError):
+        return False
+    if now is not None and abs(now - t) > tolerance_s:
+        return False
+    expected = sign(secret, body, t).split("v1=", 1)[1]
+    return hmac.compare_digest(expected, fields.get("v1", ""))
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _where(alert: Mapping[str, Any]) -> str:
+    """Human words for the subject: `payments-eu1 (MkU3…) broker 3`."""
+    parts = []
+    if alert.get("target"):
+        parts.append(str(alert["target"]))
+    if alert.get("cluster_id"):
+        parts.append(f"({alert['cluster_id']})" if parts else f"cluster {alert['cluster_id']}")
+    if alert.get("broker_id") is not None:
+        parts.append(f"broker {alert['broker_id']}")
+    if alert.get("endpoint"):
+        parts.append(f"endpoint {alert['endpoint']}")
+    return " ".join(parts) or "fleet"
+
+
+class Receiver:
+    """A configured receiver, with its secrets resolved from the environment."""
+
+    kind: ClassVar[str] = ""
+    accepts_groups: ClassVar[bool] = False
+
+    def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
+        self.name = config.name
+        self.config = config
+        self.secrets: list[str] = []
+        self.url = self._resolve_url(config, env)
+        self.display = self._display(config)
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def _problem(self, text: str) -> ConfigError:
+        return ConfigError(f"alerting receiver {self.name!r} ({self.kind}): {text}")
+
+    def _env(self, env: Mapping[str, str], var: str, what: str) -> str:
+        value = env.get(var)
+        if not value:
+            raise self._problem(f"{what} is read from ${var}, which is not set")
+        self.secrets.append(value)
+        return value
+
+    def _default_url(self) -> str | None:
+        return None
+
+    def _resolve_url(self, config: ReceiverConfig, env: Mapping[str, str]) -> str:
+        if config.url and config.url_env:
+            raise self._problem("give url or url_env, not both")
+        url = self._env(env, config.url_env, "the URL") if config.url_env else config.url or self._default_url()
+        if not url:
+            raise self._problem("needs url or url_env")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            shown = f"${config.url_env}" if config.url_env else redact_url(url)
+            raise self._problem(f"not an http(s) URL: {shown}")
+        if parts.password:
+            self.secrets.append(parts.password)
+        for secret in (v for _, v in _query_pairs(parts.query)):
+            self.secrets.append(secret)
+        return url
+
+    def _display(self, config: ReceiverConfig) -> str:
+        if config.url_env:
+            parts = urlsplit(self.url)
+            return f"{parts.scheme}://{parts.hostname}/*** (from ${config.url_env})"
+        return redact_url(self.url)
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.kind} {self.display})"
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+        raise NotImplementedError
+
+
+def _query_pairs(query: str) -> list[tuple[str, str]]:
+    from urllib.parse import parse_qsl
+
+    return [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if v]
+
+
+class WebhookReceiver(Receiver):
+    kind = "webhook"
+
+    def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
+        super().__init__(config, env)
+        self.secret = self._env(env, config.secret_env, "the signing secret") if config.secret_env else None
+        if self.secret is None:
+            log.warning("webhook receiver has no secret_env: its requests are not signed",
+                        extra={"receiver": self.name})
+
+    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+        (item,) = items
+        body = item.body.encode()
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
+                   "X-Fleetwatch-Alert-Id": str(item.alert["alert_id"])}
+        if self.secret is not None:
+            headers["X-Fleetwatch-Signature"] = sign(self.secret, body, now_ms // 1000)
+        return HttpRequest(self.url, body, headers)
+
+
+class SlackReceiver(Receiver):
+    kind = "slack"
+    accepts_groups = True
+
+    @staticmethod
+    def _escape(text: str) -> str:
+        # Slack's mrkdwn: these three are control characters in message text.
+        return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+    @classmethod
+    def _line(cls, alert: Mapping[str, Any]) -> str:
+        icon = ":white_check_mark:" if alert["status"] == "resolved" else _SLACK_ICON.get(alert["severity"], "")
+        return (f"{icon} *[{alert['status'].upper()}]* {alert['severity']} `{alert['rule']}` "
+                f"{cls._escape(_where(alert))}: {cls._escape(str(alert.get('summary') or ''))} "
+                f"(alert {alert['alert_id']})").strip()
+
+    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+        alerts = [item.alert for item in items]
+        if len(alerts) == 1:
+            text = self._line(alerts[0])
+        else:
+            firing = sum(a["status"] == "firing" for a in alerts)
+            counts = ", ".join(f"{n} {what}" for n, what in ((firing, "firing"), (len(alerts) - firing, "resolved"))
+                               if n)
+            first = alerts[0]
+            cluster = first.get("target") or first.get("cluster_id") or first.get("endpoint")
+            text = "\n".join([f"*{len(alerts)} fleetwatch alerts for {self._escape(str(cluster))}* ({counts})",
+                              *(f"• {self._line(a)}" for a in alerts)])
+        payload = {"text": text, "username": "fleetwatch", "mrkdwn": True}
+        return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
+
+
+class PagerDutyReceiver(Receiver):
+    kind = "pagerduty"
+
+    def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
+        super().__init__(config, env)
+        if not config.routing_key_env:
+            raise self._problem("needs routing_key_env (the Events API v2 integration key)")
+        self.routing_key = self._env(env, config.routing_key_env, "the routing key")
+
+    def _default_url(self) -> str | None:
+        return PAGERDUTY_EVENTS_URL
+
+    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+        (item,) = items
+        alert = item.alert
+        event: dict[str, Any] = {"routing_key": self.routing_key, "dedup_key": alert["alert_id"]}
+        if alert["status"] == "resolved":
+            event["event_action"] = "resolve"
+        else:
+            event["event_action"] = "trigger"
+            event["payload"] = {
+                "summary": f"[{alert['rule']}] {_where(alert)}: {alert.get('summary') or ''}"[:1024],
+                "source": alert.get("target") or alert.get("cluster_id") or alert.get("endpoint") or "fleetwatch",
+                "severity": _PD_SEVERITY.get(alert["severity"], "error"),
+                "timestamp": _iso(alert["starts_at"]),
+                "component": (f"broker {alert['broker_id']}" if alert.get("broker_id") is not None
+                              else alert.get("endpoint") or None),
+                "group": alert.get("cluster_id"),
+                "class": alert["rule"],
+                "custom_details": dict(alert),
+            }
+            event["payload"] = {k: v for k, v in event["payload"].items() if v is not None}
+            event["client"] = "fleetwatch"
+        return HttpRequest(self.url, _json(event), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
+
+
+class AlertmanagerReceiver(Receiver):
+    kind = "alertmanager"
+    accepts_groups = True
+
+    def _resolve_url(self, config: ReceiverConfig, env: Mapping[str, str]) -> str:
+        url = super()._resolve_url(config, env).rstrip("/")
+        return url if url.endswith("/api/v2/alerts") else url + "/api/v2/alerts"
+
+    @staticmethod
+    def labels(alert: Mapping[str, Any]) -> dict[str, str]:
+        labels = {"alertname": alert["rule"], "rule": alert["rule"], "severity": alert["severity"],
+                  "cluster_id": alert.get("cluster_id"), "target": alert.get("target"),
+                  "broker": None if alert.get("broker_id") is None else str(alert["broker_id"]),
+                  "endpoint": alert.get("endpoint")}
+        return {k: str(v) for k, v in labels.items() if v not in (None, "")}
+
+    def alert_entry(self, alert: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+        starts = min(int(alert["starts_at"]), now_ms)
+        if alert["status"] == "resolved":
+            # Never in the future (clock skew would keep it firing), never before the start.
+            ends = max(starts, min(int(alert.get("ends_at") or now_ms), now_ms))
+        else:
+            ends = now_ms + ALERTMANAGER_FIRING_TTL_MS
+        return {"labels": self.labels(alert),
+                "annotations": {"summary": str(alert.get("summary") or ""), "alert_id": str(alert["alert_id"]),
+                                "details": json.dumps(alert.get("details") or {}, sort_keys=True)},
+                "startsAt": _iso(starts), "endsAt": _iso(ends)}
+
+    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+        payload = [self.alert_entry(item.alert, now_ms) for item in items]
+        return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
+
+
+_TYPES: dict[str, type[Receiver]] = {cls.kind: cls for cls in
+                                     (WebhookReceiver, SlackReceiver, PagerDutyReceiver, AlertmanagerReceiver)}
+
+
+def build_receivers(configs: Sequence[ReceiverConfig], env: Mapping[str, str] | None = None) -> dict[str, Receiver]:
+    """The configured receivers by name; a missing secret or URL is a ConfigError (one line)."""
+    env = os.environ if env is None else env
+    out: dict[str, Receiver] = {}
+    for config in configs:
+        if config.name in out:
+            raise ConfigError(f"alerting receiver {config.name!r} is defined twice")
+        out[config.name] = _TYPES[config.type](config, env)
+    return out

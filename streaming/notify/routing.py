@@ -1,0 +1,75 @@
+"""Which receivers an alert goes to (`alerting.routes`, SPEC section 6).
+
+Every route whose `match` holds sends the alert to its receiver (a critical alert goes to
+both `pager` and the catch-all `ops` of the SPEC example). A route matches when, for every
+field it names, the alert's value is one of the listed ones (shell-style patterns such as
+`broker.*` allowed). Fields are the alert's own (`rule`, `severity`, `status`, `cluster_id`,
+`target`, `broker_id`, `endpoint`, …) or, failing that, the tags of the configured cluster
+the alert is about (`env: [prod]`). Without any route, every receiver gets every alert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
+from typing import Any
+
+from streaming.config import ClusterConfig, Route
+
+__all__ = ["Router", "group_key"]
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class Router:
+    def __init__(self, routes: Sequence[Route], receiver_names: Sequence[str],
+                 clusters: Sequence[ClusterConfig] = ()) -> None:
+        self.routes = list(routes)
+        self.receiver_names = list(receiver_names)
+        self._tags_by_target = {c.name: dict(c.tags) for c in clusters}
+        self._tags_by_id = {c.expected_cluster_id: dict(c.tags) for c in clusters if c.expected_cluster_id}
+
+    def _tags(self, alert: Mapping[str, Any]) -> dict[str, str]:
+        tags = self._tags_by_target.get(alert.get("target") or "")
+        if tags is None:
+            tags = self._tags_by_id.get(alert.get("cluster_id") or "", {})
+        return tags
+
+    def _value(self, alert: Mapping[str, Any], field: str) -> str | None:
+        if field in alert:
+            return _text(alert[field])
+        if field == "broker":
+            return _text(alert.get("broker_id"))
+        return self._tags(alert).get(field)
+
+    def matches(self, route: Route, alert: Mapping[str, Any]) -> bool:
+        for field, wanted in route.match.items():
+            value = self._value(alert, field)
+            if value is None or not any(fnmatchcase(value, pattern) for pattern in wanted):
+                return False
+        return True
+
+    def receivers_for(self, alert: Mapping[str, Any]) -> list[str]:
+        """The receivers of an alert, each once, in route order."""
+        if not self.routes:
+            return list(self.receiver_names)
+        chosen: list[str] = []
+        for route in self.routes:
+            if route.receiver not in chosen and self.matches(route, alert):
+                chosen.append(route.receiver)
+        return chosen
+
+
+def group_key(alert: Mapping[str, Any]) -> str:
+    """What storm control groups by: the cluster (by id, else by target name, else endpoint)."""
+    if alert.get("cluster_id"):
+        return f"cluster:{alert['cluster_id']}"
+    if alert.get("target"):
+        return f"target:{alert['target']}"
+    return f"endpoint:{alert.get('endpoint')}"

@@ -1,0 +1,319 @@
+"""Prometheus `/metrics`: fleet gauges read from the store, in the plain-text exposition format.
+
+Every scrape reads the store with a few grouped statements, so the endpoint holds no state and
+any process that reaches the store can serve it: `fleetwatch run --metrics-port`, the
+spark-submit driver (`streaming.ops.submit`), or a WSGI server (`wsgi_app`).
+
+Families (all gauges; `cluster_id` and `target` are "" when unknown):
+- `fleetwatch_brokers{cluster_id,target,state}`: brokers by lifecycle state (every state listed,
+  zeros included, so a state that empties is seen going to 0).
+- `fleetwatch_alerts_firing{cluster_id,target,rule,severity}`: firing alerts. A target rule's
+  alert is attributed to the target's pinned (else last seen) cluster id, as on the dashboard.
+- `fleetwatch_rule_alerts_firing{rule,severity}`: firing alerts fleet-wide, every rule listed.
+- `fleetwatch_cluster_controller_id`, `fleetwatch_cluster_last_response_timestamp_seconds`
+  `{cluster_id,target}`.
+- `fleetwatch_pipeline_*{query}` from the latest `pipeline_progress` row of each streaming query:
+  batch duration, input rows, processed rows/s, watermark, lag (wall clock - watermark, so it
+  includes the allowed lateness), time of the last batch, batch id, state rows.
+- `fleetwatch_quarantine_messages{reason}`, `fleetwatch_outbox_pending`, `fleetwatch_outbox_failing`,
+  `fleetwatch_outbox_oldest_pending_timestamp_seconds`.
+- `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
+  `fleetwatch_metrics_render_seconds`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from sqlalchemy import Engine, case, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from streaming.contract import BROKER_STATES
+from streaming.detect.alerts import RULES
+from streaming.sinks.store import (
+    alerts,
+    brokers,
+    clusters,
+    outbox,
+    pipeline_progress,
+    quarantine,
+    targets,
+)
+
+__all__ = [
+    "CONTENT_TYPE",
+    "MetricsServer",
+    "add_metrics_arguments",
+    "render_metrics",
+    "serve_metrics_from_args",
+    "start_metrics_server",
+    "wsgi_app",
+]
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_STATES = (*sorted(BROKER_STATES), "UNKNOWN")
+
+
+@dataclass
+class _Family:
+    name: str
+    help: str
+    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+
+    def add(self, value: float | int | None, **labels: Any) -> None:
+        if value is None:
+            return
+        self.samples.append(({k: "" if v is None else str(v) for k, v in labels.items()}, float(value)))
+
+    def render(self) -> Iterator[str]:
+        yield f"# HELP {self.name} {_escape_help(self.help)}"
+        yield f"# TYPE {self.name} gauge"
+        for labels, value in self.samples:
+            if labels:
+                inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
+                yield f"{self.name}{{{inner}}} {_format_value(value)}"
+            else:
+                yield f"{self.name} {_format_value(value)}"
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _escape_label(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _format_value(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
+def _seconds(ms: int | float | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+def _number(value: Any) -> float | None:
+    """JSON-typed progress columns may hold a number, a numeric string or nothing."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
+    brokers_by_state = _Family("fleetwatch_brokers", "Brokers by lifecycle state (UNKNOWN: no state event yet).")
+    firing = _Family("fleetwatch_alerts_firing", "Firing alerts by cluster, target and rule.")
+    by_rule = _Family("fleetwatch_rule_alerts_firing", "Firing alerts in the whole fleet by rule.")
+    controller = _Family("fleetwatch_cluster_controller_id",
+                         "Active controller the cluster's responses report (-1: none).")
+    last_response = _Family("fleetwatch_cluster_last_response_timestamp_seconds",
+                            "Event time of the cluster's latest successful response.")
+    pipe = {name: _Family(f"fleetwatch_pipeline_{name}", text) for name, text in (
+        ("batch_duration_seconds", "Duration of the latest micro-batch."),
+        ("input_rows", "Input rows of the latest micro-batch."),
+        ("processed_rows_per_second", "Processing rate of the latest micro-batch."),
+        ("watermark_timestamp_seconds", "Event-time watermark after the latest micro-batch."),
+        ("lag_seconds", "Wall clock minus the event-time watermark (includes the allowed lateness)."),
+        ("last_batch_timestamp_seconds", "Wall-clock time the latest micro-batch was recorded."),
+        ("last_batch_id", "Id of the latest micro-batch."),
+        ("state_rows", "Rows in the detector's state store after the latest micro-batch."),
+    )}
+    quarantined = _Family("fleetwatch_quarantine_messages", "Quarantined messages in the store by reason.")
+    pending = _Family("fleetwatch_outbox_pending", "Alert notifications not delivered yet.")
+    failing = _Family("fleetwatch_outbox_failing", "Undelivered notifications whose last attempt failed.")
+    oldest = _Family("fleetwatch_outbox_oldest_pending_timestamp_seconds",
+                     "Creation time of the oldest undelivered notification.")
+
+    state = func.coalesce(brokers.c.state, "UNKNOWN")
+    attributed = func.coalesce(alerts.c.cluster_id, targets.c.pinned_cluster_id, targets.c.last_cluster_id)
+    alert_target = func.coalesce(alerts.c.target, clusters.c.target)
+    with engine.connect() as conn:
+        counts: dict[tuple[str, str], dict[str, int]] = {}
+        for cluster_id, target, st, n in conn.execute(
+                select(brokers.c.cluster_id, clusters.c.target, state, func.count())
+                .select_from(brokers.outerjoin(clusters, clusters.c.cluster_id == brokers.c.cluster_id))
+                .group_by(brokers.c.cluster_id, clusters.c.target, state)
+                .order_by(brokers.c.cluster_id)):
+            counts.setdefault((cluster_id, target or ""), {})[st] = n
+        for (cluster_id, target), per_state in counts.items():
+            for st in _STATES:
+                if st != "UNKNOWN" or st in per_state:
+                    brokers_by_state.add(per_state.get(st, 0), cluster_id=cluster_id, target=target, state=st)
+
+        rule_totals: dict[str, int] = {}
+        for cluster_id, target, rule, severity, n in conn.execute(
+                select(attributed, alert_target, alerts.c.rule, alerts.c.severity, func.count())
+                .select_from(alerts.outerjoin(targets, targets.c.target == alerts.c.target)
+                             .outerjoin(clusters, clusters.c.cluster_id == alerts.c.cluster_id))
+                .where(alerts.c.status == "firing")
+                .group_by(attributed, alert_target, alerts.c.rule, alerts.c.severity)
+                .order_by(attributed, alerts.c.rule)):
+            firing.add(n, cluster_id=cluster_id, target=target, rule=rule, severity=severity)
+            rule_totals[rule] = rule_totals.get(rule, 0) + n
+        for rule, (severity, _subject) in sorted(RULES.items()):
+            by_rule.add(rule_totals.get(rule, 0), rule=rule, severity=severity)
+
+        for cluster_id, target, controller_id, last_ms in conn.execute(
+                select(clusters.c.cluster_id, clusters.c.target, clusters.c.controller_id,
+                       clusters.c.last_response_ms).order_by(clusters.c.cluster_id)):
+            controller.add(-1 if controller_id is None else controller_id, cluster_id=cluster_id, target=target)
+            last_response.add(_seconds(last_ms), cluster_id=cluster_id, target=target)
+
+        latest = (select(pipeline_progress.c.query, func.max(pipeline_progress.c.id).label("id"))
+                  .group_by(pipeline_progress.c.query).subquery())
+        p = pipeline_progress
+        for row in conn.execute(select(p).join(latest, latest.c.id == p.c.id).order_by(p.c.query)):
+            q = {"query": row.query}
+            pipe["batch_duration_seconds"].add(_seconds(row.batch_duration_ms), **q)
+            pipe["input_rows"].add(row.input_rows, **q)
+            pipe["processed_rows_per_second"].add(_number(row.processed_rows_per_s), **q)
+            pipe["watermark_timestamp_seconds"].add(_seconds(row.watermark_ms), **q)
+            if row.watermark_ms:
+                pipe["lag_seconds"].add(max(now_ms - row.watermark_ms, 0) / 1000.0, **q)
+            pipe["last_batch_timestamp_seconds"].add(_seconds(row.recorded_at), **q)
+            pipe["last_batch_id"].add(row.batch_id, **q)
+            pipe["state_rows"].add(row.state_rows, **q)
+
+        for reason, n in conn.execute(select(quarantine.c.reason, func.count())
+                                      .group_by(quarantine.c.reason).order_by(quarantine.c.reason)):
+            quarantined.add(n, reason=reason)
+
+        backlog = conn.execute(
+            select(func.count(), func.coalesce(func.sum(case((outbox.c.last_error.is_not(None), 1), else_=0)), 0),
+                   func.min(outbox.c.created_at))
+            .where(outbox.c.delivered_at.is_(None))).one()
+        pending.add(backlog[0])
+        failing.add(backlog[1])
+        oldest.add(_seconds(backlog[2]))
+    return [brokers_by_state, firing, by_rule, controller, last_response, *pipe.values(), quarantined,
+            pending, failing, oldest]
+
+
+def render_metrics(engine: Engine, now_ms: int | None = None) -> str:
+    """The exposition text for one scrape. A store that cannot be read gives `fleetwatch_store_up 0`."""
+    started = time.perf_counter()
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    up = _Family("fleetwatch_store_up", "1 when the store could be read for this scrape.")
+    try:
+        families = _fleet(engine, now_ms)
+        up.add(1)
+    except SQLAlchemyError as exc:
+        log.warning("metrics: cannot read the store", extra={"error": f"{exc.__class__.__name__}: "
+                                                                      f"{str(exc).splitlines()[0]}"})
+        families = []
+        up.add(0)
+    took = _Family("fleetwatch_metrics_render_seconds", "Time spent reading the store for this scrape.")
+    took.add(round(time.perf_counter() - started, 6))
+    return "\n".join(line for fam in (up, *families, took) for line in fam.render()) + "\n"
+
+
+def _engine_of(store: Any) -> Engine:
+    if isinstance(store, Engine):
+        return store
+    if isinstance(store, str):
+        from streaming.sinks.store import Store
+
+        return Store(store).engine
+    return store.engine
+
+
+def wsgi_app(store: Any) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    """A WSGI app serving `/metrics` (and `/healthz`) for a Store, an Engine or a store URL."""
+    engine = _engine_of(store)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/metrics":
+            body = render_metrics(engine).encode()
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(body)))])
+            return [body]
+        if path == "/healthz":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok\n"]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found: try /metrics\n"]
+
+    return app
+
+
+class MetricsServer:
+    """`/metrics` on a plain HTTP server in a daemon thread; `stop()` closes it."""
+
+    def __init__(self, store: Any, port: int, host: str = "0.0.0.0") -> None:
+        engine = _engine_of(store)
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    status, ctype, body = 200, CONTENT_TYPE, render_metrics(engine).encode()
+                elif path == "/healthz":
+                    status, ctype, body = 200, "text/plain", b"ok\n"
+                else:
+                    status, ctype, body = 404, "text/plain", b"not found: try /metrics\n"
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("metrics request", extra={"client": self.client_address[0], "line": format % args})
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fleetwatch-metrics", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        log.info("metrics endpoint up", extra={"address": f"{self._server.server_address[0]}:{self.port}",
+                                               "path": "/metrics"})
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def start_metrics_server(store: Any, port: int, host: str = "0.0.0.0") -> MetricsServer:
+    """Serve `/metrics` for `store` (a Store, an Engine or a URL) on host:port (0: any free port)."""
+    return MetricsServer(store, port, host).start()
+
+
+def add_metrics_arguments(p: argparse.ArgumentParser) -> None:
+    """`--metrics-port` (default $FLEETWATCH_METRICS_PORT, else off) and `--metrics-host` (default 0.0.0.0)."""
+    port = os.environ.get("FLEETWATCH_METRICS_PORT")
+    p.add_argument("--metrics-port", type=int, default=int(port) if port else None, metavar="PORT",
+                   help="serve Prometheus /metrics on this port (default: $FLEETWATCH_METRICS_PORT, else off)")
+    p.add_argument("--metrics-host", default=os.environ.get("FLEETWATCH_METRICS_HOST", "0.0.0.0"), metavar="ADDR",
+                   help="address for /metrics (default: $FLEETWATCH_METRICS_HOST, else 0.0.0.0)")
+
+
+def serve_metrics_from_args(args: argparse.Namespace, store: Any) -> MetricsServer | None:
+    """Start `/metrics` when `--metrics-port` asks for it; the caller stops it."""
+    if getattr(args, "metrics_port", None) is None:
+        return None
+    return start_metrics_server(store, args.metrics_port, args.metrics_host)

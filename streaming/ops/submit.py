@@ -1,0 +1,81 @@
+"""The driver program under spark-submit and the Spark Operator: `fleetwatch run` on the cluster's master.
+
+`deploy/spark/fleetwatch_job.py` (the application file spark-submit runs) calls `main()`. The
+SparkSession is created first from what spark-submit passed (`--master`, `--conf`, `--packages`),
+so the config's `spark.master` does not override the cluster's; `fleetwatch run` then takes the
+session over unchanged: same pipeline, same store, same SIGTERM handling (the running
+micro-batch finishes, then the query stops). `--metrics-port` serves Prometheus `/metrics`
+from the driver for as long as the job runs.
+
+Outside spark-submit (no py4j gateway handed over), it runs with the config's `spark.master`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from streaming.config import ConfigError, load_config
+from streaming.ops.metrics import add_metrics_arguments, serve_metrics_from_args
+
+__all__ = ["main"]
+
+log = logging.getLogger("streaming.ops.submit")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fleetwatch_job.py",
+                                description="fleetwatch streaming job (driver program for spark-submit)")
+    p.add_argument("--config", required=True, help="config file, e.g. /etc/fleetwatch/fleetwatch.yaml")
+    add_metrics_arguments(p)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from streaming.logs import setup_logging
+
+    args = _parser().parse_args(argv)
+    setup_logging()
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"fleetwatch job: {exc}", file=sys.stderr)
+        return 2
+    if config.bus.bootstrap_servers is None:
+        # An embedded broker on a cluster's driver is reachable by no collector.
+        print(f"fleetwatch job: {args.config}: bus.bootstrap_servers must name the telemetry bus "
+              "when the job runs on a cluster", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: the config says where
+        builder = builder.master(config.spark.master)
+    spark = builder.getOrCreate()
+    master = spark.sparkContext.master
+    log.info("driver started", extra={"master": master, "app_id": spark.sparkContext.applicationId,
+                                      "config": args.config})
+    if master != config.spark.master:
+        log.info("spark.master of the config ignored: spark-submit's master wins",
+                 extra={"config_master": config.spark.master, "master": master})
+
+    from streaming.sinks.store import Store
+
+    metrics = serve_metrics_from_args(args, Store(config.store.url)) if args.metrics_port is not None else None
+    # This driver serves /metrics itself: `run` must not start a second server on the same port.
+    os.environ.pop("FLEETWATCH_METRICS_PORT", None)
+    try:
+        from streaming.cli import main as fleetwatch
+
+        return fleetwatch(["run", "--config", args.config])
+    finally:
+        if metrics is not None:
+            metrics.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

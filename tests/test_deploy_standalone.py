@@ -1,0 +1,236 @@
+"""The job on a real Spark standalone cluster, submitted the way production submits it.
+
+A master and a worker from the installed PySpark (`spark-class ...deploy.master.Master` and
+`...deploy.worker.Worker`) on 127.0.0.1; `deploy/spark/submit.sh` runs the job on them (client
+mode, the config's own `spark.master` deliberately says local: spark-submit's master must win)
+against an embedded Tansu bus holding a simulated fleet with a stopped broker. The store is a real
+PostgreSQL when its binaries are installed (SQLite otherwise). Then: the alert is in the store,
+the application ran on the standalone cluster with executors, the driver's /metrics shows it, and
+SIGTERM stops the job gracefully (exit 0, the application FINISHED on the master).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pyspark
+import pytest
+import yaml
+from kafka import KafkaProducer
+from sqlalchemy import func, select
+from test_deploy_support import PostgresServer, free_port, pg_binaries, poll
+
+from streaming import topics
+from streaming.collect.bus import EmbeddedBus
+from streaming.collect.simulate import FleetSpec, Simulation
+from streaming.sinks.store import Store, alerts, quarantine
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+ROOT = Path(__file__).resolve().parents[1]
+SPARK_HOME = Path(pyspark.__file__).parent
+START_MS = 1_764_000_000_000
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process left in session `sid` (executors, Python workers, JVMs)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(proc.name)) == sid:
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def _session_alive(sid: int) -> bool:
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if os.getsid(int(proc.name)) == sid and "Z" not in (proc / "stat").read_text().split(") ")[1][:1]:
+                    return True
+            except (ProcessLookupError, FileNotFoundError, PermissionError):
+                continue
+    return False
+
+
+def _produce(producer: KafkaProducer, events) -> None:
+    for topic, event in events:
+        producer.send(topic, key=(event.get("cluster_id") or "").encode(), value=json.dumps(event).encode())
+    producer.flush()
+
+
+def _json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read().decode()
+
+
+class _Standalone:
+    """A Spark standalone master and one worker (2 cores, 1 GiB) on 127.0.0.1."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port, self.ui_port, self.worker_ui_port = free_port(), free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+                    "SPARK_DAEMON_MEMORY": "384m", "SPARK_WORKER_DIR": str(workdir / "work"),
+                    "SPARK_LOG_DIR": str(workdir / "logs"), "PYSPARK_PYTHON": sys.executable}
+
+    def _start(self, name: str, *args: str) -> None:
+        log = (self.workdir / f"{name}.log").open("wb")
+        self.procs.append(subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], env=self.env,
+                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def start(self) -> _Standalone:
+        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                    "--port", str(self.port), "--webui-port", str(self.ui_port))
+        poll(lambda: self.state()["status"] == "ALIVE", 60, "the Spark master")
+        self._start("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                    "--cores", "2", "--memory", "1g", "--webui-port", str(self.worker_ui_port),
+                    "--work-dir", str(self.workdir / "work"))
+        poll(lambda: [w for w in self.state()["workers"] if w["state"] == "ALIVE"], 60, "an ALIVE Spark worker")
+        return self
+
+    def state(self) -> dict:
+        return _json(f"http://127.0.0.1:{self.ui_port}/json/")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):  # the worker first: it stops its executors
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in reversed(self.procs):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=20)
+            _kill_session(proc.pid)  # executors and Python workers of the worker's session
+            if proc.poll() is None:
+                proc.wait(timeout=10)
+
+
+@pytest.fixture
+def store_url():
+    bin_dir = pg_binaries()
+    if bin_dir is None:  # the job against SQLite still proves the standalone cluster
+        yield None
+        return
+    server = PostgresServer(bin_dir).start()
+    try:
+        yield server.create_database("standalone")
+    finally:
+        server.stop()
+
+
+def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store_url):
+    sim = Simulation(FleetSpec(clusters=3, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
+                               duration_ms=90_000, seed=11, first_fault_ms=30_000, fault_every_ms=60_000))
+    label = next(lbl for lbl in sim.labels() if lbl["rule"] == "broker.heartbeat_lost")
+    store_url = store_url or f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(store_url)
+    cluster = _Standalone(tmp_path).start()
+    job = producer = None
+    try:
+        with EmbeddedBus(log_path=tmp_path / "tansu.log") as bus:
+            events = list(sim.events())
+            # First the stream up to the outage (the alert fires), later the rest (it resolves).
+            split = next(i for i, (_, e) in enumerate(events) if e["ts"] >= label["ends_at"] - 2000)
+            producer = KafkaProducer(bootstrap_servers=bus.bootstrap, linger_ms=5)
+            _produce(producer, events[:split])
+            producer.send(topics.HEARTBEATS, value=b"\x00{not json")  # PostgreSQL refuses NUL in text
+            producer.flush()
+
+            config = tmp_path / "fleetwatch.yaml"
+            config.write_text(yaml.safe_dump({
+                "bus": {"bootstrap_servers": bus.bootstrap},
+                "store": {"url": store_url},
+                # Not the standalone master: spark-submit's --master must override it.
+                "spark": {"master": "local[1]", "checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500,
+                          "shuffle_partitions": 2},
+            }))
+            metrics_port = free_port()
+            env = {**os.environ, "FLEETWATCH_PYTHON": sys.executable, "SPARK_HOME": str(SPARK_HOME),
+                   "SPARK_LOCAL_IP": "127.0.0.1",
+                   "FLEETWATCH_KAFKA_PACKAGE": ""}  # no Maven Central here: the job's own Kafka reader
+            job_log = tmp_path / "job.log"
+            job = subprocess.Popen(
+                ["bash", str(ROOT / "deploy" / "spark" / "submit.sh"), "--master", cluster.url,
+                 "--config", str(config), "--metrics-port", str(metrics_port), "--",
+                 "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
+                 "--conf", "spark.driver.memory=768m", "--conf", "spark.ui.enabled=false"],
+                env=env, stdout=job_log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+
+            def alert_in_store():
+                assert job.poll() is None, f"the job exited early:\n{job_log.read_text()[-3000:]}"
+                with store.engine.connect() as conn:
+                    return conn.execute(select(alerts).where(
+                        alerts.c.rule == "broker.heartbeat_lost", alerts.c.cluster_id == label["cluster_id"],
+                        alerts.c.broker_id == label["broker_id"])).first()
+
+            row = poll(alert_in_store, 200, "broker.heartbeat_lost in the store", interval_s=0.5)
+            assert row.starts_at == label["starts_at"] and row.status == "firing"
+
+            # It ran on the standalone cluster, with executors granted by the worker.
+            apps = cluster.state()["activeapps"]
+            assert [a["name"] for a in apps] == ["fleetwatch"], apps
+            assert apps[0]["cores"] >= 1
+            with store.engine.connect() as conn:
+                reasons = dict(conn.execute(select(quarantine.c.reason, func.count())
+                                            .group_by(quarantine.c.reason)).all())
+            assert reasons == {"not_json": 1}
+
+            firing = re.compile(rf'^fleetwatch_alerts_firing{{cluster_id="{label["cluster_id"]}",target="[^"]*",'
+                                r'rule="broker.heartbeat_lost",severity="critical"} 1$', re.M)
+            # Progress reaches the store asynchronously, after the batch's sink has run.
+            metrics = poll(lambda: (text := _text(f"http://127.0.0.1:{metrics_port}/metrics"))
+                           and 'fleetwatch_pipeline_last_batch_id{query="fleetwatch"}' in text and text,
+                           60, "the driver's /metrics with the pipeline's progress")
+            assert "fleetwatch_store_up 1" in metrics
+            assert firing.search(metrics), metrics
+
+            # The broker comes back: the alert resolves, and its gauge goes away.
+            _produce(producer, events[split:])
+            poll(lambda: alert_in_store().status == "resolved", 120, "the alert to resolve")
+            metrics = _text(f"http://127.0.0.1:{metrics_port}/metrics")
+            assert not firing.search(metrics)
+            assert 'fleetwatch_rule_alerts_firing{rule="broker.heartbeat_lost",severity="critical"} 0' in metrics
+
+            # SIGTERM, as systemd or a terminal would send it: the job stops gracefully.
+            os.kill(job.pid, signal.SIGTERM)
+            assert job.wait(timeout=90) == 0, job_log.read_text()[-3000:]
+            log_text = job_log.read_text()
+            # The batch running at SIGTERM was finished and committed, not cut off.
+            batches = tmp_path / "checkpoint" / "fleetwatch"
+            planned = {f.name for f in (batches / "offsets").iterdir() if f.name.isdigit()}
+            assert planned == {f.name for f in (batches / "commits").iterdir() if f.name.isdigit()}
+            assert "SIGTERM -> Python driver" in log_text
+            assert '"msg": "job stopped"' in log_text
+            finished = poll(lambda: cluster.state()["completedapps"], 30, "the application to complete")
+            assert finished[0]["name"] == "fleetwatch" and finished[0]["state"] == "FINISHED"
+            poll(lambda: not _session_alive(job.pid), 30, "every process of the job to exit")
+            producer.close(timeout=5)
+            producer = None
+    finally:
+        if producer is not None:
+            producer.close(timeout=5)
+        if job is not None and job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(timeout=10)
+        if job is not None:
+            _kill_session(job.pid)
+        cluster.stop()
+        store.close()
+    for proc in cluster.procs:
+        assert not _session_alive(proc.pid), "a Spark daemon or executor outlived the test"

@@ -1,0 +1,191 @@
+"""The store against both databases it supports: SQLite (a file) and a real PostgreSQL.
+
+PostgreSQL comes from the Debian package (`postgresql`): a server is started for the session on
+127.0.0.1 in a temporary directory, and every test gets a fresh database. Without its binaries the
+PostgreSQL cases are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import func, select
+from test_deploy_support import PostgresServer, pg_binaries
+
+from streaming.sinks.store import (
+    Store,
+    alert_history,
+    alerts,
+    broker_transitions,
+    brokers,
+    clusters,
+    outbox,
+    pipeline_progress,
+    quarantine,
+    targets,
+)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    bin_dir = pg_binaries()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not installed: apt-get install postgresql")
+    server = PostgresServer(bin_dir).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("postgres").create_database()
+
+
+@pytest.fixture
+def store(store_url):
+    s = Store(store_url)
+    yield s
+    s.close()
+
+
+def _count(store: Store, table) -> int:
+    with store.engine.connect() as conn:
+        return conn.scalar(select(func.count()).select_from(table))
+
+
+def _broker(**over):
+    row = {"cluster_id": "c1", "broker_id": 1, "state": "ONLINE", "fenced": False, "broker_epoch": 10,
+           "last_heartbeat_ms": 1000, "last_answer_ms": None, "rack": "a",
+           "endpoints": [{"host": "b1", "port": 9092}], "updated_ms": 1000}
+    return {**row, **over}
+
+
+def _alert(alert_id="a1", status="firing", **over):
+    alert = {"schema": "fleetwatch.alert/v1", "alert_id": alert_id, "rule": "broker.fenced", "status": status,
+             "severity": "warning", "cluster_id": "c1", "target": "pay", "broker_id": 3, "endpoint": None,
+             "starts_at": 1000, "ends_at": 5000 if status == "resolved" else None, "summary": "broker 3 fenced",
+             "details": {"fenced_since_ms": 1000, "why": ["heartbeat"]}}
+    return {**alert, **over}
+
+
+def test_writes_are_idempotent_and_upserts_keep_the_latest(store):
+    batch = {
+        "brokers": [_broker(), _broker(broker_id=2)],
+        "clusters": [{"cluster_id": "c1", "target": "pay", "controller_id": 1, "last_response_ms": 900,
+                      "updated_ms": 1000}],
+        "targets": [{"target": "pay", "pinned_cluster_id": "c1", "last_cluster_id": "c1", "last_ok_ms": 900,
+                     "last_error": None, "last_error_ms": None, "updated_ms": 1000}],
+        "broker_transitions": [{"cluster_id": "c1", "broker_id": 1, "ts": 1000, "state": "ONLINE",
+                                "previous_state": "FENCED", "reason": None}],
+        "quarantine": [{"origin": "fleetwatch.metadata:0:7", "reason": "not_json", "raw": "{", "recorded_at": 1}],
+        "pipeline_progress": [{"query": "fleetwatch", "batch_id": 0, "recorded_at": 1, "input_rows": 5,
+                               "input_rows_per_s": 2.5, "processed_rows_per_s": None, "batch_duration_ms": 800,
+                               "watermark_ms": 995, "state_rows": 3, "state_memory_bytes": 1024}],
+    }
+    store.write(batch)
+    store.write(batch)  # a micro-batch that Spark replays after a crash
+    for table, n in ((brokers, 2), (clusters, 1), (targets, 1), (broker_transitions, 1), (quarantine, 1),
+                     (pipeline_progress, 1)):
+        assert _count(store, table) == n, table.name
+
+    store.write({"brokers": [_broker(state="FENCED", fenced=True, broker_epoch=11, updated_ms=2000,
+                                     endpoints=[{"host": "b1-new", "port": 9093}])],
+                 "clusters": [{"cluster_id": "c1", "target": "pay", "controller_id": None, "last_response_ms": 1900,
+                               "updated_ms": 2000}]})
+    with store.engine.connect() as conn:
+        row = conn.execute(select(brokers).where(brokers.c.broker_id == 1)).one()
+        assert (row.state, row.fenced, row.broker_epoch, row.updated_ms) == ("FENCED", True, 11, 2000)
+        assert row.endpoints == [{"host": "b1-new", "port": 9093}]  # JSON round trip
+        assert conn.scalar(select(clusters.c.controller_id)) is None
+        assert conn.scalar(select(pipeline_progress.c.input_rows_per_s)) == 2.5
+    assert _count(store, brokers) == 2
+
+
+def test_an_upsert_batch_may_name_a_key_twice(store):
+    store.write({"brokers": [_broker(state="FENCED", updated_ms=1000), _broker(state="ONLINE", updated_ms=2000)]})
+    with store.engine.connect() as conn:
+        assert conn.execute(select(brokers.c.state, brokers.c.updated_ms)).all() == [("ONLINE", 2000)]
+
+
+def test_record_alerts_history_outbox_and_resolution(store):
+    assert store.record_alerts([_alert()]) == 1
+    assert store.record_alerts([_alert()]) == 1  # replayed: nothing new
+    assert (_count(store, alerts), _count(store, alert_history), _count(store, outbox)) == (1, 1, 1)
+
+    store.record_alerts([_alert(status="resolved")])
+    store.record_alerts([_alert()])  # a replayed firing line must not reopen it
+    with store.engine.connect() as conn:
+        row = conn.execute(select(alerts)).one()
+        assert (row.status, row.ends_at) == ("resolved", 5000)
+        assert row.details == {"fenced_since_ms": 1000, "why": ["heartbeat"]}
+        assert sorted(conn.execute(select(alert_history.c.status)).scalars()) == ["firing", "resolved"]
+        assert conn.scalar(select(outbox.c.subject).where(outbox.c.status == "resolved")) == "broker:c1:3"
+    assert _count(store, outbox) == 2
+
+    # Both lines of one alert in one batch, in either order: the resolution wins.
+    store.record_alerts([_alert("a2", "resolved"), _alert("a2")])
+    store.record_alerts([_alert("a3"), _alert("a3", "resolved")])
+    with store.engine.connect() as conn:
+        got = dict(conn.execute(select(alerts.c.alert_id, alerts.c.status).where(alerts.c.alert_id != "a1")).all())
+    assert got == {"a2": "resolved", "a3": "resolved"}
+
+
+def test_odd_input_is_stored_not_fatal(store):
+    """What SQLite stores as given must not fail a batch (and so every retry of it) on PostgreSQL."""
+    long_id = "x" * 300  # over the 255 characters of the id columns
+    store.write({
+        "quarantine": [{"origin": "fleetwatch.heartbeats:0:1", "reason": "not_json", "raw": "\x00{garbage",
+                        "recorded_at": 1}],
+        "clusters": [{"cluster_id": long_id, "target": "t\x00", "controller_id": 1, "last_response_ms": 1,
+                      "updated_ms": 1}],
+    })
+    store.record_alerts([_alert(details={"raw": "nul \x00 inside JSON"}, summary="nul \x00 in text")])
+    with store.engine.connect() as conn:
+        raw = conn.scalar(select(quarantine.c.raw))
+        assert raw.endswith("{garbage") and len(raw) == len("\x00{garbage")
+        assert conn.scalar(select(func.count()).select_from(clusters)) == 1
+        assert conn.scalar(select(alerts.c.details))["raw"].startswith("nul ")
+
+
+def test_processes_starting_together_create_the_schema_once(store_url):
+    errors: list[BaseException] = []
+
+    def open_store():
+        try:
+            Store(store_url).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+
+
+def test_dashboard_queries_run_on_the_store(store):
+    """The dashboard's SQL (unions, window functions, CASE) on each database, over a little data."""
+    queries = pytest.importorskip("dashboard.queries")
+    store.write({"brokers": [_broker(), _broker(broker_id=2, state="FENCED", fenced=True)],
+                 "clusters": [{"cluster_id": "c1", "target": "pay", "controller_id": 1, "last_response_ms": 900,
+                               "updated_ms": 1000}],
+                 "broker_transitions": [{"cluster_id": "c1", "broker_id": 2, "ts": t, "state": s,
+                                         "previous_state": None, "reason": None}
+                                        for t, s in ((100, "ONLINE"), (500, "FENCED"))]})
+    store.record_alerts([_alert()])
+    engine = store.engine
+    assert queries.fleet_summary(engine)["brokers"] == {"ONLINE": 1, "FENCED": 1}
+    overview = queries.fleet_overview(engine, "pa")
+    assert [(r["cluster_id"], r["firing"], r["severity"]) for r in overview] == [("c1", 1, "warning")]
+    assert queries.cluster_info(engine, "c1")["target"] == "pay"
+    assert len(queries.cluster_brokers(engine, "c1")) == 2
+    assert [a["alert_id"] for a in queries.alert_list(engine, "firing", cluster="c1")] == ["a1"]
+    assert queries.alert_rules(engine) == ["broker.fenced"]
+    assert list(queries.broker_timeline(engine, "c1")["state"]) == ["ONLINE", "FENCED"]
+    queries.pipeline_batches(engine)
+    queries.quarantine_reasons(engine)
+    assert queries.outbox_backlog(engine)["pending"] == 1
