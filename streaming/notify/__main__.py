@@ -1,7 +1,8 @@
-"""`python -m streaming.notify notify --config F` / `python -m streaming.notify silence …`."""
+"""`python -m streaming.notify notify --config F` / `python -m streaming.notify silence …`: the
+same commands as `fleetwatch notify` and `fleetwatch silence`."""
 
 import sys
 
-from streaming.notify.cli import main
+from streaming.cli import main
 
 sys.exit(main())

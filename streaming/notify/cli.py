@@ -13,11 +13,10 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
 
 from streaming.config import ConfigError, load_config
 
-__all__ = ["command", "configure_parser", "configure_silence_parser", "main", "silence_command"]
+__all__ = ["command", "configure_parser", "configure_silence_parser", "silence_command"]
 
 
 def _quiet_http_loggers() -> None:
@@ -154,27 +153,3 @@ def silence_command(args: argparse.Namespace) -> int:
         return 0
     finally:
         store.close()
-
-
-# -- standalone: python -m streaming.notify ---------------------------------------------------
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from streaming.logs import setup_logging
-
-    parser = argparse.ArgumentParser(prog="python -m streaming.notify", description="fleetwatch alert delivery")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("notify", help="deliver alerts from the outbox to the receivers")
-    configure_parser(p)
-    p.set_defaults(func=command)
-    p = sub.add_parser("silence", help="add, list and expire silences")
-    configure_silence_parser(p)
-    p.set_defaults(func=silence_command)
-    args = parser.parse_args(argv)
-    setup_logging()
-    try:
-        return args.func(args)
-    except ConfigError as exc:
-        print(f"fleetwatch {args.command}: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
