@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -28,14 +27,13 @@ def _demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from streaming.collect.bus import EmbeddedBus
     from streaming.job import spark_session
-    from streaming.live import AlertPublisher, start_job, stop_gracefully
+    from streaming.live import AlertPublisher, start_job, stop_gracefully, stop_on_signals
     from streaming.ops.metrics import serve_metrics_from_args
     from streaming.sinks.store import Store
 
     config = _config(args)
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)
     bus = None
     if config.bus.bootstrap_servers is None:
         bus = EmbeddedBus(partitions=config.bus.partitions).start()
@@ -44,6 +42,7 @@ def _run(args: argparse.Namespace) -> int:
     store = Store(config.store.url)
     metrics = serve_metrics_from_args(args, store)  # Prometheus /metrics, when --metrics-port is given
     spark = spark_session(config)
+    stop_on_signals(stop)
     publisher = AlertPublisher(bootstrap)
     query, _ = start_job(spark, config, bootstrap, store, publisher)
     try:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ from streaming.collect.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import FleetwatchConfig
 from streaming.job import spark_session
-from streaming.live import AlertPublisher, start_job, stop_gracefully
+from streaming.live import AlertPublisher, start_job, stop_gracefully, stop_on_signals
 from streaming.sinks.store import Store
 
 __all__ = ["run_demo"]
@@ -30,8 +29,7 @@ log = logging.getLogger(__name__)
 
 def run_demo(config: FleetwatchConfig, *, clusters: int, brokers: int, port: int, workdir: Path) -> int:
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)
     # A demo starts from scratch: old state would replay an old fleet's alerts.
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -53,6 +51,7 @@ def run_demo(config: FleetwatchConfig, *, clusters: int, brokers: int, port: int
         dashboard = subprocess.Popen([sys.executable, "-m", "streaming.cli", "dashboard",
                                       "--store-url", store_url, "--port", str(port)])
         spark = spark_session(config, "fleetwatch-demo")
+        stop_on_signals(stop)
         publisher = AlertPublisher(bus.bootstrap)
         query, _ = start_job(spark, config, bus.bootstrap, store, publisher)
         print(f"dashboard on http://127.0.0.1:{port}  (Ctrl-C stops everything)", file=sys.stderr)

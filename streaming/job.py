@@ -20,10 +20,10 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from streaming.config import FleetwatchConfig, RuleBook
-from streaming.contract import Rejected, event_from_dict, event_to_dict, parse_message
+from streaming.contract import Rejected, event_to_dict, parse_message
 from streaming.detect.engine import Output, ShardEngine, shards_of
 
-__all__ = ["OUTPUT_SCHEMA", "build_pipeline", "spark_session"]
+__all__ = ["OUTPUT_SCHEMA", "PARSED_SCHEMA", "build_pipeline", "parse_stage", "spark_session"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,8 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
         .config("spark.sql.streaming.stateStore.providerClass",
                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
         .config("spark.ui.enabled", "false")
+        # The console progress bar would interleave with the structured log lines on stderr.
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .getOrCreate()
@@ -68,7 +70,11 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
 
 
 def _parse(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """Contract check and routing: one row per (shard, event), or one quarantine row."""
+    """Contract check and routing: one row per (shard, event), or one quarantine row.
+
+    A valid message travels on as its original text: re-serializing the parsed record cost
+    more than parsing it again behind the shuffle (measured in bench/throughput.py).
+    """
     for raw in batches:
         rows: list[tuple[Any, ...]] = []
         for topic, partition, offset, value in zip(raw["topic"], raw["partition"], raw["offset"],
@@ -79,9 +85,13 @@ def _parse(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             except Rejected as exc:
                 rows.append((QUARANTINE_SHARD, None, src, int(offset), value, exc.reason))
                 continue
-            payload = json.dumps(event_to_dict(event), separators=(",", ":"))
-            rows.extend((shard, event.ts, src, int(offset), payload, None) for shard in shards_of(event))
+            rows.extend((shard, event.ts, src, int(offset), value, None) for shard in shards_of(event))
         yield pd.DataFrame(rows, columns=[f.name for f in PARSED_SCHEMA.fields])
+
+
+def parse_stage(raw: DataFrame) -> DataFrame:
+    """Raw messages (the readers' columns) -> PARSED_SCHEMA rows, ready to group by shard."""
+    return raw.select("topic", "partition", "offset", "value").mapInPandas(_parse, PARSED_SCHEMA)
 
 
 def _output_rows(out: Output) -> pd.DataFrame:
@@ -141,7 +151,7 @@ class DetectorProcessor(StatefulProcessor):
         events = []
         for frame in rows:
             for src, pos, payload in zip(frame["src"], frame["pos"], frame["payload"], strict=True):
-                events.append(((src, int(pos)), event_from_dict(json.loads(payload))))
+                events.append(((src, int(pos)), parse_message(payload)))
         out = engine.process(events, timerValues.getCurrentWatermarkInMs(), self.book)
         self._save(engine)
         yield _output_rows(out)
@@ -159,7 +169,7 @@ class DetectorProcessor(StatefulProcessor):
 
 def build_pipeline(raw: DataFrame, book: RuleBook) -> DataFrame:
     """Raw messages (the readers' columns) -> OUTPUT_SCHEMA rows."""
-    parsed = raw.select("topic", "partition", "offset", "value").mapInPandas(_parse, PARSED_SCHEMA)
+    parsed = parse_stage(raw)
     lateness = book.defaults.allowed_lateness_ms
     events = (
         parsed.withColumn("event_time", F.timestamp_millis(F.col("ts")))

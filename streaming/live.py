@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import threading
 import time
 from typing import Any
 
@@ -19,7 +21,7 @@ from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store
 from streaming.source.telemetry import read_telemetry
 
-__all__ = ["QUERY_NAME", "AlertPublisher", "start_job", "stop_gracefully"]
+__all__ = ["QUERY_NAME", "AlertPublisher", "start_job", "stop_gracefully", "stop_on_signals"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,16 @@ class AlertPublisher:
     def close(self) -> None:
         if self._producer is not None:
             self._producer.close(timeout=5)
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """Makes SIGINT and SIGTERM set `stop`, so the caller can stop the query gracefully.
+
+    Call it again once the SparkSession exists: creating the SparkContext replaces the SIGINT
+    handler with one that cancels the running jobs, and Ctrl-C would then kill the batch.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
 
 
 def start_job(spark: SparkSession, config: FleetwatchConfig, bootstrap_servers: str, store: Store,

@@ -366,6 +366,18 @@ case(EPOCH, "interleaved zombie epochs: one incident, resolved after the last st
 case(EPOCH, "a zombie's epoch never becomes the highest",
      [hb(t(0), 4, epoch=11), hb(t(1), 4, epoch=10), hb(t(2), 4, epoch=10), hb(t(3), 4, epoch=11)],
      [F(EPOCH, B4, t(1))], "fires", "tricky")
+# -1 is an unknown epoch (the probe's DescribeQuorum heartbeats): no regression after a real
+# epoch, and not the highest either, so a real epoch after it is compared with the last real one.
+UNKNOWN = -1
+case(EPOCH, "unknown epochs (-1) mixed with real ones are quiet",
+     [hb(t(0), 4, epoch=UNKNOWN), hb(t(1), 4, epoch=10), hb(t(2), 4, epoch=UNKNOWN), hb(t(3), 4, epoch=10),
+      hb(t(4), 4, epoch=UNKNOWN), hb(t(5), 4, epoch=12, kind="registration"), hb(t(6), 4, epoch=UNKNOWN),
+      hb(t(7), 4, epoch=12)],
+     [], "quiet", "tricky")
+case(EPOCH, "a real regression behind an unknown epoch still fires, and only it",
+     [hb(t(0), 4, epoch=11), hb(t(1), 4, epoch=UNKNOWN), hb(t(2), 4, epoch=10),
+      *[hb(t(s), 4, epoch=UNKNOWN if round(s) % 4 == 0 else 11) for s in every(4, 70, 2)]],
+     [F(EPOCH, B4, t(2)), R(EPOCH, B4, t(2), t(2) + RESOLVE_AFTER)], "fires", "resolves", "tricky")
 
 # broker.flapping ------------------------------------------------------------------------------
 B5 = (C, 5)
@@ -767,6 +779,22 @@ def test_late_event_is_set_aside_and_changes_nothing():
     assert out.late == [(("", 2), late)]
     assert engine.brokers[2].state == "ONLINE" and not engine.brokers[2].fenced
     assert [line_of(a.to_dict()) for a in out.alerts] == [F(HB_LOST, B2, t(9)), R(HB_LOST, B2, t(9), t(20))]
+
+
+# -- unknown broker epochs ----------------------------------------------------------------------
+
+
+def test_unknown_epoch_is_neither_a_regression_nor_the_highest():
+    engine = ShardEngine("cluster:" + C)
+    book = RuleBook()
+    out = engine.process([(("", 0), hb(t(0), 4, epoch=10)), (("", 1), hb(t(1), 4, epoch=UNKNOWN))], -(2**62), book)
+    assert out.alerts == []
+    assert engine.brokers[4].max_epoch == 10 and out.brokers[-1]["broker_epoch"] == 10
+    assert engine.brokers[4].last_hb == t(1)  # still a heartbeat for the other rules
+    out = engine.process([(("", 2), hb(t(2), 4, epoch=9))], -(2**62), book)
+    (alert,) = [a.to_dict() for a in out.alerts]
+    assert line_of(alert) == F(EPOCH, B4, t(2))
+    assert alert["details"]["broker_epoch"] == 9 and alert["details"]["highest_epoch"] == 10
 
 
 # -- per-cluster thresholds ---------------------------------------------------------------------

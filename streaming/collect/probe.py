@@ -14,7 +14,8 @@ Per target, every `interval_ms` (a *round*):
    ApiVersions v5 (Kafka 4.4+, KIP-1242) the expected identity is sent and a misroute answers
    `REBOOTSTRAP_REQUIRED`; otherwise the event carries the cluster id the endpoint reports.
 3. Observers' LastFetchTimestamp values that moved since the last round become
-   `broker_heartbeat` events (`broker_epoch` -1: DescribeQuorum does not carry the epoch).
+   `broker_heartbeat` events (`broker_epoch` -1: DescribeQuorum does not carry the epoch; the
+   detection rules read a negative epoch as unknown, see streaming/detect/README.md).
 
 Only versions the broker advertises are sent. Every exchange (connect, TLS, SASL, all
 requests) is bounded by `timeout_ms`, exchanges run concurrently up to `concurrency`, and in a

@@ -1196,8 +1196,10 @@ def produce_live(sim: Simulation, bootstrap_servers: str, *, realtime: bool = Tr
     run = Simulation(replace(sim.spec, start_ms=int(time.time() * 1000))) if realtime else sim
     stop = stop or threading.Event()
     failures: list[BaseException] = []
+    # Large, slightly later batches: with the defaults one producer sent ~9k messages/s on
+    # 2 cores, short of a 1,000 x 12 fleet's 8.8k/s plus headroom; these gave ~12.6k/s.
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers, client_id="fleetwatch-simulate",
-                             acks=1, linger_ms=20)
+                             acks=1, linger_ms=50, batch_size=256 * 1024)
     by_type: Counter[str] = Counter()
     sent, last_report = 0, time.monotonic()
     try:

@@ -152,7 +152,9 @@ class BrokerTracker:
     def on_heartbeat(self, hb: BrokerHeartbeat, rules: RuleSettings, incidents: Incidents,
                      out: Emitter) -> None:
         s = self.subject
-        if self.max_epoch is not None and hb.broker_epoch < self.max_epoch:
+        if hb.broker_epoch < 0:
+            pass  # unknown epoch (-1, e.g. a DescribeQuorum observer): neither a regression nor a new highest
+        elif self.max_epoch is not None and hb.broker_epoch < self.max_epoch:
             self.last_regression = hb.ts
             self._fire(incidents, out, EPOCH, hb.ts,
                        f"broker {self.broker_id} sent epoch {hb.broker_epoch} below {self.max_epoch}",

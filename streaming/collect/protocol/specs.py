@@ -5,10 +5,22 @@ taggedVersions, default, nested fields, commonStructs); comments and "about" tex
 The codec in `codec.py` interprets these dicts exactly as Kafka's generator does, so adding a
 message is a matter of pasting its JSON here.
 
-ApiVersions v5 is KIP-1242 (Kafka 4.4): the request adds `ClusterId` (nullable string, default
-null) and `NodeId` (int32, default -1), both set or both unset; a broker whose identity differs
-answers `REBOOTSTRAP_REQUIRED` (129). The v5 response body is the v4 body. The kafka-python
-installed here ships the JSON only up to v4, so v5 is written out from the KIP.
+Where each one comes from (tests/test_probe_protocol.py checks the first point field by field):
+- Every spec except ApiVersions v5 equals Kafka's own JSON as kafka-python 3.0.12 ships it,
+  verbatim with its Apache header, in `kafka/protocol/schemas/resources/` (ApiVersions 0-4,
+  Metadata 0-13, DescribeCluster 0-2 with KIP-1073's IncludeFencedBrokers/IsFenced,
+  DescribeQuorum 0-2 with KIP-836's LastFetchTimestamp/LastCaughtUpTimestamp, SASL).
+- ApiVersions v5 is KIP-1242 (Kafka 4.4). The response: apache/kafka's ApiVersionsResponse.json
+  at commit 0282c0876acb86531853595645902f6a471f6a2e has `"validVersions": "0-5"` and the v4
+  fields unchanged, so the v5 body is the v4 body. The request: Kafka's ApiVersionsRequest.json
+  with v5 was not found (every stored copy stops at v4), so its two fields are a reconstruction,
+  matched against a code generator's output of that JSON (krabka-io/krabka-protocol,
+  crates/protocol/generated/ApiVersionsRequest.owned.rs, "generated against" apache/kafka
+  a9ce3221537b8653448750697915607dc7936cf3): after ClientSoftwareVersion, `ClusterId` (v5+,
+  nullable compact string, default null) then `NodeId` (v5+, int32, default -1), neither
+  tagged. Both set or both unset (a NodeId without a ClusterId is INVALID_REQUEST); a broker
+  whose identity differs answers `REBOOTSTRAP_REQUIRED` (129). The "about" texts, `ignorable`
+  and `entityType` of those two fields are not confirmed; they do not change the bytes.
 """
 
 from __future__ import annotations
