@@ -126,8 +126,15 @@ class SparkConfig(_Strict):
     master: str = "local[*]"
     checkpoint_dir: str = "var/checkpoint"
     trigger_ms: int = Field(1000, ge=0)
-    shuffle_partitions: int = Field(4, ge=1)
+    # Tasks of the detection stage: one per core (each costs a Python runner and a state store
+    # commit per micro-batch); on a cluster, the executors' total cores.
+    shuffle_partitions: int = Field(2, ge=1)
     max_records_per_batch: int = Field(200000, gt=0)
+    # Detection state is kept per bucket of shards (see streaming/job.py): each bucket costs a
+    # fixed ~10 ms per micro-batch, and buckets bound the detection stage's parallelism (give a
+    # cluster a few per core). Fixed for the life of a checkpoint: the job refuses state
+    # written with another count.
+    state_buckets: int = Field(16, ge=1)
 
 
 class FleetwatchConfig(_Strict):
@@ -171,6 +178,10 @@ class RuleBook:
             if cluster.expected_cluster_id:
                 self._by_cluster_id[cluster.expected_cluster_id] = settings
                 self.pinned_ids[cluster.name] = cluster.expected_cluster_id
+
+    @property
+    def shortest_session_timeout_ms(self) -> int:
+        return min([self.defaults.session_timeout_ms, *(s.session_timeout_ms for s in self._by_target.values())])
 
     def for_target(self, target: str | None) -> RuleSettings:
         return self._by_target.get(target or "", self.defaults)

@@ -159,19 +159,30 @@ def _choice(value: str | None, allowed: tuple[str, ...], path: str) -> str | Non
     return value
 
 
+# Every response lists every broker of its cluster, and the entries hardly ever change: building
+# a frozen Broker costs more than the rest of the parse, so equal entries share one instance.
+_KNOWN_BROKERS: dict[tuple[Any, ...], Broker] = {}
+_KNOWN_BROKERS_MAX = 200_000
+
+
 def _brokers(raw: list[Any] | None) -> tuple[Broker, ...] | None:
     if raw is None:
         return None
     out = []
     for i, item in enumerate(raw):
-        # Fast path for a well-formed entry (a response lists every broker of its cluster, so
-        # this is most of the parsing work); anything else takes the checked path for its reason.
+        # Fast path for a well-formed entry; anything else takes the checked path for its reason.
         if item.__class__ is dict:
             node_id, host, port = item.get("node_id"), item.get("host"), item.get("port")
             rack, fenced = item.get("rack"), item.get("fenced")
             if (node_id.__class__ is int and host.__class__ is str and port.__class__ is int
                     and (rack is None or rack.__class__ is str) and (fenced is None or fenced.__class__ is bool)):
-                out.append(Broker(node_id, host, port, rack, fenced))
+                key = (node_id, host, port, rack, fenced)
+                broker = _KNOWN_BROKERS.get(key)
+                if broker is None:
+                    if len(_KNOWN_BROKERS) >= _KNOWN_BROKERS_MAX:
+                        _KNOWN_BROKERS.clear()
+                    broker = _KNOWN_BROKERS[key] = Broker(node_id, host, port, rack, fenced)
+                out.append(broker)
                 continue
         out.append(_broker_checked(item, f"brokers[{i}]"))
     return tuple(out)

@@ -5,29 +5,34 @@ Only wiring lives here; the rules are plain Python in `streaming.detect`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import pickle
 import sys
-from collections.abc import Iterator
+import zlib
+from collections import defaultdict
+from collections.abc import Container, Iterator
 from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from streaming.config import FleetwatchConfig, RuleBook
-from streaming.contract import Rejected, event_to_dict, parse_message
-from streaming.detect.engine import Output, ShardEngine, shards_of
+from streaming.contract import Event, Rejected, event_to_dict, parse_message
+from streaming.detect.engine import Output, Position, ShardEngine, shards_of
+from streaming.detect.thinning import redundant_heartbeats
 
-__all__ = ["OUTPUT_SCHEMA", "PARSED_SCHEMA", "build_pipeline", "parse_stage", "spark_session"]
+__all__ = ["OUTPUT_SCHEMA", "PARSED_SCHEMA", "bucket_of", "build_pipeline", "parse_stage", "spark_session"]
 
 log = logging.getLogger(__name__)
 
 PARSED_SCHEMA = StructType([
+    StructField("bucket", IntegerType()),
     StructField("shard", StringType()),
     StructField("ts", LongType()),
     StructField("src", StringType()),
@@ -42,9 +47,17 @@ OUTPUT_SCHEMA = StructType([
     StructField("ts", LongType()),
     StructField("payload", StringType()),
 ])
-_ENGINE_STATE = StructType([StructField("engine", BinaryType())])
+_OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
+# The state of one bucket: {shard: (next deadline or None, pickled ShardEngine)}, the timer
+# registered for the bucket, and the bucket count it was written with.
+_BUCKET_STATE = StructType([
+    StructField("engines", BinaryType()),
+    StructField("timer", LongType()),
+    StructField("buckets", IntegerType()),
+])
 # Rejected messages travel through the stateful operator too (with a null event time, which
 # Spark's late-row filter keeps), so the source is read and parsed once, not once per branch.
+QUARANTINE_BUCKET = -1
 QUARANTINE_SHARD = "~quarantine"
 
 
@@ -58,43 +71,66 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
         .config("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
         .config("spark.sql.streaming.stateStore.providerClass",
                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+        # Commit a micro-batch's state changes as a changelog instead of a new RocksDB snapshot.
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.ui.enabled", "false")
         # The console progress bar would interleave with the structured log lines on stderr.
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Bigger Arrow chunks into the parse stage: heartbeats are thinned per chunk, and a
+        # chunk of 10,000 rows (the default) held only ~3 heartbeats per broker at 1,000 clusters.
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
     return spark
 
 
-def _parse(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """Contract check and routing: one row per (shard, event), or one quarantine row.
+def bucket_of(shard: str, buckets: int) -> int:
+    # crc32, not hash(): Python salts str hashes per process, and every worker must agree.
+    return zlib.crc32(shard.encode()) % buckets
+
+
+def _parse(batches: Iterator[pd.DataFrame], buckets: int, heartbeat_gap_ms: int) -> Iterator[pd.DataFrame]:
+    """Contract check, heartbeat thinning and routing: one row per (shard, event), or one
+    quarantine row.
 
     A valid message travels on as its original text: re-serializing the parsed record cost
     more than parsing it again behind the shuffle (measured in bench/throughput.py).
     """
     for raw in batches:
         rows: list[tuple[Any, ...]] = []
-        for topic, partition, offset, value in zip(raw["topic"], raw["partition"], raw["offset"],
-                                                   raw["value"], strict=True):
+        valid: list[tuple[Event, str, int, str]] = []
+        for topic, partition, offset, value in zip(raw["topic"].tolist(), raw["partition"].tolist(),
+                                                   raw["offset"].tolist(), raw["value"].tolist(), strict=True):
             src = f"{topic}:{partition}"
             try:
-                event = parse_message(value, topic)
+                valid.append((parse_message(value, topic), src, int(offset), value))
             except Rejected as exc:
-                rows.append((QUARANTINE_SHARD, None, src, int(offset), value, exc.reason))
-                continue
-            rows.extend((shard, event.ts, src, int(offset), value, None) for shard in shards_of(event))
+                rows.append((QUARANTINE_BUCKET, QUARANTINE_SHARD, None, src, int(offset), value, exc.reason))
+        redundant = redundant_heartbeats([event for event, _, _, _ in valid], heartbeat_gap_ms)
+        for i, (event, src, offset, value) in enumerate(valid):
+            if i not in redundant:
+                rows.extend((bucket_of(shard, buckets), shard, event.ts, src, offset, value, None)
+                            for shard in shards_of(event))
         yield pd.DataFrame(rows, columns=[f.name for f in PARSED_SCHEMA.fields])
 
 
-def parse_stage(raw: DataFrame) -> DataFrame:
-    """Raw messages (the readers' columns) -> PARSED_SCHEMA rows, ready to group by shard."""
-    return raw.select("topic", "partition", "offset", "value").mapInPandas(_parse, PARSED_SCHEMA)
+def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
+    """Raw messages (the readers' columns) -> PARSED_SCHEMA rows, ready to group by bucket.
+
+    Heartbeats are thinned here, per chunk of one Kafka partition, before the shuffle and any
+    state: a stateless Spark SQL stage cannot drop them (it would need the previous row of each
+    broker), and a grouping stage would hold them back for a watermark.
+    """
+    # Less than the shortest session timeout: see streaming.detect.thinning.
+    gap_ms = book.shortest_session_timeout_ms - 1
+    return raw.select("topic", "partition", "offset", "value").mapInPandas(
+        functools.partial(_parse, buckets=buckets, heartbeat_gap_ms=gap_ms), PARSED_SCHEMA)
 
 
-def _output_rows(out: Output) -> pd.DataFrame:
+def _output_rows(out: Output) -> list[tuple[Any, ...]]:
     rows = [("alert", a.subject, a.event_ms, json.dumps({**a.to_dict(), "sort_key": a.sort_key()},
                                                           separators=(",", ":")))
             for a in out.alerts]
@@ -104,7 +140,7 @@ def _output_rows(out: Output) -> pd.DataFrame:
                         ("transition", out.transitions), ("controller", out.controller_changes)):
         rows += [(kind, None, item.get("updated_ms") or item.get("ts"), json.dumps(item, separators=(",", ":")))
                  for item in items]
-    return pd.DataFrame(rows, columns=[f.name for f in OUTPUT_SCHEMA.fields])
+    return rows
 
 
 def _quarantine_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -114,62 +150,95 @@ def _quarantine_rows(frame: pd.DataFrame) -> pd.DataFrame:
         "ts": None,
         "payload": [json.dumps({"reason": reason, "raw": raw})
                     for reason, raw in zip(frame["reason"], frame["payload"], strict=True)],
-    }, columns=[f.name for f in OUTPUT_SCHEMA.fields])
+    }, columns=_OUTPUT_COLUMNS)
 
 
 class DetectorProcessor(StatefulProcessor):
-    """Keeps one ShardEngine per shard in the state store and wakes it with event-time timers."""
+    """Runs the ShardEngines of one bucket of shards, kept in the state store, and wakes them
+    with one event-time timer per bucket.
 
-    def __init__(self, book: RuleBook) -> None:
+    Shards are grouped into a fixed number of buckets because each key costs the Python worker
+    a fixed ~5 ms (Arrow to pandas, round trips to the JVM's state server): with one key per
+    shard, that was most of a micro-batch at 1,000 clusters (bench/throughput.py).
+    """
+
+    def __init__(self, book: RuleBook, buckets: int) -> None:
         self.book = book
+        self.buckets = buckets
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.state = handle.getValueState("engine", _ENGINE_STATE)
+        self.state = handle.getValueState("bucket", _BUCKET_STATE)
 
-    def _load(self, shard: str) -> ShardEngine:
-        if self.state.exists():
-            return pickle.loads(self.state.get()[0])
-        return ShardEngine(shard)
+    def _load(self) -> tuple[dict[str, tuple[int | None, bytes]], int | None]:
+        stored = self.state.get()  # None for a new bucket: one round trip, not exists() + get()
+        if stored is None:
+            return {}, None
+        engines, timer, buckets = stored
+        if buckets != self.buckets:
+            raise RuntimeError(f"the checkpoint's detection state has {buckets} buckets but spark.state_buckets "
+                               f"is {self.buckets}: set it back to {buckets}, or start a new checkpoint")
+        return pickle.loads(engines), timer
 
-    def _save(self, engine: ShardEngine) -> None:
-        self.state.update((pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL),))
-        for timer in list(self.handle.listTimers()):
-            self.handle.deleteTimer(timer)
-        deadline = engine.next_deadline(self.book)
-        if deadline is not None:
-            # Spark fires a timer once the watermark reaches it; the engine's timers fire once
-            # the watermark has passed them, hence the extra millisecond.
-            self.handle.registerTimer(deadline + 1)
+    def _save(self, engines: dict[str, tuple[int | None, bytes]], registered: int | None) -> None:
+        deadlines = [deadline for deadline, _ in engines.values() if deadline is not None]
+        # Spark fires a timer once the watermark reaches it; the engines' timers fire once the
+        # watermark has passed them, hence the extra millisecond.
+        timer = min(deadlines) + 1 if deadlines else None
+        if timer != registered:  # every timer call is a round trip: only move it when it moved
+            if registered is not None:
+                self.handle.deleteTimer(registered)
+            if timer is not None:
+                self.handle.registerTimer(timer)
+        self.state.update((pickle.dumps(engines, protocol=pickle.HIGHEST_PROTOCOL), timer, self.buckets))
+
+    def _step(self, engines: dict[str, tuple[int | None, bytes]], shard: str,
+              events: list[tuple[Position, Event]] | None, watermark: int) -> list[tuple[Any, ...]]:
+        """Process a shard's events (or, with None, only its due timers) and store the engine back."""
+        stored = engines.get(shard)
+        engine = pickle.loads(stored[1]) if stored is not None else ShardEngine(shard)
+        out = engine.advance(watermark, self.book) if events is None else engine.process(events, watermark, self.book)
+        engines[shard] = (engine.next_deadline(self.book), pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL))
+        return _output_rows(out)
+
+    def _advance_due(self, engines: dict[str, tuple[int | None, bytes]], watermark: int,
+                     skip: Container[str] = ()) -> list[tuple[Any, ...]]:
+        due = [shard for shard, (deadline, _) in engines.items()
+               if deadline is not None and deadline < watermark and shard not in skip]
+        return [row for shard in due for row in self._step(engines, shard, None, watermark)]
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-        (shard,) = key
-        if shard == QUARANTINE_SHARD:
+        (bucket,) = key
+        if bucket == QUARANTINE_BUCKET:
             yield from (_quarantine_rows(frame) for frame in rows)
             return
-        engine = self._load(shard)
-        events = []
+        watermark = timerValues.getCurrentWatermarkInMs()
+        by_shard: dict[str, list[tuple[Position, Event]]] = defaultdict(list)
         for frame in rows:
-            for src, pos, payload in zip(frame["src"], frame["pos"], frame["payload"], strict=True):
-                events.append(((src, int(pos)), parse_message(payload)))
-        out = engine.process(events, timerValues.getCurrentWatermarkInMs(), self.book)
-        self._save(engine)
-        yield _output_rows(out)
+            # tolist(): iterating pandas' Arrow-backed string columns costs ~1 us per value.
+            for shard, src, pos, payload in zip(frame["shard"].tolist(), frame["src"].tolist(),
+                                                frame["pos"].tolist(), frame["payload"].tolist(), strict=True):
+                by_shard[shard].append(((src, int(pos)), parse_message(payload)))
+        engines, registered = self._load()
+        output = [row for shard, events in by_shard.items() for row in self._step(engines, shard, events, watermark)]
+        # The bucket's timer is also due for its other shards whose deadline the watermark passed.
+        output += self._advance_due(engines, watermark, skip=by_shard)
+        self._save(engines, registered)
+        yield pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-        (shard,) = key
-        engine = self._load(shard)
-        out = engine.advance(timerValues.getCurrentWatermarkInMs(), self.book)
-        self._save(engine)
-        yield _output_rows(out)
+        engines, _ = self._load()
+        output = self._advance_due(engines, timerValues.getCurrentWatermarkInMs())
+        self._save(engines, None)  # Spark deletes the expired timer after this call
+        yield pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
 
     def close(self) -> None:
         pass
 
 
-def build_pipeline(raw: DataFrame, book: RuleBook) -> DataFrame:
-    """Raw messages (the readers' columns) -> OUTPUT_SCHEMA rows."""
-    parsed = parse_stage(raw)
+def build_pipeline(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
+    """Raw messages (the readers' columns) -> OUTPUT_SCHEMA rows; `buckets`: spark.state_buckets."""
+    parsed = parse_stage(raw, book, buckets)
     lateness = book.defaults.allowed_lateness_ms
     events = (
         parsed.withColumn("event_time", F.timestamp_millis(F.col("ts")))
@@ -179,8 +248,8 @@ def build_pipeline(raw: DataFrame, book: RuleBook) -> DataFrame:
         # Timers still follow the query's watermark.
         .drop("event_time")
     )
-    return events.groupBy("shard").transformWithStateInPandas(
-        statefulProcessor=DetectorProcessor(book),
+    return events.groupBy("bucket").transformWithStateInPandas(
+        statefulProcessor=DetectorProcessor(book, buckets),
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",

@@ -67,7 +67,7 @@ def start_job(spark: SparkSession, config: FleetwatchConfig, bootstrap_servers: 
     writer = BatchWriter(store, on_alerts=publisher)
     recorder = ProgressRecorder(store)
     spark.streams.addListener(recorder)
-    query = (build_pipeline(raw, config.rule_book()).writeStream.queryName(QUERY_NAME)
+    query = (build_pipeline(raw, config.rule_book(), config.spark.state_buckets).writeStream.queryName(QUERY_NAME)
              .foreachBatch(writer)
              .option("checkpointLocation", checkpoint_path(config, QUERY_NAME))
              .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds")

@@ -74,7 +74,7 @@ def replay_file(events_path: str | Path, alerts_out: str | Path | None, config: 
     lateness = config.rules.allowed_lateness_ms
     raw = (spark.readStream.format("fleetwatch_jsonl").option("path", str(path))
            .option("lines_per_partition", str(config.spark.max_records_per_batch)).load())
-    query = (build_pipeline(raw, config.rule_book()).writeStream.queryName(QUERY_NAME)
+    query = (build_pipeline(raw, config.rule_book(), config.spark.state_buckets).writeStream.queryName(QUERY_NAME)
              .foreachBatch(writer).option("checkpointLocation", checkpoint)
              .trigger(processingTime="0 seconds").start())
 

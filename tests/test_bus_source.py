@@ -162,9 +162,11 @@ def test_read_returns_exactly_its_range(bus: EmbeddedBus) -> None:
         end = reader.latestOffset()[f"{ONE_PARTITION}:0"]
     finally:
         reader.stop()
-    rows = list(reader.read(TopicPartitionRange(ONE_PARTITION, 0, end - 7, end - 2)))
-    assert [row[4] for row in rows] == list(range(end - 7, end - 2))
-    assert {row[2] for row in rows} == {ONE_PARTITION}
+    rows = [row for batch in reader.read(TopicPartitionRange(ONE_PARTITION, 0, end - 7, end - 2))
+            for row in batch.to_pylist()]
+    assert [row["offset"] for row in rows] == list(range(end - 7, end - 2))
+    assert {row["topic"] for row in rows} == {ONE_PARTITION}
+    assert all(row["timestamp"].tzinfo is not None for row in rows)
 
 
 @pytest.mark.broker

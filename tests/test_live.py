@@ -172,3 +172,29 @@ def test_killed_job_restarts_from_checkpoint_without_losing_or_repeating(bus, tm
     with store.engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(alert_history)) == len(expected)
         assert conn.scalar(select(func.count()).select_from(outbox)) == len(expected)
+
+
+def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_config, bus, tmp_path):
+    # Shards map to buckets by count: state written with one count must not be read with another.
+    events = list(_fleet(duration_ms=40_000).events())
+    _produce(bus.bootstrap, events[:len(events) // 2])
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+
+    def config(buckets: int):
+        return test_config.model_copy(update={"spark": test_config.spark.model_copy(update={
+            "checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500, "state_buckets": buckets})})
+
+    query, recorder = start_job(spark, config(8), bus.bootstrap, store)
+    try:
+        assert recorder.wait("fleetwatch", lambda s: s.input_rows > 0, timeout_s=120)
+    finally:
+        stop_gracefully(spark, query)
+        spark.streams.removeListener(recorder)
+    _produce(bus.bootstrap, events[len(events) // 2:])
+    query, recorder = start_job(spark, config(4), bus.bootstrap, store)
+    try:
+        _poll(lambda: not query.isActive, 120, "the job to refuse the checkpoint")
+        assert "has 8 buckets but spark.state_buckets is 4" in str(query.exception())
+    finally:
+        stop_gracefully(spark, query)
+        spark.streams.removeListener(recorder)

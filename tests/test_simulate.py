@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from kafka.partitioner.default import murmur2
 
 from streaming import topics
 from streaming.collect import simulate
@@ -247,11 +248,16 @@ class FakeProducer:
     def __init__(self, **config: Any) -> None:
         self.config = config
         self.sent: list[tuple[str, bytes, bytes]] = []
+        self.partitions: list[int] = []
         self.flushed = self.closed = False
         FakeProducer.instances.append(self)
 
-    def send(self, topic: str, key: bytes, value: bytes) -> FakeProducer:
+    def partitions_for(self, topic: str) -> set[int]:
+        return {0, 1, 2, 3}
+
+    def send(self, topic: str, key: bytes, value: bytes, partition: int) -> FakeProducer:
         self.sent.append((topic, key, value))
+        self.partitions.append(partition)
         if self.stop is not None and len(self.sent) >= self.stop_after:
             self.stop.set()
         return self
@@ -279,6 +285,10 @@ def test_produce_live_sends_every_event_to_its_topic_keyed_by_cluster(monkeypatc
     for (topic, ev), (sent_topic, key, value) in zip(expected, producer.sent, strict=True):
         assert sent_topic == topic and key == (ev["cluster_id"] or "").encode()
         assert json.loads(value) == ev and b'": ' not in value
+    # Kafka's keyed partitioning (the Java client's murmur2), so each cluster stays in order.
+    for (_, key, _), partition in zip(producer.sent, producer.partitions, strict=True):
+        assert partition == (murmur2(key) & 0x7FFFFFFF) % 4
+    assert len(set(producer.partitions)) > 1
 
 
 def test_produce_live_in_real_time_starts_now_and_stops_on_request(monkeypatch) -> None:

@@ -38,6 +38,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from streaming import topics
 from streaming.config import RuleSettings
 
@@ -146,6 +148,7 @@ _TIMELINE: dict[str, tuple[int, int | None]] = {
 # endpoints being advertised): that cluster must be quiet meanwhile.
 _NEEDS_PARTNER = ("cluster.id_changed", "connection.misrouted", "endpoint.collision")
 _PROGRESS_EVERY_S = 3.0
+_EARLY_S = 0.01  # how early a real-time event may be sent
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -1187,11 +1190,12 @@ def produce_live(sim: Simulation, bootstrap_servers: str, *, realtime: bool = Tr
     """Produce the stream to Kafka, each event to its topic, keyed by cluster id.
 
     In real time the stream is re-anchored to start now and each event is sent when the wall
-    clock reaches it; otherwise events keep their times and go as fast as the producer takes
+    clock reaches it (up to `_EARLY_S` early); otherwise events keep their times and go as fast as the producer takes
     them. `stop` interrupts the run; `progress` gets (events sent, event time covered in ms)
     every few seconds. Sent events are flushed before returning.
     """
     from kafka import KafkaProducer  # the file-only paths must not need a broker client
+    from kafka.partitioner.default import murmur2
 
     run = Simulation(replace(sim.spec, start_ms=int(time.time() * 1000))) if realtime else sim
     stop = stop or threading.Event()
@@ -1202,15 +1206,24 @@ def produce_live(sim: Simulation, bootstrap_servers: str, *, realtime: bool = Tr
                              acks=1, linger_ms=50, batch_size=256 * 1024)
     by_type: Counter[str] = Counter()
     sent, last_report = 0, time.monotonic()
+    # Kafka's keyed partitioning (murmur2, in pure Python here) would run once per message; its
+    # answer only depends on (topic, key), so it runs once per cluster and topic.
+    partition_of: dict[tuple[str, bytes], int] = {}
     try:
         for due, topic, ev in run._emission():
-            if realtime:
-                wait_s = (due - time.time() * 1000) / 1000
-                if wait_s > 0 and stop.wait(wait_s):
-                    break
+            # Sleeping for each millisecond's events cost more CPU than producing them: wait only
+            # when the next event is more than _EARLY_S ahead of the wall clock.
+            if realtime and (wait_s := (due - time.time() * 1000) / 1000) > _EARLY_S and stop.wait(wait_s):
+                break
             if stop.is_set():
                 break
-            future = producer.send(topic, key=(ev["cluster_id"] or "").encode(), value=_dumps(ev).encode())
+            key = (ev["cluster_id"] or "").encode()
+            partition = partition_of.get((topic, key))
+            if partition is None:
+                partitions = sorted(producer.partitions_for(topic))
+                partition = partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
+                partition_of[(topic, key)] = partition
+            future = producer.send(topic, key=key, value=orjson.dumps(ev), partition=partition)
             future.add_errback(failures.append)
             sent += 1
             by_type[ev["type"]] += 1

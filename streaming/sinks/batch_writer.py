@@ -49,10 +49,11 @@ class BatchWriter:
         self.quarantined: Counter[str] = Counter()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        rows = batch.collect()
-        by_kind: dict[str, list[Any]] = {}
-        for row in rows:
-            by_kind.setdefault(row["kind"], []).append(row)
+        # toPandas moves the batch as Arrow (collect() would pickle a Row per output row).
+        frame = batch.toPandas()
+        by_kind: dict[str, list[dict[str, Any]]] = {}
+        for kind, key, payload in zip(frame["kind"], frame["key"], frame["payload"], strict=True):
+            by_kind.setdefault(kind, []).append({"key": key, "payload": payload})
         alerts = sorted((json.loads(r["payload"]) for r in by_kind.get("alert", [])),
                         key=lambda a: a["sort_key"])
         alert_objects = [{k: a[k] for k in _ALERT_FIELDS} for a in alerts]
@@ -85,5 +86,5 @@ class BatchWriter:
         })
         if alert_objects:
             self.store.record_alerts(alert_objects)
-        log.info("batch written", extra={"batch_id": batch_id, "rows": len(rows), "alerts": len(alert_objects),
+        log.info("batch written", extra={"batch_id": batch_id, "rows": len(frame), "alerts": len(alert_objects),
                                          "quarantined": len(quarantine)})
