@@ -28,6 +28,7 @@ import heapq
 import json
 import random
 import re
+import signal
 import sys
 import threading
 import time
@@ -1316,12 +1317,11 @@ def command(args: argparse.Namespace) -> int:
         from kafka.errors import KafkaError
 
         stop = threading.Event()
+        # Ctrl-C or SIGTERM ends the run cleanly: what was sent is flushed and counted below.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
         try:
             run = produce_live(sim, args.bootstrap, realtime=True, progress=report, stop=stop)
-        except KeyboardInterrupt:
-            stop.set()
-            print("fleetwatch simulate: interrupted", file=sys.stderr)
-            return 130
         except KafkaError as exc:
             print(f"fleetwatch simulate: error: cannot produce to {args.bootstrap}: {exc}", file=sys.stderr)
             return 1
@@ -1342,4 +1342,4 @@ def command(args: argparse.Namespace) -> int:
         print(f"fleetwatch simulate: error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1
     print(_summary(sim, counts, labels))
-    return 0
+    return 130 if args.bootstrap and run.stopped else 0
