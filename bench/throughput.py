@@ -47,7 +47,7 @@ from sqlalchemy import select
 from streaming import topics
 from streaming.collect.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
-from streaming.config import FleetwatchConfig
+from streaming.config import FleetwatchConfig, RuleSettings
 from streaming.job import build_pipeline, parse_stage, spark_session
 from streaming.live import start_job, stop_gracefully
 from streaming.progress import ProgressRecorder
@@ -59,7 +59,7 @@ from streaming.source.telemetry import read_telemetry
 # the parse stage at one task per topic.
 PARTITIONS = 4
 BACKLOG_EVENTS = 400_000  # enough for a few full micro-batches at the default cap
-SESSION_TIMEOUT_MS = 9_000
+SESSION_TIMEOUT_MS = RuleSettings().session_timeout_ms  # the bench runs the default rules
 
 
 @dataclass
@@ -143,9 +143,9 @@ def _wait_for(predicate: Callable[[], bool], timeout_s: float, what: str, poll_s
 
 
 def _events_per_s(clusters: int, brokers: int) -> float:
-    # Heartbeats every 2 s per broker; a probe round every 5 s per cluster: one bootstrap
-    # answer and one answer per broker endpoint.
-    return clusters * (brokers / 2 + (brokers + 1) / 5)
+    # A heartbeat per broker every heartbeat interval; a probe round per cluster every probe
+    # interval: one bootstrap answer and one answer per broker endpoint.
+    return clusters * 1000 * (brokers / FleetSpec.heartbeat_interval_ms + (brokers + 1) / FleetSpec.probe_interval_ms)
 
 
 @dataclass

@@ -47,6 +47,7 @@ OUTPUT_SCHEMA = StructType([
     StructField("ts", LongType()),
     StructField("payload", StringType()),
 ])
+_PARSED_COLUMNS = [f.name for f in PARSED_SCHEMA.fields]
 _OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
 # The state of one bucket: {shard: (next deadline or None, pickled ShardEngine)}, the timer
 # registered for the bucket, and the bucket count it was written with.
@@ -114,7 +115,7 @@ def _parse(batches: Iterator[pd.DataFrame], buckets: int, heartbeat_gap_ms: int)
             if i not in redundant:
                 rows.extend((bucket_of(shard, buckets), shard, event.ts, src, offset, value, None)
                             for shard in shards_of(event))
-        yield pd.DataFrame(rows, columns=[f.name for f in PARSED_SCHEMA.fields])
+        yield pd.DataFrame(rows, columns=_PARSED_COLUMNS)
 
 
 def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:

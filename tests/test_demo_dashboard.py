@@ -14,7 +14,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 import pytest
+from test_deploy_support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
@@ -69,12 +69,6 @@ def _poll(what: str, check: Callable[[], T | None], timeout_s: float, interval_s
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout_s:g} s")
         time.sleep(interval_s)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _alive(pids_of: Callable[[], set[int]]) -> set[int]:
@@ -165,7 +159,7 @@ def _leftovers(demo: subprocess.Popen[bytes], tansu: set[int]) -> set[int]:
 @pytest.mark.browser
 def test_demo_fault_reaches_the_overview_within_15_s_of_its_alert(dash_br, tmp_path: Path) -> None:
     started = time.time()
-    port, workdir, log = _free_port(), tmp_path / "demo", tmp_path / "demo.log"
+    port, workdir, log = free_port(), tmp_path / "demo", tmp_path / "demo.log"
     url = f"http://127.0.0.1:{port}/"
     with open(log, "wb") as out:  # a file, not a pipe: a full pipe would block the demo
         demo = subprocess.Popen(

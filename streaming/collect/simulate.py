@@ -1191,9 +1191,9 @@ def produce_live(sim: Simulation, bootstrap_servers: str, *, realtime: bool = Tr
     """Produce the stream to Kafka, each event to its topic, keyed by cluster id.
 
     In real time the stream is re-anchored to start now and each event is sent when the wall
-    clock reaches it (up to `_EARLY_S` early); otherwise events keep their times and go as fast as the producer takes
-    them. `stop` interrupts the run; `progress` gets (events sent, event time covered in ms)
-    every few seconds. Sent events are flushed before returning.
+    clock reaches it (up to `_EARLY_S` early); otherwise events keep their times and go as fast
+    as the producer takes them. `stop` interrupts the run; `progress` gets (events sent, event
+    time covered in ms) every few seconds. Sent events are flushed before returning.
     """
     from kafka import KafkaProducer  # the file-only paths must not need a broker client
     from kafka.partitioner.default import murmur2

@@ -346,11 +346,11 @@ class KafkaStreamReader(DataSourceStreamReader):
                     yield _arrow_batch(wanted)
                 if len(wanted) < len(records):
                     return
-        except KafkaError as exc:
+        except BaseException as exc:
+            # A consumer left mid-read (an error, or Spark stopping half-way) is not reused.
             _drop_executor_consumer(self.options)
-            raise KafkaSourceError(f"{SHORT_NAME}: reading {partition!r} failed: {exc}") from exc
-        except BaseException:
-            _drop_executor_consumer(self.options)  # also when Spark stops reading half-way
+            if isinstance(exc, KafkaError):
+                raise KafkaSourceError(f"{SHORT_NAME}: reading {partition!r} failed: {exc}") from exc
             raise
 
 
