@@ -26,6 +26,7 @@ __all__ = [
     "Rejected",
     "event_from_dict",
     "event_to_dict",
+    "known_broker",
     "parse_message",
 ]
 
@@ -176,16 +177,20 @@ def _brokers(raw: list[Any] | None) -> tuple[Broker, ...] | None:
             rack, fenced = item.get("rack"), item.get("fenced")
             if (node_id.__class__ is int and host.__class__ is str and port.__class__ is int
                     and (rack is None or rack.__class__ is str) and (fenced is None or fenced.__class__ is bool)):
-                key = (node_id, host, port, rack, fenced)
-                broker = _KNOWN_BROKERS.get(key)
-                if broker is None:
-                    if len(_KNOWN_BROKERS) >= _KNOWN_BROKERS_MAX:
-                        _KNOWN_BROKERS.clear()
-                    broker = _KNOWN_BROKERS[key] = Broker(node_id, host, port, rack, fenced)
-                out.append(broker)
+                out.append(known_broker((node_id, host, port, rack, fenced)))
                 continue
         out.append(_broker_checked(item, f"brokers[{i}]"))
     return tuple(out)
+
+
+def known_broker(key: tuple[Any, ...]) -> Broker:
+    """The shared Broker for (node_id, host, port, rack, fenced)."""
+    broker = _KNOWN_BROKERS.get(key)
+    if broker is None:
+        if len(_KNOWN_BROKERS) >= _KNOWN_BROKERS_MAX:
+            _KNOWN_BROKERS.clear()
+        broker = _KNOWN_BROKERS[key] = Broker(*key)
+    return broker
 
 
 def _broker_checked(item: Any, path: str) -> Broker:

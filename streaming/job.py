@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import marshal
 import os
 import pickle
 import sys
@@ -17,8 +18,10 @@ from collections.abc import Container, Iterator
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -26,20 +29,16 @@ from streaming.config import FleetwatchConfig, RuleBook
 from streaming.contract import Event, Rejected, event_to_dict, parse_message
 from streaming.detect.engine import Output, Position, ShardEngine, shards_of
 from streaming.detect.thinning import redundant_heartbeats
+from streaming.packing import PackedItem, pack, unpack
 
 __all__ = ["OUTPUT_SCHEMA", "PARSED_SCHEMA", "bucket_of", "build_pipeline", "parse_stage", "spark_session"]
 
 log = logging.getLogger(__name__)
 
-PARSED_SCHEMA = StructType([
-    StructField("bucket", IntegerType()),
-    StructField("shard", StringType()),
-    StructField("ts", LongType()),
-    StructField("src", StringType()),
-    StructField("pos", LongType()),
-    StructField("payload", StringType()),
-    StructField("reason", StringType()),
-])
+# One row per bucket per chunk of input: the bucket's events, packed (see `_parse`), and the
+# largest event time among them, which is all the watermark needs.
+_PARSED_ARROW_SCHEMA = pa.schema([("bucket", pa.int32()), ("ts", pa.int64()), ("events", pa.binary())])
+PARSED_SCHEMA = from_arrow_schema(_PARSED_ARROW_SCHEMA)
 # One output row: an alert, a state snapshot for the store, or a quarantined message.
 OUTPUT_SCHEMA = StructType([
     StructField("kind", StringType()),
@@ -47,7 +46,6 @@ OUTPUT_SCHEMA = StructType([
     StructField("ts", LongType()),
     StructField("payload", StringType()),
 ])
-_PARSED_COLUMNS = [f.name for f in PARSED_SCHEMA.fields]
 _OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
 # The state of one bucket: {shard: (next deadline or None, pickled ShardEngine)}, the timer
 # registered for the bucket, and the bucket count it was written with.
@@ -59,7 +57,6 @@ _BUCKET_STATE = StructType([
 # Rejected messages travel through the stateful operator too (with a null event time, which
 # Spark's late-row filter keeps), so the source is read and parsed once, not once per branch.
 QUARANTINE_BUCKET = -1
-QUARANTINE_SHARD = "~quarantine"
 
 
 def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> SparkSession:
@@ -78,6 +75,8 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
         # The console progress bar would interleave with the structured log lines on stderr.
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # Imports the job's modules once per executor and keeps pyspark's bytecode cached.
+        .config("spark.python.daemon.module", "streaming.spark_daemon")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # Bigger Arrow chunks into the parse stage: heartbeats are thinned per chunk, and a
         # chunk of 10,000 rows (the default) held only ~3 heartbeats per broker at 1,000 clusters.
@@ -93,41 +92,58 @@ def bucket_of(shard: str, buckets: int) -> int:
     return zlib.crc32(shard.encode()) % buckets
 
 
-def _parse(batches: Iterator[pd.DataFrame], buckets: int, heartbeat_gap_ms: int) -> Iterator[pd.DataFrame]:
-    """Contract check, heartbeat thinning and routing: one row per (shard, event), or one
-    quarantine row.
+def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: int) -> Iterator[pa.RecordBatch]:
+    """Contract check, heartbeat thinning and routing of each chunk of raw messages.
 
-    A valid message travels on as its original text: re-serializing the parsed record cost
-    more than parsing it again behind the shuffle (measured in bench/throughput.py).
+    The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
+    items of its shards, packed (streaming.packing). The rejected messages of a chunk leave as
+    one quarantine row: marshal-ed (source, offset, raw text, reason) items.
     """
+    bucket_by_shard: dict[str, int] = {}
     for raw in batches:
-        rows: list[tuple[Any, ...]] = []
-        valid: list[tuple[Event, str, int, str]] = []
-        for topic, partition, offset, value in zip(raw["topic"].tolist(), raw["partition"].tolist(),
-                                                   raw["offset"].tolist(), raw["value"].tolist(), strict=True):
+        packs: dict[int, list[PackedItem]] = defaultdict(list)
+        latest: dict[int, int] = {}
+        rejected: list[tuple[Any, ...]] = []
+        valid: list[tuple[Event, str, int]] = []
+        for topic, partition, offset, value in zip(*(raw.column(name).to_pylist()
+                                                     for name in ("topic", "partition", "offset", "value")),
+                                                   strict=True):
             src = f"{topic}:{partition}"
             try:
-                valid.append((parse_message(value, topic), src, int(offset), value))
+                valid.append((parse_message(value, topic), src, offset))
             except Rejected as exc:
-                rows.append((QUARANTINE_BUCKET, QUARANTINE_SHARD, None, src, int(offset), value, exc.reason))
-        redundant = redundant_heartbeats([event for event, _, _, _ in valid], heartbeat_gap_ms)
-        for i, (event, src, offset, value) in enumerate(valid):
-            if i not in redundant:
-                rows.extend((bucket_of(shard, buckets), shard, event.ts, src, offset, value, None)
-                            for shard in shards_of(event))
-        yield pd.DataFrame(rows, columns=_PARSED_COLUMNS)
+                rejected.append((src, offset, value, exc.reason))
+        redundant = redundant_heartbeats([event for event, _, _ in valid], heartbeat_gap_ms)
+        for i, (event, src, offset) in enumerate(valid):
+            if i in redundant:
+                continue
+            for shard in shards_of(event):
+                bucket = bucket_by_shard.get(shard)
+                if bucket is None:
+                    bucket = bucket_by_shard[shard] = bucket_of(shard, buckets)
+                packs[bucket].append((shard, src, offset, event))
+                latest[bucket] = max(latest.get(bucket, event.ts), event.ts)
+        bucket_column = list(packs)
+        ts_column: list[int | None] = [latest[bucket] for bucket in bucket_column]
+        events_column = [pack(packs[bucket]) for bucket in bucket_column]
+        if rejected:
+            bucket_column.append(QUARANTINE_BUCKET)
+            ts_column.append(None)
+            events_column.append(marshal.dumps(rejected))
+        yield pa.RecordBatch.from_pydict({"bucket": bucket_column, "ts": ts_column, "events": events_column},
+                                         schema=_PARSED_ARROW_SCHEMA)
 
 
 def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
     """Raw messages (the readers' columns) -> PARSED_SCHEMA rows, ready to group by bucket.
 
-    Heartbeats are thinned here, per chunk of one Kafka partition, before the shuffle and any
-    state: a stateless Spark SQL stage cannot drop them (it would need the previous row of each
-    broker), and a grouping stage would hold them back for a watermark.
+    Heartbeats are thinned here, per chunk of input, before the shuffle and any state: a
+    stateless Spark SQL stage cannot drop them (it would need the previous row of each broker),
+    and a grouping stage would hold them back for a watermark.
     """
     # Less than the shortest session timeout: see streaming.detect.thinning.
     gap_ms = book.shortest_session_timeout_ms - 1
-    return raw.select("topic", "partition", "offset", "value").mapInPandas(
+    return raw.select("topic", "partition", "offset", "value").mapInArrow(
         functools.partial(_parse, buckets=buckets, heartbeat_gap_ms=gap_ms), PARSED_SCHEMA)
 
 
@@ -145,13 +161,9 @@ def _output_rows(out: Output) -> list[tuple[Any, ...]]:
 
 
 def _quarantine_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({
-        "kind": "quarantine",
-        "key": frame["src"] + ":" + frame["pos"].astype(str),
-        "ts": None,
-        "payload": [json.dumps({"reason": reason, "raw": raw})
-                    for reason, raw in zip(frame["reason"], frame["payload"], strict=True)],
-    }, columns=_OUTPUT_COLUMNS)
+    rejected = [item for packed in frame["events"].tolist() for item in marshal.loads(packed)]
+    return pd.DataFrame([("quarantine", f"{src}:{pos}", None, json.dumps({"reason": reason, "raw": raw}))
+                         for src, pos, raw, reason in rejected], columns=_OUTPUT_COLUMNS)
 
 
 class DetectorProcessor(StatefulProcessor):
@@ -216,10 +228,9 @@ class DetectorProcessor(StatefulProcessor):
         watermark = timerValues.getCurrentWatermarkInMs()
         by_shard: dict[str, list[tuple[Position, Event]]] = defaultdict(list)
         for frame in rows:
-            # tolist(): iterating pandas' Arrow-backed string columns costs ~1 us per value.
-            for shard, src, pos, payload in zip(frame["shard"].tolist(), frame["src"].tolist(),
-                                                frame["pos"].tolist(), frame["payload"].tolist(), strict=True):
-                by_shard[shard].append(((src, int(pos)), parse_message(payload)))
+            for packed in frame["events"].tolist():
+                for shard, src, pos, event in unpack(packed):
+                    by_shard[shard].append(((src, pos), event))
         engines, registered = self._load()
         output = [row for shard, events in by_shard.items() for row in self._step(engines, shard, events, watermark)]
         # The bucket's timer is also due for its other shards whose deadline the watermark passed.

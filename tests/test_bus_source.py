@@ -20,6 +20,7 @@ from streaming.source.kafka_reader import (
     KafkaReaderOptions,
     KafkaSourceError,
     KafkaStreamReader,
+    RangeGroup,
     TopicPartitionRange,
 )
 from streaming.source.telemetry import jvm_kafka_available, read_telemetry
@@ -167,6 +168,29 @@ def test_read_returns_exactly_its_range(bus: EmbeddedBus) -> None:
     assert [row["offset"] for row in rows] == list(range(end - 7, end - 2))
     assert {row["topic"] for row in rows} == {ONE_PARTITION}
     assert all(row["timestamp"].tzinfo is not None for row in rows)
+
+
+@pytest.mark.broker
+def test_max_partitions_groups_ranges_and_reads_each_exactly(bus: EmbeddedBus) -> None:
+    produce(bus.bootstrap, {(TWO_PARTITIONS, 0): 9, (TWO_PARTITIONS, 1): 4, (ONE_PARTITION, 0): 6}, "grouped")
+    options = KafkaReaderOptions.parse({"bootstrap_servers": bus.bootstrap,
+                                        "topics": f"{TWO_PARTITIONS},{ONE_PARTITION}", "max_partitions": "2"})
+    reader = KafkaStreamReader(options)
+    try:
+        end = reader.latestOffset()
+        start = {key: max(0, offset - {f"{TWO_PARTITIONS}:0": 9, f"{TWO_PARTITIONS}:1": 4}.get(key, 6))
+                 for key, offset in end.items()}
+        groups = reader.partitions(start, end)
+    finally:
+        reader.stop()
+    assert len(groups) == 2 and all(isinstance(g, RangeGroup) for g in groups)
+    # Sizes 9, 6 and 4: the largest alone, the two others together.
+    assert sorted(sum(r.end - r.start for r in g.ranges) for g in groups) == [9, 10]
+    read = sorted((row["topic"], row["partition"], row["offset"])
+                  for g in groups for batch in reader.read(g) for row in batch.to_pylist())
+    wanted = sorted((key.rsplit(":", 1)[0], int(key.rsplit(":", 1)[1]), offset)
+                    for key in end for offset in range(start[key], end[key]))
+    assert read == wanted
 
 
 @pytest.mark.broker

@@ -5,7 +5,9 @@ Plain Python over contract records; see README.md beside this file for the exact
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from streaming.config import RuleSettings
@@ -48,9 +50,21 @@ class BrokerTracker:
     rack: str | None = None
     endpoints: list[str] = field(default_factory=list)
     updated_ms: int = 0
+    # The earliest deadline as of the last look, and the settings it was found with: nothing is
+    # due before it. Valid until the tracker changes: every change of a field `deadlines` reads,
+    # or of this broker's incidents, happens in a method below that clears it. Not pickled.
+    _quiet_until: float | None = field(default=None, init=False, repr=False, compare=False)
+    _quiet_rules: RuleSettings | None = field(default=None, init=False, repr=False, compare=False)
 
-    @property
-    def subject(self) -> str:
+    def __getstate__(self) -> dict[str, Any]:
+        # Only what the rules know goes into the state store, not the caches.
+        state = self.__dict__.copy()
+        for cache in ("_quiet_until", "_quiet_rules", "subject"):
+            state.pop(cache, None)
+        return state
+
+    @cached_property
+    def subject(self) -> str:  # cached: asked for several times per event, and it never changes
         return f"{self.cluster_id}/{self.broker_id}"
 
     def _fire(self, incidents: Incidents, out: Emitter, rule: str, at: int, summary: str,
@@ -65,24 +79,27 @@ class BrokerTracker:
         firing = incidents.open
         s = self.subject
         out = []
+        # Each test looks at the tracker's own fields before the open incidents: this runs
+        # before every event of the broker, and most brokers have nothing open.
         if self.last_hb is not None and (HEARTBEAT_LOST, s) not in firing:
             out.append(self.last_hb + rules.session_timeout_ms)
         if self.fenced and self.fenced_since is not None and (FENCED, s) not in firing:
             out.append(self.fenced_since + rules.fenced_grace_ms)
-        if (PARTITIONED, s) in firing and self.answered_at is not None:
+        if self.answered_at is not None and (PARTITIONED, s) in firing:
             out.append(self.answered_at + rules.partition_window_ms)
         if self.state == "STOPPING" and self.state_since is not None and (STUCK, s) not in firing:
             out.append(self.state_since + rules.stopping_timeout_ms)
-        if (EPOCH, s) in firing and self.last_regression is not None:
+        if self.last_regression is not None and (EPOCH, s) in firing:
             out.append(self.last_regression + rules.resolve_after_ms)
-        if (ILLEGAL, s) in firing and self.last_illegal is not None:
+        if self.last_illegal is not None and (ILLEGAL, s) in firing:
             out.append(self.last_illegal + rules.resolve_after_ms)
-        if (FLAPPING, s) in firing and len(self.changes) >= rules.flap_threshold:
+        if len(self.changes) >= rules.flap_threshold and (FLAPPING, s) in firing:
             out.append(self.changes[-rules.flap_threshold] + rules.flap_window_ms)
         return out
 
     def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
         """Apply every condition due at `now` (called for each deadline, in time order)."""
+        self._quiet_until = None
         s = self.subject
         if (self.last_hb is not None and now == self.last_hb + rules.session_timeout_ms
                 and not incidents.is_firing(HEARTBEAT_LOST, s)):
@@ -110,10 +127,15 @@ class BrokerTracker:
 
     def advance_to(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
         """Fire what fell due strictly before `now`: an event at `now` proves that time passed."""
+        if self._quiet_rules is rules and self._quiet_until is not None and now <= self._quiet_until:
+            return  # before nearly every event of the broker: no need to look at its deadlines again
         done = None
         while True:
-            due = [t for t in self.deadlines(rules, incidents) if t < now and (done is None or t > done)]
+            pending = self.deadlines(rules, incidents)
+            due = [t for t in pending if t < now and (done is None or t > done)]
             if not due:
+                if done is None:  # nothing was due at all: every deadline is at `now` or later
+                    self._quiet_until, self._quiet_rules = min(pending, default=math.inf), rules
                 return
             done = min(due)
             self.on_time(done, rules, incidents, out)
@@ -151,6 +173,7 @@ class BrokerTracker:
 
     def on_heartbeat(self, hb: BrokerHeartbeat, rules: RuleSettings, incidents: Incidents,
                      out: Emitter) -> None:
+        self._quiet_until = None
         s = self.subject
         if hb.broker_epoch < 0:
             pass  # unknown epoch (-1, e.g. a DescribeQuorum observer): neither a regression nor a new highest
@@ -173,6 +196,7 @@ class BrokerTracker:
         self._check_partitioned(hb.ts, rules, incidents, out, None)
 
     def on_state(self, ev: BrokerState, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        self._quiet_until = None
         s = self.subject
         previous = self.state if self.state is not None else ev.previous_state
         if ev.state in ("FENCED", "ONLINE", "OFFLINE"):
@@ -199,6 +223,7 @@ class BrokerTracker:
 
     def on_answer(self, response: MetadataResponse, rules: RuleSettings, incidents: Incidents,
                   out: Emitter) -> None:
+        self._quiet_until = None
         if self.answered_at is None or response.ts > self.answered_at:
             self.answered_at = response.ts
         self._check_partitioned(response.ts, rules, incidents, out, response.target)
@@ -211,6 +236,7 @@ class BrokerTracker:
         if not self.endpoints:
             self.endpoints = [entry.address]
         if entry.fenced is not None:
+            self._quiet_until = None
             self._observe_fenced(entry.fenced, at, rules, incidents, out)
             self._check_partitioned(at, rules, incidents, out, target)
 
