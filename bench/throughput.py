@@ -57,7 +57,7 @@ from streaming.live import QUERY_NAME, start_job, stop_gracefully
 from streaming.progress import ProgressRecorder
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store, alert_history
-from streaming.source.telemetry import read_tasks, read_telemetry
+from streaming.source.telemetry import read_telemetry
 
 # Telemetry topics get several partitions, as in production: one partition per topic would cap
 # the parse stage at one task per topic.
@@ -232,8 +232,7 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
 
 
 def spark_read(spark: SparkSession, config: FleetwatchConfig, bootstrap: str) -> DataFrame:
-    return read_telemetry(spark, bootstrap, topics.TELEMETRY, max_records_per_batch=config.spark.max_records_per_batch,
-                          max_partitions=read_tasks(spark))
+    return read_telemetry(spark, bootstrap, topics.TELEMETRY, max_records_per_batch=config.spark.max_records_per_batch)
 
 
 def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResult, workdir: Path,

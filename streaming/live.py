@@ -19,7 +19,7 @@ from streaming.job import build_pipeline, checkpoint_path
 from streaming.progress import ProgressRecorder
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store
-from streaming.source.telemetry import read_tasks, read_telemetry
+from streaming.source.telemetry import read_telemetry
 
 __all__ = ["QUERY_NAME", "AlertPublisher", "start_job", "stop_gracefully", "stop_on_signals"]
 
@@ -63,7 +63,7 @@ def start_job(spark: SparkSession, config: FleetwatchConfig, bootstrap_servers: 
               publisher: AlertPublisher | None = None) -> tuple[StreamingQuery, ProgressRecorder]:
     """Start the job; its progress recorder also feeds the dashboard's pipeline page."""
     raw = read_telemetry(spark, bootstrap_servers, topics.TELEMETRY,
-                         max_records_per_batch=config.spark.max_records_per_batch, max_partitions=read_tasks(spark))
+                         max_records_per_batch=config.spark.max_records_per_batch)
     writer = BatchWriter(store, on_alerts=publisher)
     recorder = ProgressRecorder(store)
     spark.streams.addListener(recorder)

@@ -368,10 +368,10 @@ class KafkaStreamReader(DataSourceStreamReader):
             consumer.assign([tp])
             consumer.seek(tp, partition.start)
             deadline = time.monotonic() + timeout_s
-            while consumer.position(tp) < partition.end:
+            while (position := consumer.position(tp)) < partition.end:
                 # Never ask for records past the range: kafka-python decodes every record it
                 # returns, and a poll of _POLL_RECORDS past `end` cost ~25 ms of CPU per task.
-                wanted_at_most = min(_POLL_RECORDS, partition.end - consumer.position(tp))
+                wanted_at_most = min(_POLL_RECORDS, partition.end - position)
                 records = consumer.poll(timeout_ms=_POLL_MS, max_records=wanted_at_most).get(tp, [])
                 if not records:
                     if time.monotonic() > deadline:

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from streaming.source.kafka_reader import SHORT_NAME, FleetwatchKafkaDataSource
 
-__all__ = ["COLUMNS", "jvm_kafka_available", "read_tasks", "read_telemetry"]
+__all__ = ["COLUMNS", "jvm_kafka_available", "read_telemetry"]
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,10 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
         return False
 
 
-def read_tasks(spark: SparkSession) -> int:
-    """How many tasks should read a micro-batch: two per core Spark has. Every task has a fixed
-    cost (~20-50 ms), so fewer than the 12 topic-partitions; two per core even out their sizes."""
+def _read_tasks(spark: SparkSession) -> int:
+    """How many tasks read a micro-batch of the Python source: two per core Spark has. Every
+    task has a fixed cost (~20-50 ms), so fewer than the 12 topic-partitions; two per core
+    even out their sizes."""
     return 2 * spark.sparkContext.defaultParallelism
 
 
@@ -50,15 +51,14 @@ def read_telemetry(
     topics: Sequence[str],
     starting_offsets: str = "earliest",
     max_records_per_batch: int | None = None,
-    max_partitions: int | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of the raw telemetry messages of `topics`.
 
     Columns: key STRING, value STRING, topic STRING, partition INT, offset LONG,
     timestamp TIMESTAMP (the Kafka record timestamp). `max_records_per_batch`: None is the
     source's default (the Python source caps at `DEFAULT_MAX_RECORDS_PER_BATCH`, the JVM
-    source is unbounded), 0 is no cap. `max_partitions`: at most this many tasks read a
-    micro-batch (the Python source only; None is one per topic-partition).
+    source is unbounded), 0 is no cap. The Python source reads each micro-batch in two tasks
+    per core (the JVM source in one per topic-partition).
     """
     if starting_offsets not in ("earliest", "latest"):
         raise ValueError(f"starting_offsets must be earliest or latest, got {starting_offsets!r}")
@@ -88,8 +88,7 @@ def read_telemetry(
         )
         if max_records_per_batch is not None:
             reader = reader.option("max_records_per_batch", str(max_records_per_batch))
-        if max_partitions is not None:
-            reader = reader.option("max_partitions", str(max_partitions))
+        reader = reader.option("max_partitions", str(_read_tasks(spark)))
     # Spark's kafka source has binary key/value; the cast is a no-op for the Python source.
     df = reader.load()
     return df.select(
