@@ -6,6 +6,7 @@ Only wiring lives here; the rules are plain Python in `streaming.detect`.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import logging
 import marshal
@@ -15,6 +16,7 @@ import sys
 import zlib
 from collections import defaultdict
 from collections.abc import Container, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pandas as pd
@@ -92,46 +94,71 @@ def bucket_of(shard: str, buckets: int) -> int:
     return zlib.crc32(shard.encode()) % buckets
 
 
-def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: int) -> Iterator[pa.RecordBatch]:
-    """Contract check, heartbeat thinning and routing of each chunk of raw messages.
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause Python's cycle collector while a stage turns a chunk into objects.
 
-    The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
+    Both stages allocate hundreds of thousands of small objects (events, tuples) that stay alive
+    until the chunk is done and form no cycles; the collector walked them again and again as
+    they piled up, for nothing: a third of both stages' Python time on a 1,000 x 12 fleet's
+    events. Reference counting still frees everything as usual; cycles made meanwhile wait for
+    the next collection.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: int) -> Iterator[pa.RecordBatch]:
+    """Contract check, heartbeat thinning and routing of each chunk of raw messages."""
+    bucket_by_shard: dict[str, int] = {}
+    for raw in batches:
+        with _no_cycle_collection():
+            parsed = _parse_chunk(raw, buckets, heartbeat_gap_ms, bucket_by_shard)
+        yield parsed
+
+
+def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
+                 bucket_by_shard: dict[str, int]) -> pa.RecordBatch:
+    """The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
     items of its shards, packed (streaming.packing). The rejected messages of a chunk leave as
     one quarantine row: marshal-ed (source, offset, raw text, reason) items.
     """
-    bucket_by_shard: dict[str, int] = {}
-    for raw in batches:
-        packs: dict[int, list[PackedItem]] = defaultdict(list)
-        latest: dict[int, int] = {}
-        rejected: list[tuple[Any, ...]] = []
-        valid: list[tuple[Event, str, int]] = []
-        for topic, partition, offset, value in zip(*(raw.column(name).to_pylist()
-                                                     for name in ("topic", "partition", "offset", "value")),
-                                                   strict=True):
-            src = f"{topic}:{partition}"
-            try:
-                valid.append((parse_message(value, topic), src, offset))
-            except Rejected as exc:
-                rejected.append((src, offset, value, exc.reason))
-        redundant = redundant_heartbeats([event for event, _, _ in valid], heartbeat_gap_ms)
-        for i, (event, src, offset) in enumerate(valid):
-            if i in redundant:
-                continue
-            for shard in shards_of(event):
-                bucket = bucket_by_shard.get(shard)
-                if bucket is None:
-                    bucket = bucket_by_shard[shard] = bucket_of(shard, buckets)
-                packs[bucket].append((shard, src, offset, event))
-                latest[bucket] = max(latest.get(bucket, event.ts), event.ts)
-        bucket_column = list(packs)
-        ts_column: list[int | None] = [latest[bucket] for bucket in bucket_column]
-        events_column = [pack(packs[bucket]) for bucket in bucket_column]
-        if rejected:
-            bucket_column.append(QUARANTINE_BUCKET)
-            ts_column.append(None)
-            events_column.append(marshal.dumps(rejected))
-        yield pa.RecordBatch.from_pydict({"bucket": bucket_column, "ts": ts_column, "events": events_column},
-                                         schema=_PARSED_ARROW_SCHEMA)
+    packs: dict[int, list[PackedItem]] = defaultdict(list)
+    latest: dict[int, int] = {}
+    rejected: list[tuple[Any, ...]] = []
+    valid: list[tuple[Event, str, int]] = []
+    for topic, partition, offset, value in zip(*(raw.column(name).to_pylist()
+                                                 for name in ("topic", "partition", "offset", "value")),
+                                               strict=True):
+        src = f"{topic}:{partition}"
+        try:
+            valid.append((parse_message(value, topic), src, offset))
+        except Rejected as exc:
+            rejected.append((src, offset, value, exc.reason))
+    redundant = redundant_heartbeats([event for event, _, _ in valid], heartbeat_gap_ms)
+    for i, (event, src, offset) in enumerate(valid):
+        if i in redundant:
+            continue
+        for shard in shards_of(event):
+            bucket = bucket_by_shard.get(shard)
+            if bucket is None:
+                bucket = bucket_by_shard[shard] = bucket_of(shard, buckets)
+            packs[bucket].append((shard, src, offset, event))
+            latest[bucket] = max(latest.get(bucket, event.ts), event.ts)
+    bucket_column = list(packs)
+    ts_column: list[int | None] = [latest[bucket] for bucket in bucket_column]
+    events_column = [pack(packs[bucket]) for bucket in bucket_column]
+    if rejected:
+        bucket_column.append(QUARANTINE_BUCKET)
+        ts_column.append(None)
+        events_column.append(marshal.dumps(rejected))
+    return pa.RecordBatch.from_pydict({"bucket": bucket_column, "ts": ts_column, "events": events_column},
+                                     schema=_PARSED_ARROW_SCHEMA)
 
 
 def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
@@ -225,9 +252,15 @@ class DetectorProcessor(StatefulProcessor):
         if bucket == QUARANTINE_BUCKET:
             yield from (_quarantine_rows(frame) for frame in rows)
             return
-        watermark = timerValues.getCurrentWatermarkInMs()
+        frames = list(rows)
+        with _no_cycle_collection():
+            result = self._detect(frames, timerValues.getCurrentWatermarkInMs())
+        yield result
+
+    def _detect(self, frames: list[pd.DataFrame], watermark: int) -> pd.DataFrame:
+        # A function of its own, so that its events are gone when the collector comes back.
         by_shard: dict[str, list[tuple[Position, Event]]] = defaultdict(list)
-        for frame in rows:
+        for frame in frames:
             for packed in frame["events"].tolist():
                 for shard, src, pos, event in unpack(packed):
                     by_shard[shard].append(((src, pos), event))
@@ -236,7 +269,7 @@ class DetectorProcessor(StatefulProcessor):
         # The bucket's timer is also due for its other shards whose deadline the watermark passed.
         output += self._advance_due(engines, watermark, skip=by_shard)
         self._save(engines, registered)
-        yield pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
+        return pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         engines, _ = self._load()

@@ -178,16 +178,17 @@ def event_time(line: Line) -> int:
     return line[-1] if line[0] == "resolved" else line[-2]
 
 
-BATCHINGS = (None, 1, 3)
+# (batch size, engines pickled between batches as in the job's state store)
+BATCHINGS = ((None, False), (1, False), (3, False), (1, True))
 
 
 def run(events: list[Event], book: RuleBook | None = None) -> list[dict[str, Any]]:
     """detect() over the events; the same alerts whatever the micro-batch size."""
     assert [e.ts for e in events] == sorted(e.ts for e in events), "scenario events must be in time order"
-    results = {k: [a.to_dict() for a in detect(events, book, batch_size=k)] for k in BATCHINGS}
-    for k in BATCHINGS[1:]:
-        assert results[k] == results[None], f"batch_size={k} changed the alerts"
-    return results[None]
+    results = {(k, p): [a.to_dict() for a in detect(events, book, batch_size=k, pickled=p)] for k, p in BATCHINGS}
+    for k, p in BATCHINGS[1:]:
+        assert results[k, p] == results[None, False], f"batch_size={k}, pickled={p} changed the alerts"
+    return results[None, False]
 
 
 def lines(events: list[Event], book: RuleBook | None = None) -> list[Line]:
@@ -675,6 +676,12 @@ case(COLLISION, "the same pair again, or different addresses, do not collide",
       boot(6, "doc", D, "d1:9092", [bk(1, "d1:9092")]),
       hb(t(7), 1, kind="registration", endpoints=["x1:9092"])],
      [], "quiet")
+case(COLLISION, "a broker list repeated after a registration moved its pair advertises the pair again",
+     [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]), boot(5, "doc", D, "d1:9092", [bk(5, "x1:9092")]),
+      hb(t(8), 1, kind="registration", epoch=2, endpoints=["x7:9092"]),
+      boot(10, "pay", C, "b1:9092", [bk(1, "x1:9092")])],
+     [F(COLLISION, "x1:9092", t(5)), R(COLLISION, "x1:9092", t(5), t(8)), F(COLLISION, "x1:9092", t(10))],
+     "fires", "resolves", "tricky")
 case(COLLISION, "one pair moving between two addresses does not collide with itself",
      [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]), boot(5, "pay", C, "b1:9092", [bk(1, "x2:9092")]),
       boot(10, "pay", C, "b1:9092", [bk(1, "x1:9092")])],
@@ -779,6 +786,36 @@ def test_late_event_is_set_aside_and_changes_nothing():
     assert out.late == [(("", 2), late)]
     assert engine.brokers[2].state == "ONLINE" and not engine.brokers[2].fenced
     assert [line_of(a.to_dict()) for a in out.alerts] == [F(HB_LOST, B2, t(9)), R(HB_LOST, B2, t(9), t(20))]
+
+
+# -- broker lists repeated by nearly every response ----------------------------------------------
+
+
+def test_a_repeated_broker_list_proves_time_passed_for_each_broker_it_lists():
+    # Broker 2's last heartbeat is at 0 s; broker 1's answers at 1 s and at 10 s list it, the same way.
+    engine = ShardEngine("cluster:" + C)
+    listing = [bk(1, "b1:9092"), bk(2, "b2:9092")]
+    events = [hb(t(0), 2), *(resp(t(s), "pay", "b1:9092", C, (C, 1), responder=1, brokers=listing) for s in (1, 10))]
+    out = engine.process(list(enumerate_positions(events)), -(2**62), RuleBook())  # the watermark proves nothing
+    assert [line_of(a.to_dict()) for a in out.alerts] == [F(HB_LOST, B2, t(9))]
+    assert {b["broker_id"]: b["updated_ms"] for b in out.brokers} == {1: t(10), 2: t(10)}
+
+
+def test_a_repeated_broker_list_sets_again_the_rack_a_heartbeat_changed():
+    engine = ShardEngine("cluster:" + C)
+    listing = [bk(1, "b1:9092") | {"rack": "r1"}]
+    events = [resp(t(0), "pay", "b1:9092", C, (C, 1), responder=1, brokers=listing),
+              _event({"type": "broker_heartbeat", "ts": t(1), "cluster_id": C, "broker_id": 1, "kind": "heartbeat",
+                      "broker_epoch": 1, "rack": "r2"}),
+              resp(t(2), "pay", "b1:9092", C, (C, 1), responder=1, brokers=listing)]
+    out = engine.process(list(enumerate_positions(events[:2])), -(2**62), RuleBook())
+    assert out.brokers[-1]["rack"] == "r2"
+    out = engine.process(list(enumerate_positions(events[2:])), -(2**62), RuleBook())
+    assert out.brokers[-1]["rack"] == "r1"
+
+
+def enumerate_positions(events: list[Event]) -> list[tuple[tuple[str, int], Event]]:
+    return [(("", i), e) for i, e in enumerate(events)]
 
 
 # -- unknown broker epochs ----------------------------------------------------------------------

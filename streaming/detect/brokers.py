@@ -240,6 +240,12 @@ class BrokerTracker:
             self._observe_fenced(entry.fenced, at, rules, incidents, out)
             self._check_partitioned(at, rules, incidents, out, target)
 
+    def listed_again(self, at: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        """Listed by a response at `at` exactly as by the last one, with nothing changed since."""
+        self.advance_to(at, rules, incidents, out)
+        if at > self.updated_ms:
+            self.updated_ms = at
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "cluster_id": self.cluster_id or "", "broker_id": self.broker_id, "state": self.state,

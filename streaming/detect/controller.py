@@ -60,7 +60,7 @@ class ClusterTracker:
                        f"no active controller reported for {rules.controller_window_ms} ms", None,
                        no_controller_since_ms=self.none_since)
         if self.disagree_since is not None and now == self.disagree_since + rules.disagreement_ms:
-            if len(set(self._named(now, rules).values())) > 1:
+            if len(self._controllers_named(now, rules)) > 1:
                 self._fire(incidents, out, DISAGREEMENT, now,
                            f"brokers disagree on the controller for more than {rules.disagreement_ms} ms",
                            None, views=self._named(now, rules))
@@ -85,6 +85,11 @@ class ClusterTracker:
         return {str(node): ctl for node, (heard, ctl) in sorted(self.views.items())
                 if ctl is not None and now - heard <= rules.controller_window_ms}
 
+    def _controllers_named(self, now: int, rules: RuleSettings) -> set[int]:
+        """The set of `_named`'s controllers (asked for at every response, so without its dict)."""
+        window = rules.controller_window_ms
+        return {ctl for heard, ctl in self.views.values() if ctl is not None and now - heard <= window}
+
     def on_response(self, r: MetadataResponse, rules: RuleSettings, incidents: Incidents,
                     out: Emitter) -> None:
         controller = r.controller_id if r.controller_id is not None and r.controller_id >= 0 else None
@@ -102,13 +107,13 @@ class ClusterTracker:
             incidents.resolve(out, NO_CONTROLLER, self.subject, r.ts)
         if r.responder_node_id is None:
             return
-        if self.disagree_since is not None and len(set(self._named(r.ts, rules).values())) < 2:
+        if self.disagree_since is not None and len(self._controllers_named(r.ts, rules)) < 2:
             # Views went stale since the last response: the disagreement was not continuous.
             self.disagree_since = None
         _, previous_view = self.views.get(r.responder_node_id, (r.ts, None))
         self.views[r.responder_node_id] = (r.ts, controller if controller is not None else previous_view)
         self.views = {n: v for n, v in self.views.items() if r.ts - v[0] <= rules.forget_after_ms}
-        named = set(self._named(r.ts, rules).values())
+        named = self._controllers_named(r.ts, rules)
         if len(named) == 1:
             (agreed,) = named
             self.disagree_since = None

@@ -16,13 +16,14 @@ and `detect()` runs the same engines over a list of events for tests and benchma
 
 from __future__ import annotations
 
+import pickle
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.config import RuleBook, RuleSettings
-from streaming.contract import BrokerHeartbeat, BrokerState, Event, MetadataResponse
+from streaming.contract import Broker, BrokerHeartbeat, BrokerState, Event, MetadataResponse
 from streaming.detect.alerts import EVENT_PHASE, TIMER_PHASE, Alert, Emitter, Incidents
 from streaming.detect.brokers import BrokerTracker
 from streaming.detect.controller import ClusterTracker
@@ -74,10 +75,28 @@ class ShardEngine:
         self.targets: dict[str, TargetTracker] = {}
         self.duplicates = DuplicateRegistry()
         self.adverts = AdvertisementRegistry()
+        self._derive()
 
-    @property
-    def cluster_id(self) -> str:
-        return self.shard.removeprefix(CLUSTER_PREFIX)
+    def _derive(self) -> None:
+        """What the engine keeps beside its state: computed from it, not pickled."""
+        self.cluster_id = self.shard.removeprefix(CLUSTER_PREFIX)
+        self._forget_listing()
+
+    def _forget_listing(self) -> None:
+        # The broker list of this cluster's last response, kept while listing it again would change
+        # nothing but the time: its entries carry no fenced flag, and no heartbeat has changed a
+        # listed broker's rack since (rack and address are all else an entry sets, and the address
+        # only once). Nearly every response repeats its cluster's list. A cache: not pickled.
+        self._listing: tuple[Broker, ...] | None = None
+        self._listing_trackers: list[BrokerTracker] = []
+        self._listing_ids: frozenset[int] = frozenset()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "cluster_id" and not k.startswith("_listing")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._derive()
 
     def _settings(self, book: RuleBook) -> RuleSettings:
         return book.for_cluster(self.cluster_id, self.cluster.target if self.cluster else None)
@@ -124,13 +143,14 @@ class ShardEngine:
         touched_brokers: set[int] = set()
         touched_targets: set[str] = set()
         touched_cluster = False
+        # Deadlines that an event proves passed fire as if their timer had fired first.
+        timers = Emitter(cause=(TIMER_PHASE, ()))
+        out = Emitter()
         for position, event in sorted(events, key=lambda pe: (pe[1].ts, pe[0])):
             if event.ts < watermark:
                 result.late.append((position, event))
                 continue
-            out = Emitter(cause=(EVENT_PHASE, (event.ts, *position)))
-            # Deadlines that this event proves passed fire as if their timer had fired first.
-            timers = Emitter(cause=(TIMER_PHASE, ()))
+            out.cause = (EVENT_PHASE, (event.ts, *position))
             if self.shard == FLEET_SHARD:
                 self._fleet_event(event, out)
             elif self.shard.startswith(TARGET_PREFIX):
@@ -139,8 +159,7 @@ class ShardEngine:
                 brokers, cluster = self._cluster_event(event, book, out, result, timers)
                 touched_brokers |= brokers
                 touched_cluster |= cluster
-            result.alerts.extend(timers.alerts)
-            result.alerts.extend(out.alerts)
+        result.alerts += timers.alerts + out.alerts  # in no particular order: each alert has its sort key
         result.brokers += [self.brokers[b].snapshot() for b in sorted(touched_brokers)]
         if touched_cluster and self.cluster is not None:
             result.clusters.append(self.cluster.snapshot())
@@ -163,24 +182,20 @@ class ShardEngine:
                 self.cluster = ClusterTracker(self.cluster_id)
             self.cluster.advance_to(event.ts, rules, inc, timers)
             self.cluster.on_response(event, rules, inc, out)
-            touched = set()
-            for entry in event.brokers or ():
-                broker = self._broker(entry.node_id)
-                broker.advance_to(event.ts, rules, inc, timers)
-                broker.on_listed(entry, event.ts, rules, inc, out, event.target)
-                touched.add(entry.node_id)
+            touched = set(self._listed(event, rules, out, timers)) if event.brokers else set()
             if event.responder_node_id is not None:
                 broker = self._broker(event.responder_node_id)
                 broker.advance_to(event.ts, rules, inc, timers)
                 broker.on_answer(event, rules, inc, out)
+                broker.updated_ms = max(broker.updated_ms, event.ts)
                 touched.add(event.responder_node_id)
-            for node in touched:
-                self.brokers[node].updated_ms = max(self.brokers[node].updated_ms, event.ts)
             return touched, True
         broker = self._broker(event.broker_id)
         broker.advance_to(event.ts, rules, inc, timers)
         broker.updated_ms = max(broker.updated_ms, event.ts)
         if isinstance(event, BrokerHeartbeat):
+            if event.rack is not None and event.rack != broker.rack:
+                self._forget_listing()
             broker.on_heartbeat(event, rules, inc, out)
         else:
             assert isinstance(event, BrokerState)
@@ -190,6 +205,27 @@ class ShardEngine:
                 "state": event.state, "previous_state": event.previous_state, "reason": event.reason,
             })
         return {event.broker_id}, False
+
+    def _listed(self, event: MetadataResponse, rules: RuleSettings, out: Emitter, timers: Emitter) -> frozenset[int]:
+        """The brokers a successful response lists: the ids of the brokers it touched."""
+        brokers, ts = event.brokers or (), event.ts
+        if brokers == self._listing:
+            for tracker in self._listing_trackers:
+                tracker.listed_again(ts, rules, self.incidents, timers)
+            return self._listing_ids
+        trackers = []
+        for entry in brokers:
+            broker = self._broker(entry.node_id)
+            broker.advance_to(ts, rules, self.incidents, timers)
+            broker.on_listed(entry, ts, rules, self.incidents, out, event.target)
+            broker.updated_ms = max(broker.updated_ms, ts)
+            trackers.append(broker)
+        ids = frozenset(entry.node_id for entry in brokers)
+        if all(entry.fenced is None for entry in brokers):
+            self._listing, self._listing_trackers, self._listing_ids = brokers, trackers, ids
+        else:
+            self._forget_listing()
+        return ids
 
     def _target_event(self, event: Event, book: RuleBook, out: Emitter, timers: Emitter) -> set[str]:
         assert isinstance(event, MetadataResponse)
@@ -212,18 +248,18 @@ class ShardEngine:
         assert isinstance(event, MetadataResponse) and event.ok and event.cluster_id
         if event.expected is None:
             self.duplicates.on_bootstrap(event, inc, out)
-        for entry in event.brokers or ():
-            self.adverts.advertise(event.cluster_id, entry.node_id, (entry.address,), event.ts, inc, out,
-                                   target=event.target)
+        if event.brokers:
+            self.adverts.advertise_listed(event.cluster_id, event.brokers, event.ts, inc, out, target=event.target)
 
 
 def detect(events: Sequence[Event], book: RuleBook | None = None, *,
-           batch_size: int | None = None) -> list[Alert]:
+           batch_size: int | None = None, pickled: bool = False) -> list[Alert]:
     """Run the engines over events in order, cut into micro-batches like the Spark job does.
 
     The watermark of a batch is the largest event time of the batches before it minus the
     allowed lateness; after the last batch, timers fire up to the final watermark, exactly as
-    a live job would (the end of the input is not silence).
+    a live job would (the end of the input is not silence). `pickled`: keep the engines
+    pickled between batches, as the job's state store does (what they do not pickle is cache).
     """
     book = book or RuleBook()
     lateness = book.defaults.allowed_lateness_ms
@@ -239,6 +275,8 @@ def detect(events: Sequence[Event], book: RuleBook | None = None, *,
         for shard, shard_events in sorted(by_shard.items()):
             engine = engines.setdefault(shard, ShardEngine(shard))
             alerts += engine.process(shard_events, watermark, book).alerts
+            if pickled:
+                engines[shard] = pickle.loads(pickle.dumps(engine))
         batch_max = max(e.ts for e in events[start:start + size])
         watermark = max(watermark, batch_max - lateness)
     for _, engine in sorted(engines.items()):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
-from streaming.contract import MetadataResponse
+from streaming.contract import Broker, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
 
 __all__ = ["AdvertisementRegistry", "check_misrouted"]
@@ -49,6 +50,25 @@ class AdvertisementRegistry:
 
     adverts: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
     advertisers: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    # Cluster id -> the broker list its last response advertised, while none of the cluster's
+    # advertisements changed since. Nearly every response repeats its cluster's list, and then
+    # each of its advertisements is one already made. A cache: not pickled, rebuilt on the way.
+    _listed: dict[str, tuple[Broker, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"adverts": self.adverts, "advertisers": self.advertisers}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _listed={})
+
+    def advertise_listed(self, cluster_id: str, brokers: tuple[Broker, ...], at: int, incidents: Incidents,
+                         out: Emitter, target: str | None = None) -> None:
+        """A response of `cluster_id` (probing `target`) lists `brokers`, each at its one address."""
+        if self._listed.get(cluster_id) == brokers:
+            return
+        for entry in brokers:
+            self.advertise(cluster_id, entry.node_id, (entry.address,), at, incidents, out, target=target)
+        self._listed[cluster_id] = brokers
 
     def advertise(self, cluster_id: str, node_id: int, addresses: Iterable[str], at: int,
                   incidents: Incidents, out: Emitter, target: str | None = None) -> None:
@@ -58,6 +78,7 @@ class AdvertisementRegistry:
         if new == old:
             return
         self.adverts[pair] = new
+        self._listed.pop(cluster_id, None)
         for address in sorted(old - new):
             holders = self.advertisers.get(address, set())
             holders.discard(pair)
