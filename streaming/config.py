@@ -46,10 +46,13 @@ class RuleSettings(_Strict):
     disagreement_ms: int = Field(30000, gt=0)
     unreachable_ms: int = Field(30000, gt=0)
     forget_after_ms: int = Field(600000, gt=0)
+    # How long detection keeps what it is no longer told about (streaming/detect/forgetting.py).
+    state_ttl_ms: int = Field(86_400_000, gt=0)
 
 
 class RuleOverrides(_Strict):
-    """Per-cluster overrides: any field of RuleSettings but the watermark's lateness."""
+    """Per-cluster overrides: any field of RuleSettings but the watermark's lateness and the
+    state TTL (both are the job's, not a cluster's)."""
 
     session_timeout_ms: int | None = Field(None, gt=0)
     fenced_grace_ms: int | None = Field(None, ge=0)
@@ -152,6 +155,20 @@ class FleetwatchConfig(_Strict):
             if cluster.name in seen:
                 raise ValueError(f"clusters[{i}].name {cluster.name!r} is used twice")
             seen.add(cluster.name)
+        return self
+
+    @model_validator(mode="after")
+    def _state_outlives_every_window(self) -> FleetwatchConfig:
+        # Forgetting a quiet subject must never cut one of its rules' windows short.
+        windows = [(f"rules.{name}", value) for name, value in self.rules.model_dump().items()
+                   if name.endswith("_ms") and name != "state_ttl_ms"]
+        windows += [(f"clusters[{i}].rules.{name}", value)
+                    for i, cluster in enumerate(self.clusters)
+                    for name, value in cluster.rules.model_dump(exclude_none=True).items() if name.endswith("_ms")]
+        where, longest = max(windows, key=lambda w: w[1])
+        if self.rules.state_ttl_ms <= longest:
+            raise ValueError(f"rules.state_ttl_ms must be longer than every rule window ({self.rules.state_ttl_ms} "
+                             f"is not longer than the longest, {where} = {longest})")
         return self
 
     def rule_book(self) -> RuleBook:

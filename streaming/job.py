@@ -230,7 +230,10 @@ class DetectorProcessor(StatefulProcessor):
                 self.handle.deleteTimer(registered)
             if timer is not None:
                 self.handle.registerTimer(timer)
-        self.state.update((pickle.dumps(engines, protocol=pickle.HIGHEST_PROTOCOL), timer, self.buckets))
+        if engines:
+            self.state.update((pickle.dumps(engines, protocol=pickle.HIGHEST_PROTOCOL), timer, self.buckets))
+        else:  # every shard of the bucket was forgotten (state TTL): so is the bucket's row
+            self.state.clear()
 
     def _step(self, engines: dict[str, tuple[int | None, bytes]], shard: str,
               events: list[tuple[Position, Event]] | None, watermark: int) -> list[tuple[Any, ...]]:
@@ -238,7 +241,10 @@ class DetectorProcessor(StatefulProcessor):
         stored = engines.get(shard)
         engine = pickle.loads(stored[1]) if stored is not None else ShardEngine(shard)
         out = engine.advance(watermark, self.book) if events is None else engine.process(events, watermark, self.book)
-        engines[shard] = (engine.next_deadline(self.book), pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL))
+        if engine.forgotten(watermark, self.book):
+            engines.pop(shard, None)  # quiet for longer than the state TTL, nothing open
+        else:
+            engines[shard] = (engine.next_deadline(self.book), pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL))
         return _output_rows(out)
 
     def _advance_due(self, engines: dict[str, tuple[int | None, bytes]], watermark: int,

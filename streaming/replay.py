@@ -40,6 +40,7 @@ class ReplaySummary:
     resolved_by_rule: Counter[str]
     seconds: float
     batches: int
+    state_rows: int  # detection state left at the end: one row per bucket of shards still remembered
     alerts: list[dict[str, Any]] = field(repr=False, default_factory=list)
 
     def render(self) -> str:
@@ -50,6 +51,7 @@ class ReplaySummary:
                    f"{sum(self.resolved_by_rule.values())} resolved")
         out += [f"  {rule}: {n} fired, {self.resolved_by_rule.get(rule, 0)} resolved"
                 for rule, n in sorted(self.firing_by_rule.items())]
+        out.append(f"detection state at the end: {self.state_rows} rows")
         return "\n".join(out)
 
 
@@ -109,5 +111,6 @@ def replay_file(events_path: str | Path, alerts_out: str | Path | None, config: 
         resolved_by_rule=Counter(a["rule"] for a in alerts if a["status"] == "resolved"),
         seconds=time.monotonic() - started,
         batches=stats.batches,
+        state_rows=stats.state_rows,
         alerts=alerts,
     )

@@ -24,6 +24,7 @@ SPEC_DEFAULTS = {
     "disagreement_ms": 30000,
     "unreachable_ms": 30000,
     "forget_after_ms": 600000,
+    "state_ttl_ms": 86_400_000,  # not SPEC's: issue 7 (state TTLs), one day
 }
 
 # SPEC section 6, verbatim.
@@ -205,6 +206,27 @@ def test_lateness_is_not_a_per_cluster_setting(tmp_path):
     # The watermark is global; a per-cluster lateness would be silently meaningless.
     message = config_error(tmp_path, "clusters:\n  - {name: a, rules: {allowed_lateness_ms: 1}}\n")
     assert "clusters.0.rules.allowed_lateness_ms" in message
+
+
+def test_state_ttl_is_not_a_per_cluster_setting(tmp_path):
+    message = config_error(tmp_path, "clusters:\n  - {name: a, rules: {state_ttl_ms: 900000000}}\n")
+    assert "clusters.0.rules.state_ttl_ms" in message
+
+
+@pytest.mark.parametrize(("text", "longest"), [
+    ("rules: {state_ttl_ms: 600000}\n", "rules.forget_after_ms = 600000"),
+    ("rules: {state_ttl_ms: 700000, flap_window_ms: 800000}\n", "rules.flap_window_ms = 800000"),
+    ("rules: {state_ttl_ms: 700000}\nclusters:\n  - {name: a, rules: {stopping_timeout_ms: 700000}}\n",
+     "clusters[0].rules.stopping_timeout_ms = 700000"),
+])
+def test_state_ttl_must_outlive_every_rule_window(tmp_path, text, longest):
+    # Forgetting a quiet subject must never cut a rule's window short.
+    message = config_error(tmp_path, text)
+    assert "rules.state_ttl_ms" in message and longest in message
+
+
+def test_state_ttl_just_past_every_window_is_accepted(tmp_path):
+    assert load_config(write(tmp_path, "rules: {state_ttl_ms: 600001}\n")).rules.state_ttl_ms == 600001
 
 
 def test_unknown_key_in_a_receiver(tmp_path):

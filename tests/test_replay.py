@@ -10,6 +10,7 @@ import pytest
 from conftest import EXAMPLES
 from sqlalchemy import func, select
 
+from streaming.job import bucket_of
 from streaming.replay import replay_file
 from streaming.sinks.store import Store, alert_history, alerts, outbox, quarantine
 
@@ -75,6 +76,36 @@ def test_replay_is_byte_identical_and_quarantines_bad_lines(spark, test_config, 
         assert conn.scalar(select(func.count()).select_from(outbox)) == len(expected)
         firing = conn.execute(select(alerts.c.rule).where(alerts.c.status == "firing")).scalars().all()
         assert firing == ["cluster.id_duplicate"]
+
+
+def _bootstrap(ts: int, target: str, cluster_id: str) -> str:
+    return json.dumps({"schema": "fleetwatch.event/v1", "type": "metadata_response", "ts": ts, "source": "test",
+                       "cluster_id": cluster_id, "target": target, "endpoint": f"{target}1:9092", "expected": None,
+                       "responder_node_id": None, "controller_id": 1, "error": None, "latency_ms": 2,
+                       "brokers": [{"node_id": 1, "host": f"{target}1", "port": 9092}]})
+
+
+def test_the_job_drops_the_state_of_what_went_quiet_for_longer_than_the_ttl(spark, test_config, tmp_path):
+    # Target "gone" (cluster G) is probed for 10 s, then never again; target "live" (cluster L)
+    # every 100 s for 1,000 s. With a 700 s TTL the job forgets G's shards once the watermark is
+    # past their last event + 700 s: their buckets' state rows are cleared.
+    ttl_ms, start = 700_000, 1_764_000_000_000
+    config = test_config.model_copy(update={"rules": test_config.rules.model_copy(update={"state_ttl_ms": ttl_ms})})
+    gone, live = "GoneGoneGoneGoneGoneGA", "LiveLiveLiveLiveLiveLA"
+    events = [_bootstrap(start + s * 1000, "gone", gone) for s in range(0, 11, 5)]
+    events += [_bootstrap(start + s * 1000, "live", live) for s in range(0, 1001, 100)]
+    events.sort(key=lambda line: json.loads(line)["ts"])
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(events) + "\n")
+
+    buckets = config.spark.state_buckets
+    live_buckets = {bucket_of(shard, buckets) for shard in ("target:live", f"cluster:{live}", "fleet")}
+    gone_buckets = {bucket_of(shard, buckets) for shard in ("target:gone", f"cluster:{gone}")}
+    assert not live_buckets & gone_buckets, "the test needs G's shards in buckets of their own"
+
+    summary = replay_file(path, None, config)
+    assert summary.state_rows == len(live_buckets)
+    assert not summary.alerts
 
 
 def test_cli_replay_refuses_bad_config_in_one_line(tmp_path):

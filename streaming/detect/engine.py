@@ -69,13 +69,18 @@ class Output:
 class ShardEngine:
     def __init__(self, shard: str) -> None:
         self.shard = shard
+        self._start()
+        self._derive()
+
+    def _start(self) -> None:
+        """The state of a shard that has seen nothing yet."""
+        self.last_event_ms: int | None = None
         self.incidents = Incidents()
         self.brokers: dict[int, BrokerTracker] = {}
         self.cluster: ClusterTracker | None = None
         self.targets: dict[str, TargetTracker] = {}
         self.duplicates = DuplicateRegistry()
         self.adverts = AdvertisementRegistry()
-        self._derive()
 
     def _derive(self) -> None:
         """What the engine keeps beside its state: computed from it, not pickled."""
@@ -96,6 +101,7 @@ class ShardEngine:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("last_event_ms", None)  # state written before the TTL: as if new
         self._derive()
 
     def _settings(self, book: RuleBook) -> RuleSettings:
@@ -104,7 +110,25 @@ class ShardEngine:
     # -- time -------------------------------------------------------------------------------
 
     def next_deadline(self, book: RuleBook) -> int | None:
-        """The earliest moment at which this shard must wake up with no new event."""
+        """The earliest moment at which this shard must wake up with no new event: a rule's
+        deadline, or the moment it has been quiet for longer than the state TTL."""
+        due = self._rule_deadline(book)
+        forget_at = self._forget_at(book)
+        return due if forget_at is None or (due is not None and due < forget_at) else forget_at
+
+    def _forget_at(self, book: RuleBook) -> int | None:
+        # Kept while an alert of the shard is open (streaming/detect/forgetting.py).
+        if self.last_event_ms is None or self.incidents.open:
+            return None
+        return self.last_event_ms + book.defaults.state_ttl_ms
+
+    def forgotten(self, watermark: int, book: RuleBook) -> bool:
+        """Quiet for longer than the state TTL with nothing open: the job drops the shard's state.
+        (An event after that starts it anew, exactly as `process` starts a shard over.)"""
+        forget_at = self._forget_at(book)
+        return forget_at is not None and watermark > forget_at
+
+    def _rule_deadline(self, book: RuleBook) -> int | None:
         rules = self._settings(book)
         times = [t for b in self.brokers.values() for t in b.deadlines(rules, self.incidents)]
         if self.cluster is not None:
@@ -119,7 +143,7 @@ class ShardEngine:
         rules = self._settings(book)
         done = None
         while True:
-            due = self.next_deadline(book)
+            due = self._rule_deadline(book)
             if due is None or due >= watermark or (done is not None and due <= done):
                 break
             done = due
@@ -150,9 +174,13 @@ class ShardEngine:
             if event.ts < watermark:
                 result.late.append((position, event))
                 continue
+            if self.last_event_ms is not None and event.ts - self.last_event_ms > book.defaults.state_ttl_ms:
+                self._quiet_for_long(event.ts, book, result)
+            if self.last_event_ms is None or event.ts > self.last_event_ms:
+                self.last_event_ms = event.ts
             out.cause = (EVENT_PHASE, (event.ts, *position))
             if self.shard == FLEET_SHARD:
-                self._fleet_event(event, out)
+                self._fleet_event(event, book, out)
             elif self.shard.startswith(TARGET_PREFIX):
                 touched_targets |= self._target_event(event, book, out, timers)
             else:
@@ -160,12 +188,23 @@ class ShardEngine:
                 touched_brokers |= brokers
                 touched_cluster |= cluster
         result.alerts += timers.alerts + out.alerts  # in no particular order: each alert has its sort key
-        result.brokers += [self.brokers[b].snapshot() for b in sorted(touched_brokers)]
+        # (A broker touched before the shard started over within this batch is gone.)
+        result.brokers += [self.brokers[b].snapshot() for b in sorted(touched_brokers) if b in self.brokers]
         if touched_cluster and self.cluster is not None:
             result.clusters.append(self.cluster.snapshot())
             result.controller_changes = self.cluster.drain_history()
-        result.targets += [self.targets[t].snapshot() for t in sorted(touched_targets)]
+        result.targets += [self.targets[t].snapshot() for t in sorted(touched_targets) if t in self.targets]
         return result
+
+    def _quiet_for_long(self, now: int, book: RuleBook, result: Output) -> None:
+        """The shard heard nothing for longer than the state TTL before `now`: what fell due
+        meanwhile fires, and with nothing open the shard starts over (forgetting.py)."""
+        passed = self.advance(now, book)
+        result.alerts += passed.alerts
+        result.brokers += passed.brokers
+        if not self.incidents.open:
+            self._start()
+            self._derive()
 
     def _broker(self, broker_id: int) -> BrokerTracker:
         tracker = self.brokers.get(broker_id)
@@ -238,8 +277,11 @@ class ShardEngine:
         check_misrouted(event, inc, out)
         return {event.target}
 
-    def _fleet_event(self, event: Event, out: Emitter) -> None:
+    def _fleet_event(self, event: Event, book: RuleBook, out: Emitter) -> None:
         inc = self.incidents
+        ttl = book.defaults.state_ttl_ms
+        self.adverts.forget_quiet(event.ts, ttl, inc)
+        self.duplicates.forget_quiet(event.ts, ttl, inc)
         if isinstance(event, BrokerHeartbeat):
             if event.cluster_id:
                 self.adverts.advertise(event.cluster_id, event.broker_id,
@@ -275,7 +317,9 @@ def detect(events: Sequence[Event], book: RuleBook | None = None, *,
         for shard, shard_events in sorted(by_shard.items()):
             engine = engines.setdefault(shard, ShardEngine(shard))
             alerts += engine.process(shard_events, watermark, book).alerts
-            if pickled:
+            if engine.forgotten(watermark, book):
+                del engines[shard]  # as the job drops it
+            elif pickled:
                 engines[shard] = pickle.loads(pickle.dumps(engine))
         batch_max = max(e.ts for e in events[start:start + size])
         watermark = max(watermark, batch_max - lateness)

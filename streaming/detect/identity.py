@@ -9,6 +9,7 @@ from typing import Any
 from streaming.config import RuleBook
 from streaming.contract import MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
+from streaming.detect.forgetting import LastHeard
 
 __all__ = ["DuplicateRegistry", "TargetTracker", "valid_cluster_id"]
 
@@ -125,9 +126,15 @@ class DuplicateRegistry:
     # cluster id -> target -> advertised endpoints
     holders: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
     held_by: dict[str, str] = field(default_factory=dict)
+    # When each target's bootstrap was last heard of, to forget the targets gone quiet.
+    heard: LastHeard[str] = field(default_factory=LastHeard)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({"heard": LastHeard()}, **state)  # no `heard`: written before the TTL
 
     def on_bootstrap(self, r: MetadataResponse, incidents: Incidents, out: Emitter) -> None:
         assert r.cluster_id is not None
+        self.heard.heard(r.target, r.ts)
         endpoints = frozenset(b.address for b in r.brokers or ())
         previous = self.held_by.get(r.target)
         self.held_by[r.target] = r.cluster_id
@@ -155,3 +162,22 @@ class DuplicateRegistry:
                 if not eps_a & eps_b:
                     return a, b
         return None
+
+    def forget_quiet(self, now: int, ttl_ms: int, incidents: Incidents) -> None:
+        """Forget the holdings of the targets quiet for longer than `ttl_ms`, but of those whose
+        id is in an open duplicate (streaming/detect/forgetting.py)."""
+        quiet = self.heard.quiet(now, ttl_ms)
+        for target in quiet:
+            cluster_id = self.held_by[target]
+            if incidents.is_firing(ID_DUPLICATE, cluster_id):
+                self.heard.keep(target, now)
+                continue
+            # With no duplicate open, one holder fewer cannot make one.
+            del self.held_by[target]
+            holders = self.holders[cluster_id]
+            del holders[target]
+            if not holders:
+                del self.holders[cluster_id]
+            self.heard.forget(target)
+        if quiet:
+            self.heard.looked()

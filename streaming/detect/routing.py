@@ -8,6 +8,7 @@ from typing import Any
 
 from streaming.contract import Broker, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
+from streaming.detect.forgetting import LastHeard
 
 __all__ = ["AdvertisementRegistry", "check_misrouted"]
 
@@ -50,20 +51,23 @@ class AdvertisementRegistry:
 
     adverts: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
     advertisers: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    # When each cluster id last advertised anything, to forget the clusters gone quiet.
+    heard: LastHeard[str] = field(default_factory=LastHeard)
     # Cluster id -> the broker list its last response advertised, while none of the cluster's
     # advertisements changed since. Nearly every response repeats its cluster's list, and then
     # each of its advertisements is one already made. A cache: not pickled, rebuilt on the way.
     _listed: dict[str, tuple[Broker, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"adverts": self.adverts, "advertisers": self.advertisers}
+        return {"adverts": self.adverts, "advertisers": self.advertisers, "heard": self.heard}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _listed={})
+        self.__dict__.update({"heard": LastHeard()}, **state, _listed={})  # no `heard`: written before the TTL
 
     def advertise_listed(self, cluster_id: str, brokers: tuple[Broker, ...], at: int, incidents: Incidents,
                          out: Emitter, target: str | None = None) -> None:
         """A response of `cluster_id` (probing `target`) lists `brokers`, each at its one address."""
+        self.heard.heard(cluster_id, at)
         if self._listed.get(cluster_id) == brokers:
             return
         for entry in brokers:
@@ -72,6 +76,7 @@ class AdvertisementRegistry:
 
     def advertise(self, cluster_id: str, node_id: int, addresses: Iterable[str], at: int,
                   incidents: Incidents, out: Emitter, target: str | None = None) -> None:
+        self.heard.heard(cluster_id, at)
         pair = (cluster_id, node_id)
         new = frozenset(addresses)
         old = self.adverts.get(pair, frozenset())
@@ -95,3 +100,28 @@ class AdvertisementRegistry:
                                f"{address} is advertised by {', '.join(names)}",
                                cluster_id=cluster_id, target=target, endpoint=address,
                                details={"advertised_by": names})
+
+    def forget_quiet(self, now: int, ttl_ms: int, incidents: Incidents) -> None:
+        """Withdraw the advertisements of the clusters quiet for longer than `ttl_ms`, but of those
+        with an address in an open collision (streaming/detect/forgetting.py)."""
+        quiet = set(self.heard.quiet(now, ttl_ms))
+        if not quiet:
+            return
+        pairs = [pair for pair in self.adverts if pair[0] in quiet]
+        colliding = {pair[0] for pair in pairs if any(incidents.is_firing(COLLISION, a) for a in self.adverts[pair])}
+        for pair in pairs:
+            if pair[0] in colliding:
+                continue
+            # None of its addresses collides, so withdrawing them resolves nothing.
+            for address in self.adverts.pop(pair):
+                holders = self.advertisers[address]
+                holders.discard(pair)
+                if not holders:
+                    del self.advertisers[address]
+        for cluster_id in quiet:
+            if cluster_id in colliding:
+                self.heard.keep(cluster_id, now)
+            else:
+                self.heard.forget(cluster_id)
+                self._listed.pop(cluster_id, None)
+        self.heard.looked()
