@@ -118,3 +118,21 @@ def test_state_written_before_the_ttl_existed_loads_and_counts_from_its_next_eve
                          -(2**62), BOOK)
     assert [a.rule for a in out.alerts] == [COLLISION]  # C's advertisement was kept
     assert loaded.next_deadline(BOOK) is None  # the collision is open
+
+
+def test_last_heard_looks_through_its_keys_about_once_per_ttl():
+    from streaming.detect.forgetting import LastHeard
+
+    heard: LastHeard[str] = LastHeard()
+    heard.heard("a", 0)
+    heard.heard("b", 500)
+    heard.heard("a", 600)
+    assert heard.quiet(701, 700) == []  # looked: nobody quiet, and nobody can be before 500 + 700
+    assert heard.look_after == 500
+    heard.at["b"] = 100  # were it looked through again before 1,200, it would find "b"
+    assert heard.quiet(1000, 700) == []
+    assert heard.quiet(1201, 700) == ["b"]
+    heard.keep("b", 1201)
+    assert heard.quiet(1301, 700) == ["a"]  # "a" (600) is quiet; "b" is looked at a TTL after it was kept
+    heard.forget("a")
+    assert heard.quiet(1902, 700) == ["b"]

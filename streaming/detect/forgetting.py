@@ -36,10 +36,15 @@ class LastHeard(Generic[K]):
             self.look_after = ts
 
     def quiet(self, now: int, ttl_ms: int) -> list[K]:
-        """The keys not heard of for longer than `ttl_ms` before `now` (cheap when none can be)."""
+        """The keys not heard of for longer than `ttl_ms` before `now` (cheap when none can be).
+
+        The caller forgets or keeps each of them."""
         if self.look_after is None or now - self.look_after <= ttl_ms:
             return []
-        return [key for key, ts in self.at.items() if now - ts > ttl_ms]
+        quiet = [key for key, ts in self.at.items() if now - ts > ttl_ms]
+        # A kept key is heard at `now`: none is earlier than the earliest of the others.
+        self.look_after = min((ts for ts in self.at.values() if now - ts <= ttl_ms), default=now)
+        return quiet
 
     def forget(self, key: K) -> None:
         del self.at[key]
@@ -47,7 +52,3 @@ class LastHeard(Generic[K]):
     def keep(self, key: K, now: int) -> None:
         """A quiet key that must stay (an alert about it is open): look at it again a TTL later."""
         self.at[key] = now
-
-    def looked(self) -> None:
-        """After `quiet()` found keys and each was forgotten or kept."""
-        self.look_after = min(self.at.values(), default=None)

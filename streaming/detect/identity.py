@@ -166,8 +166,7 @@ class DuplicateRegistry:
     def forget_quiet(self, now: int, ttl_ms: int, incidents: Incidents) -> None:
         """Forget the holdings of the targets quiet for longer than `ttl_ms`, but of those whose
         id is in an open duplicate (streaming/detect/forgetting.py)."""
-        quiet = self.heard.quiet(now, ttl_ms)
-        for target in quiet:
+        for target in self.heard.quiet(now, ttl_ms):
             cluster_id = self.held_by[target]
             if incidents.is_firing(ID_DUPLICATE, cluster_id):
                 self.heard.keep(target, now)
@@ -179,5 +178,3 @@ class DuplicateRegistry:
             if not holders:
                 del self.holders[cluster_id]
             self.heard.forget(target)
-        if quiet:
-            self.heard.looked()

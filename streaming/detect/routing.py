@@ -124,4 +124,3 @@ class AdvertisementRegistry:
             else:
                 self.heard.forget(cluster_id)
                 self._listed.pop(cluster_id, None)
-        self.heard.looked()
