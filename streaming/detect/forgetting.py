@@ -25,8 +25,8 @@ class LastHeard(Generic[K]):
     """When each key was last heard of, to find cheaply the keys quiet for longer than a TTL."""
 
     at: dict[K, int] = field(default_factory=dict)
-    # The earliest of `at` as of the last look: no key can have been quiet for longer than the
-    # TTL before this moment + the TTL, so the keys are looked through about once per TTL.
+    # No key is older than this (a bound kept by `quiet()`), so none can have been quiet for
+    # longer than the TTL before this moment + the TTL: the keys are looked through about once per TTL.
     look_after: int | None = None
 
     def heard(self, key: K, ts: int) -> None:
