@@ -170,17 +170,18 @@ class ShardEngine:
         # Deadlines that an event proves passed fire as if their timer had fired first.
         timers = Emitter(cause=(TIMER_PHASE, ()))
         out = Emitter()
+        ttl = book.defaults.state_ttl_ms
         for position, event in sorted(events, key=lambda pe: (pe[1].ts, pe[0])):
             if event.ts < watermark:
                 result.late.append((position, event))
                 continue
-            if self.last_event_ms is not None and event.ts - self.last_event_ms > book.defaults.state_ttl_ms:
+            if self.last_event_ms is not None and event.ts - self.last_event_ms > ttl:
                 self._quiet_for_long(event.ts, book, result)
             if self.last_event_ms is None or event.ts > self.last_event_ms:
                 self.last_event_ms = event.ts
             out.cause = (EVENT_PHASE, (event.ts, *position))
             if self.shard == FLEET_SHARD:
-                self._fleet_event(event, book, out)
+                self._fleet_event(event, ttl, out)
             elif self.shard.startswith(TARGET_PREFIX):
                 touched_targets |= self._target_event(event, book, out, timers)
             else:
@@ -277,9 +278,8 @@ class ShardEngine:
         check_misrouted(event, inc, out)
         return {event.target}
 
-    def _fleet_event(self, event: Event, book: RuleBook, out: Emitter) -> None:
+    def _fleet_event(self, event: Event, ttl: int, out: Emitter) -> None:
         inc = self.incidents
-        ttl = book.defaults.state_ttl_ms
         self.adverts.forget_quiet(event.ts, ttl, inc)
         self.duplicates.forget_quiet(event.ts, ttl, inc)
         if isinstance(event, BrokerHeartbeat):
