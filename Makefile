@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint java system apt clean help
+.PHONY: demo test lint java jars system apt clean help
 
 help:
 	@echo "make demo   set up and run the whole product (dashboard on http://127.0.0.1:8050)"
@@ -23,6 +23,12 @@ $(STAMP): pyproject.toml
 # and Alertmanager, which the integration tests start themselves on 127.0.0.1.
 java:
 	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then $(MAKE) -s apt PKGS=openjdk-17-jre-headless; fi
+
+# Real Apache Kafka 4.4 (and 4.3) for the real-Kafka tests, bench and demo, and Spark's kafka
+# connector: resolved from Maven Central into var/jars once (python -m streaming.jars list).
+jars: $(STAMP) java
+	@command -v mvn >/dev/null || $(MAKE) -s apt PKGS=maven
+	@$(BIN)/python -m streaming.jars fetch
 
 system: java
 	@missing=""; \
@@ -45,7 +51,7 @@ demo: $(STAMP) java
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) system lint
+test: $(STAMP) system jars lint
 	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest --headless --webdriver Chrome -p no:cacheprovider
 
 clean:

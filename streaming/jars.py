@@ -1,0 +1,138 @@
+"""Java artifacts from Maven Central, fetched once into a project-local cache.
+
+Real Apache Kafka (for the integration tests, the real-fault bench and the demo's real cluster)
+and Spark's `kafka` connector are plain jars. `fetch(bundle)` resolves a bundle's Maven
+coordinates with their dependencies into `<cache>/<bundle>/` once; a second call finds the
+marker file and fetches nothing. The cache is `var/jars` beside the project (git ignores
+`var/`), or `$FLEETWATCH_JAR_CACHE`.
+
+`python -m streaming.jars fetch [BUNDLE ...]` is what `make` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["BUNDLES", "Bundle", "JarsUnavailable", "cache_dir", "classpath", "fetch", "main"]
+
+_COMPLETE = ".complete"
+
+
+class JarsUnavailable(Exception):
+    """Java or Maven is missing, or Maven Central refused an artifact; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A named set of Maven artifacts resolved together, with their runtime dependencies."""
+
+    name: str
+    artifacts: tuple[str, ...]  # group:artifact:version
+    purpose: str
+
+    def pom(self) -> str:
+        deps = "\n".join(
+            "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>".format(
+                *coordinates.split(":"))
+            for coordinates in self.artifacts)
+        return (
+            '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
+            "  <modelVersion>4.0.0</modelVersion>\n"
+            f"  <groupId>fleetwatch.jars</groupId><artifactId>{self.name}</artifactId><version>1</version>\n"
+            "  <packaging>pom</packaging>\n"
+            f"  <dependencies>\n{deps}\n  </dependencies>\n"
+            "</project>\n")
+
+
+# Kafka logs through slf4j 2 (its own pom resolves an older slf4j-api through a transitive
+# dependency, which silently drops every log line); log4j2 writes them to the node's log file.
+_KAFKA_LOGGING = ("org.slf4j:slf4j-api:2.0.17", "org.apache.logging.log4j:log4j-core:2.25.3",
+                  "org.apache.logging.log4j:log4j-slf4j2-impl:2.25.3")
+
+BUNDLES: dict[str, Bundle] = {
+    b.name: b for b in (
+        Bundle("kafka-4.4.0", ("org.apache.kafka:kafka_2.13:4.4.0", *_KAFKA_LOGGING),
+               "Apache Kafka 4.4 (KRaft, KIP-1242) for the real-Kafka tests, bench and demo"),
+        Bundle("kafka-4.3.1", ("org.apache.kafka:kafka_2.13:4.3.1", *_KAFKA_LOGGING),
+               "Apache Kafka 4.3 (no ApiVersions v5): a real broker for the Metadata fallback"),
+    )
+}
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("FLEETWATCH_JAR_CACHE")
+    if configured:
+        return Path(configured)
+    return Path(__file__).resolve().parents[1] / "var" / "jars"
+
+
+def _lib(bundle: str) -> Path:
+    return cache_dir() / bundle / "lib"
+
+
+def fetch(bundle: str, *, quiet: bool = True) -> Path:
+    """The bundle's jar folder, resolving it from Maven Central the first time."""
+    if bundle not in BUNDLES:
+        raise JarsUnavailable(f"unknown jar bundle {bundle!r} (known: {', '.join(sorted(BUNDLES))})")
+    lib = _lib(bundle)
+    if (lib / _COMPLETE).exists():
+        return lib
+    if shutil.which("java") is None:
+        raise JarsUnavailable("Java 17+ is needed (java is not on PATH): apt-get install openjdk-17-jre-headless")
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JarsUnavailable(f"Maven is needed to fetch {bundle} from Maven Central (mvn is not on PATH): "
+                              "apt-get install maven")
+    work = lib.parent
+    work.mkdir(parents=True, exist_ok=True)
+    if lib.exists():
+        shutil.rmtree(lib)  # a fetch that was cut off: start it again
+    (work / "pom.xml").write_text(BUNDLES[bundle].pom(), encoding="utf-8")
+    command = [mvn, "-B", "-f", str(work / "pom.xml"), f"-Dmaven.repo.local={cache_dir() / 'repository'}",
+               "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
+    if quiet:
+        command.insert(1, "-q")
+    print(f"fleetwatch: fetching {bundle} ({BUNDLES[bundle].purpose}) from Maven Central", file=sys.stderr)
+    result = subprocess.run(command, capture_output=quiet, text=True, check=False)
+    if result.returncode != 0:
+        last = [line for line in (result.stdout or "").splitlines() if "ERROR" in line][:1]
+        raise JarsUnavailable(f"Maven could not fetch {bundle}: {last[0].strip() if last else 'see mvn output'}")
+    (lib / _COMPLETE).touch()
+    return lib
+
+
+def classpath(bundle: str) -> str:
+    """A `java -cp` value for the bundle (fetched on first use)."""
+    return str(fetch(bundle) / "*")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streaming.jars",
+                                     description="Fetch Java artifacts into the project-local cache (once).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    get = sub.add_parser("fetch", help="resolve bundles from Maven Central unless already cached")
+    get.add_argument("bundles", nargs="*", metavar="BUNDLE", help=f"default: all ({', '.join(BUNDLES)})")
+    sub.add_parser("list", help="the bundles and whether each is cached")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for name, bundle in BUNDLES.items():
+            state = "cached" if (_lib(name) / _COMPLETE).exists() else "not fetched"
+            print(f"{name:<16} {state:<12} {bundle.purpose}")
+        return 0
+    try:
+        for name in args.bundles or list(BUNDLES):
+            fetch(name)
+    except JarsUnavailable as exc:
+        print(f"fleetwatch: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

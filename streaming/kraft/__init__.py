@@ -1,0 +1,8 @@
+"""Real Apache Kafka on loopback: KRaft clusters as plain JVM processes, and a TCP proxy to cut
+a broker off from its controllers. Used by the real-Kafka tests, `bench/real_faults.py` and the
+demo; the jars come from Maven Central through `streaming.jars`."""
+
+from streaming.kraft.cluster import CONTROLLER_ID_BASE, KafkaNode, KRaftCluster, NodeFailed, new_cluster_id
+from streaming.kraft.proxy import TcpProxy
+
+__all__ = ["CONTROLLER_ID_BASE", "KRaftCluster", "KafkaNode", "NodeFailed", "TcpProxy", "new_cluster_id"]

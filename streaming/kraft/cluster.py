@@ -1,0 +1,457 @@
+"""Real Apache Kafka KRaft clusters on loopback, as plain JVM processes (no Docker).
+
+Two layouts:
+- combined: every node is `broker,controller` and a voter of the metadata quorum;
+- separate: `controllers` controller-only nodes (ids 3000, 3001, ...) and broker-only nodes
+  (ids 1..n), which are observers of the quorum.
+
+Each node is formatted (`kafka.tools.StorageTool format`) and started (`kafka.Kafka`) from the
+classpath `streaming.jars` fetched from Maven Central, with fast fencing settings for tests
+(`broker.heartbeat.interval.ms`, `broker.session.timeout.ms`: the active controller's setting
+decides). A broker listed in `partitionable` reaches the controllers through one `TcpProxy` per
+controller, so a test can cut it off from the quorum while it still answers clients.
+
+How the proxy stays in the path: a KRaft node learns the active controller's endpoint from
+the quorum itself (KIP-853: Fetch responses carry the leader's advertised endpoint), so a
+per-broker address in `controller.quorum.voters` is bypassed after the first reconnect
+(measured). Controllers therefore advertise host names (`kraft-c3000`, ...) and every JVM gets
+its own hosts file (`-Djdk.net.hosts.file`): for a partitionable broker those names resolve to
+127.0.0.2, where its proxies listen on the controllers' port numbers; for every other node, to
+127.0.0.1, where the controllers listen.
+
+Faults act on processes: `stop` (SIGTERM, controlled shutdown), `kill` (SIGKILL), `freeze`
+(SIGSTOP) and `thaw` (SIGCONT). Every node logs to `<workdir>/<node>/server.log`; `stop_all`
+leaves the work folder in place, so logs survive a failed test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streaming.jars import classpath
+from streaming.kraft.proxy import TcpProxy
+
+__all__ = ["CONTROLLER_ID_BASE", "KRaftCluster", "KafkaNode", "NodeFailed", "new_cluster_id"]
+
+CONTROLLER_ID_BASE = 3000
+_PROXY_HOST = "127.0.0.2"  # where a partitionable broker's controller names resolve
+_JVM_OPTIONS = ("-Xms64m", "-Xmx320m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-Djava.awt.headless=true", "-Dcom.sun.management.jmxremote=false")
+_LOG4J2 = """\
+Configuration:
+  Appenders:
+    File:
+      name: FILE
+      fileName: "{log}"
+      PatternLayout:
+        Pattern: "[%d{{ISO8601}}] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: FILE
+    Logger:
+      - name: org.apache.kafka.clients
+        level: WARN
+      - name: kafka.request.logger
+        level: WARN
+"""
+
+
+class NodeFailed(Exception):
+    """A node did not format or start; the message names its log file."""
+
+
+def new_cluster_id() -> str:
+    """A cluster id as `kafka-storage random-uuid` makes them (22 URL-safe base64 characters)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class KafkaNode:
+    """One Kafka process: its id, roles, ports and folder."""
+
+    node_id: int
+    roles: tuple[str, ...]
+    workdir: Path
+    client_port: int | None = None  # PLAINTEXT listener (brokers)
+    controller_port: int | None = None  # CONTROLLER listener (controllers)
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    started_s: float | None = None  # seconds from spawn to "Kafka Server started", last start
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the node's JVM (0 when not running)."""
+        if not self.running or self.process is None:
+            return 0
+        try:
+            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, sig)
+
+
+class KRaftCluster:
+    """A real KRaft cluster of `brokers` brokers (and `controllers` controllers when separate)."""
+
+    def __init__(self, workdir: str | Path, *, brokers: int = 3, controllers: int = 0,
+                 cluster_id: str | None = None, bundle: str = "kafka-4.4.0",
+                 session_timeout_ms: int = 3000, heartbeat_interval_ms: int = 500,
+                 partitionable: Iterable[int] = (), extra: Mapping[str, str] | None = None) -> None:
+        """`controllers=0` is the combined layout (each broker is also a controller and a voter)."""
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.workdir = Path(workdir)
+        self.cluster_id = cluster_id or new_cluster_id()
+        self.bundle = bundle
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.extra = dict(extra or {})
+        self.combined = controllers == 0
+        self.nodes: dict[int, KafkaNode] = {}
+        for i in range(1, brokers + 1):
+            roles = ("broker", "controller") if self.combined else ("broker",)
+            self.nodes[i] = KafkaNode(i, roles, self.workdir / f"node-{i}", client_port=_free_port(),
+                                      controller_port=_free_port() if self.combined else None)
+        for i in range(controllers):
+            cid = CONTROLLER_ID_BASE + i
+            self.nodes[cid] = KafkaNode(cid, ("controller",), self.workdir / f"node-{cid}",
+                                        controller_port=_free_port())
+        self.partitionable = set(partitionable)
+        if self.partitionable - {n.node_id for n in self.brokers}:
+            raise ValueError("only brokers can be partitionable")
+        if self.combined and self.partitionable:
+            raise ValueError("a combined node is itself a voter: partition brokers of the separate layout")
+        # One proxy per (partitionable broker, controller): cutting them isolates that broker only.
+        self.proxies: dict[int, list[TcpProxy]] = {}
+
+    # ------------------------------------------------------------------ layout
+
+    @property
+    def brokers(self) -> list[KafkaNode]:
+        return [n for n in self.nodes.values() if n.is_broker]
+
+    @property
+    def controllers(self) -> list[KafkaNode]:
+        return [n for n in self.nodes.values() if n.is_controller]
+
+    @property
+    def bootstrap(self) -> list[str]:
+        return [n.address for n in self.brokers]
+
+    @property
+    def controller_addresses(self) -> list[str]:
+        return [f"127.0.0.1:{n.controller_port}" for n in self.controllers]
+
+    @staticmethod
+    def _controller_host(node: KafkaNode) -> str:
+        return f"kraft-c{node.node_id}"
+
+    def _voters(self) -> str:
+        return ",".join(f"{c.node_id}@{self._controller_host(c)}:{c.controller_port}" for c in self.controllers)
+
+    def _hosts_file(self, node: KafkaNode) -> str:
+        address = _PROXY_HOST if node.node_id in self.partitionable else "127.0.0.1"
+        return "127.0.0.1 localhost\n" + "".join(f"{address} {self._controller_host(c)}\n" for c in self.controllers)
+
+    def _properties(self, node: KafkaNode) -> dict[str, str]:
+        listeners, protocols = [], ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+        if node.is_broker:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+        if node.is_controller:
+            listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+        props = {
+            "process.roles": ",".join(node.roles),
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": self._voters(),
+            "controller.listener.names": "CONTROLLER",
+            "listeners": ",".join(listeners),
+            "listener.security.protocol.map": ",".join(protocols),
+            "log.dirs": str(node.workdir / "data"),
+            "broker.heartbeat.interval.ms": str(self.heartbeat_interval_ms),
+            "broker.session.timeout.ms": str(self.session_timeout_ms),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "log.flush.interval.messages": "100000",
+        }
+        advertised = []
+        if node.is_broker:
+            advertised.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+            props["inter.broker.listener.name"] = "PLAINTEXT"
+        if node.is_controller:
+            advertised.append(f"CONTROLLER://{self._controller_host(node)}:{node.controller_port}")
+        props["advertised.listeners"] = ",".join(advertised)
+        props.update(self.extra)
+        return props
+
+    def _write_config(self, node: KafkaNode) -> Path:
+        node.workdir.mkdir(parents=True, exist_ok=True)
+        path = node.workdir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in self._properties(node).items()), encoding="utf-8")
+        (node.workdir / "log4j2.yaml").write_text(_LOG4J2.format(log=node.log_path), encoding="utf-8")
+        (node.workdir / "hosts").write_text(self._hosts_file(node), encoding="utf-8")
+        return path
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _java(self, node: KafkaNode, main: str, *args: str) -> list[str]:
+        return ["java", *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={node.workdir / 'log4j2.yaml'}",
+                f"-Djdk.net.hosts.file={node.workdir / 'hosts'}",
+                "-cp", classpath(self.bundle), main, *args]
+
+    def format(self, nodes: Iterable[KafkaNode] | None = None) -> None:
+        """Format the storage of `nodes` (default: all) with the cluster id, concurrently."""
+        nodes = list(self.nodes.values() if nodes is None else nodes)
+        for node in nodes:
+            for pid in self.partitionable:
+                if pid == node.node_id and pid not in self.proxies:
+                    self.proxies[pid] = [TcpProxy(("127.0.0.1", c.controller_port or 0), c.controller_port or 0,
+                                                  host=_PROXY_HOST) for c in self.controllers]
+        running = []
+        for node in nodes:
+            config = self._write_config(node)
+            with contextlib.suppress(FileNotFoundError):
+                for child in sorted((node.workdir / "data").rglob("*"), reverse=True):
+                    child.unlink() if child.is_file() else child.rmdir()
+            out = (node.workdir / "format.log").open("wb")
+            running.append((node, out, subprocess.Popen(
+                self._java(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)),
+                stdout=out, stderr=subprocess.STDOUT)))
+        for node, out, proc in running:
+            code = proc.wait(timeout=120)
+            out.close()
+            if code != 0:
+                raise NodeFailed(f"formatting node {node.node_id} failed (exit {code}): "
+                                 f"see {node.workdir / 'format.log'}")
+
+    def start_node(self, node_id: int) -> None:
+        """Spawn one node (its storage must be formatted); does not wait."""
+        node = self.nodes[node_id]
+        if node.running:
+            return
+        config = self._write_config(node)
+        out = (node.workdir / "stdout.log").open("ab")
+        node.process = subprocess.Popen(self._java(node, "kafka.Kafka", str(config)), stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        out.close()
+        node._spawned = time.monotonic()  # type: ignore[attr-defined]
+
+    def wait_node(self, node_id: int, timeout_s: float = 60) -> float:
+        """Wait until the node logs that it started; returns seconds since spawn."""
+        node = self.nodes[node_id]
+        deadline = time.monotonic() + timeout_s
+        marker = b"Kafka Server started"
+        while time.monotonic() < deadline:
+            if not node.running:
+                raise NodeFailed(f"node {node_id} exited with {node.process.returncode if node.process else None}: "
+                                 f"see {node.log_path}")
+            with contextlib.suppress(FileNotFoundError), node.log_path.open("rb") as fh:
+                if marker in fh.read():
+                    node.started_s = time.monotonic() - node._spawned  # type: ignore[attr-defined]
+                    return node.started_s
+            time.sleep(0.1)
+        raise NodeFailed(f"node {node_id} did not start within {timeout_s:.0f} s: see {node.log_path}")
+
+    def start(self, timeout_s: float = 90) -> KRaftCluster:
+        """Format, start every node, and wait until every broker is registered and unfenced."""
+        self.format()
+        for node in self.nodes.values():
+            with contextlib.suppress(FileNotFoundError):
+                node.log_path.unlink()
+            self.start_node(node.node_id)
+        for node in self.nodes.values():
+            self.wait_node(node.node_id, timeout_s)
+        self.wait_unfenced(timeout_s=timeout_s)
+        return self
+
+    def restart_node(self, node_id: int, timeout_s: float = 60) -> float:
+        self.start_node(node_id)
+        return self.wait_node(node_id, timeout_s)
+
+    def stop_node(self, node_id: int, timeout_s: float = 30) -> None:
+        """SIGTERM: a broker does a controlled shutdown. SIGKILL after `timeout_s`."""
+        node = self.nodes[node_id]
+        node.signal(signal.SIGCONT)  # a frozen process cannot act on SIGTERM
+        node.signal(signal.SIGTERM)
+        if node.process is not None:
+            try:
+                node.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait()
+
+    def kill_node(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        node.signal(signal.SIGKILL)
+        if node.process is not None:
+            node.process.wait()
+
+    def freeze(self, node_id: int) -> None:
+        self.nodes[node_id].signal(signal.SIGSTOP)
+
+    def thaw(self, node_id: int) -> None:
+        self.nodes[node_id].signal(signal.SIGCONT)
+
+    def cut_from_quorum(self, broker_id: int) -> None:
+        """Reset and refuse the broker's connections to every controller; clients still reach it."""
+        for proxy in self.proxies[broker_id]:
+            proxy.cut()
+
+    def heal(self, broker_id: int) -> None:
+        for proxy in self.proxies[broker_id]:
+            proxy.heal()
+
+    def stop_all(self) -> None:
+        """Stop every process (kill what does not stop in 10 s) and close the proxies."""
+        for node in self.nodes.values():
+            node.signal(signal.SIGCONT)
+            node.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for node in self.nodes.values():
+            if node.process is None:
+                continue
+            try:
+                node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait()
+        for proxies in self.proxies.values():
+            for proxy in proxies:
+                proxy.close()
+        self.proxies.clear()
+
+    def reformat(self, cluster_id: str, timeout_s: float = 90) -> None:
+        """Stop everything, format every node with a new cluster id, and start again."""
+        self.stop_all()
+        self.cluster_id = cluster_id
+        self.start(timeout_s)
+
+    def __enter__(self) -> KRaftCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+    # ------------------------------------------------------------------ Kafka's own view
+
+    def describe(self, via: int | None = None, timeout_s: float = 3) -> dict[int, bool]:
+        """{broker id: fenced} as the cluster reports it (DescribeCluster v2 with fenced brokers)."""
+        return asyncio.run(self._describe(via, timeout_s))
+
+    async def _describe(self, via: int | None, timeout_s: float) -> dict[int, bool]:
+        from streaming.collect.protocol.client import Connection
+
+        candidates = [self.nodes[via]] if via is not None else [b for b in self.brokers if b.running]
+        last: Exception | None = None
+        for node in candidates:
+            loop = asyncio.get_running_loop()
+            conn = Connection("127.0.0.1", node.client_port or 0, deadline=loop.time() + timeout_s,
+                              client_id="fleetwatch-harness")
+            try:
+                await conn.open()
+                await conn.negotiate()
+                body = await conn.call("DescribeCluster", 2, {
+                    "IncludeClusterAuthorizedOperations": False, "EndpointType": 1, "IncludeFencedBrokers": True})
+                return {b["BrokerId"]: b["IsFenced"] for b in body["Brokers"]}
+            except Exception as exc:  # try the next broker
+                last = exc
+            finally:
+                conn.close()
+        raise NodeFailed(f"no broker answered DescribeCluster: {last}")
+
+    def quorum_leader(self, timeout_s: float = 3) -> int:
+        """The active controller's id as a controller reports it (-1: none), asked directly (KIP-919)."""
+        return asyncio.run(self._quorum_leader(timeout_s))
+
+    async def _quorum_leader(self, timeout_s: float) -> int:
+        from streaming.collect.protocol.client import Connection
+
+        for node in (c for c in self.controllers if c.running):
+            loop = asyncio.get_running_loop()
+            conn = Connection("127.0.0.1", node.controller_port or 0, deadline=loop.time() + timeout_s,
+                              client_id="fleetwatch-harness")
+            try:
+                await conn.open()
+                await conn.negotiate()
+                body = await conn.call("DescribeQuorum", 1, {
+                    "Topics": [{"TopicName": "__cluster_metadata", "Partitions": [{"PartitionIndex": 0}]}]})
+                return body["Topics"][0]["Partitions"][0]["LeaderId"]
+            except Exception:
+                continue
+            finally:
+                conn.close()
+        return -1
+
+    def wait_unfenced(self, brokers: Iterable[int] | None = None, timeout_s: float = 60) -> None:
+        """Wait until `brokers` (default: all running brokers) are registered and unfenced."""
+        wanted = set(brokers) if brokers is not None else {b.node_id for b in self.brokers if b.running}
+        self.wait_for(lambda view: all(view.get(b) is False for b in wanted), timeout_s,
+                      f"brokers {sorted(wanted)} registered and unfenced")
+
+    def wait_fenced(self, broker_id: int, timeout_s: float = 60) -> float:
+        """Wait until the cluster reports `broker_id` fenced; returns the wall time it was seen."""
+        self.wait_for(lambda view: view.get(broker_id) is True, timeout_s, f"broker {broker_id} fenced")
+        return time.time()
+
+    def wait_for(self, check, timeout_s: float, what: str) -> dict[int, bool]:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout_s
+        view: dict[int, bool] = {}
+        while time.monotonic() < deadline:
+            with contextlib.suppress(NodeFailed):
+                view = self.describe()
+                if check(view):
+                    return view
+            time.sleep(0.1)
+        raise NodeFailed(f"timed out after {timeout_s:.0f} s waiting for {what}; last view {view}; "
+                         f"logs in {self.workdir}")
