@@ -93,6 +93,9 @@ class MetadataResponse:
     latency_ms: int | None
     brokers: tuple[Broker, ...] | None
     type: Literal["metadata_response"] = "metadata_response"
+    # False: the collector could not learn the active controller (DescribeQuorum refused), so
+    # `controller_id` says nothing; absent means true. Not "no controller" (-1 or null).
+    controller_known: bool = True
 
     @property
     def ok(self) -> bool:
@@ -258,6 +261,7 @@ def event_from_dict(obj: Any) -> Event:
             error=_field(obj, "error", str, required=False),
             latency_ms=_field(obj, "latency_ms", int, required=False),
             brokers=_brokers(_field(obj, "brokers", list, required=False)),
+            controller_known=_field(obj, "controller_known", bool, required=False) is not False,
         )
     if kind == "broker_state":
         return BrokerState(

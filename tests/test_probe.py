@@ -431,14 +431,16 @@ def test_hostnames_are_resolved_and_unknown_hosts_named(fleet):
     assert [ev["error"] for ev in responses(events, target="nowhere")] == ["UNKNOWN_HOST"]
 
 
-def test_a_broker_that_does_not_take_the_identity_check_is_compared_by_cluster_id():
+@pytest.mark.parametrize("refusal", [35, 42])
+def test_a_broker_that_refuses_the_identity_check_is_compared_by_cluster_id(refusal):
+    # UNSUPPORTED_VERSION or INVALID_REQUEST to ApiVersions v5: an error answer from Kafka itself.
     async def scenario() -> tuple[list[list[dict[str, Any]]], FakeKafka]:
         cluster = FakeCluster("odd-cluster")
-        broker = await FakeKafka(cluster, 4, drops_v5=True).start()
+        broker = await FakeKafka(cluster, 4, v5_error=refusal).start()
         cluster.brokers = [{"node_id": 4, "port": broker.port, "fenced": False}]
         prober = Prober([target("odd", f"{HOST}:{broker.port}")], OPTIONS)
         try:
-            return [await prober.probe_round_async(T0 + k * ROUND_MS) for k in range(2)], broker
+            return [await prober.probe_round_async(T0 + k * ROUND_MS) for k in range(3)], broker
         finally:
             await broker.stop()
 
@@ -447,4 +449,25 @@ def test_a_broker_that_does_not_take_the_identity_check_is_compared_by_cluster_i
         assert [(ev["error"], ev["cluster_id"], ev["responder_node_id"]) for ev in valid(events)
                 if ev["type"] == "metadata_response"] == [(None, "odd-cluster", 4)] * 2
     v5_attempts = [c for c in broker.connections if ("ApiVersions", 5) in c]
-    assert len(v5_attempts) == 1  # tried once, then never again on that endpoint
+    assert len(v5_attempts) == 1  # tried once, then not again for IDENTITY_RETRY_S on that endpoint
+
+
+def test_a_connection_dropped_during_the_identity_check_does_not_turn_it_off():
+    # A broker restarting closes the connection: a transport failure of that exchange, not a
+    # refusal, so the next round sends ApiVersions v5 again (and a misroute would still be caught).
+    async def scenario() -> tuple[list[list[dict[str, Any]]], FakeKafka]:
+        cluster = FakeCluster("restarting-cluster")
+        broker = await FakeKafka(cluster, 4, drop_v5_times=1).start()
+        cluster.brokers = [{"node_id": 4, "port": broker.port, "fenced": False}]
+        prober = Prober([target("restarting", f"{HOST}:{broker.port}")], OPTIONS)
+        try:
+            return [await prober.probe_round_async(T0 + k * ROUND_MS) for k in range(3)], broker
+        finally:
+            await broker.stop()
+
+    rounds, broker = asyncio.run(scenario())
+    endpoint_errors = [[ev["error"] for ev in valid(events) if ev["type"] == "metadata_response" and ev["expected"]]
+                       for events in rounds]
+    assert endpoint_errors == [["CONNECTION_CLOSED"], [None], [None]]
+    v5_attempts = [c for c in broker.connections if ("ApiVersions", 5) in c]
+    assert len(v5_attempts) == 3  # every round, the dropped one included

@@ -114,11 +114,12 @@ class FakeKafka:
     """
 
     def __init__(self, cluster: FakeCluster, node_id: int, *, sasl: tuple[str, str] | None = None,
-                 drops_v5: bool = False) -> None:
+                 v5_error: int | None = None, drop_v5_times: int = 0) -> None:
         self.cluster = cluster
         self.node_id = node_id
         self.sasl = sasl
-        self.drops_v5 = drops_v5  # advertises ApiVersions v5 but cannot parse it: closes the connection
+        self.v5_error = v5_error  # advertises ApiVersions v5 but answers it with this error (35, 42)
+        self.drop_v5_times = drop_v5_times  # closes the connection on the first N v5 requests (a restart)
         self.port = 0
         self.requests: list[tuple[str, int, dict[str, Any]]] = []  # over all connections
         self.connections: list[list[tuple[str, int]]] = []  # (api, version) per connection
@@ -148,11 +149,14 @@ class FakeKafka:
                 seen.append((api, version))
                 if not authenticated and api not in ("ApiVersions", "SaslHandshake", "SaslAuthenticate"):
                     return  # Kafka closes an unauthenticated connection that skips SASL
-                if self.drops_v5 and api == "ApiVersions" and version >= 5:
+                if self.drop_v5_times and api == "ApiVersions" and version >= 5:
+                    self.drop_v5_times -= 1
                     return
                 answer = getattr(self, f"_{api}")(version, body)
                 if api == "SaslAuthenticate" and answer["ErrorCode"] == 0:
                     authenticated = True
+                if api == "ApiVersions" and answer["ErrorCode"] == 35:
+                    version = 0  # Kafka answers UNSUPPORTED_VERSION to ApiVersions in the v0 layout
                 writer.write(encode_response(f"{api}Response", version, correlation, answer))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -161,6 +165,8 @@ class FakeKafka:
             writer.close()
 
     def _ApiVersions(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        if version >= 5 and self.v5_error is not None:
+            return {"ErrorCode": self.v5_error, "ApiKeys": []}
         if version >= 5 and body["ClusterId"] is not None and (
                 body["ClusterId"] != self.cluster.cluster_id or body["NodeId"] != self.node_id):
             return {"ErrorCode": 129, "ApiKeys": []}  # KIP-1242: REBOOTSTRAP_REQUIRED
@@ -181,12 +187,15 @@ class FakeKafka:
                              "IsFenced": b["fenced"]} for b in listed]}
 
     def _DescribeQuorum(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        # As Kafka 4.4 answers (measured): brokers are observers in the separate layout, and the
+        # leader's own voter entry carries the time of the answer.
         observers = [{"ReplicaId": node, "LogEndOffset": 100, "LastFetchTimestamp": ts,
                       "LastCaughtUpTimestamp": ts} for node, ts in self.cluster.last_fetch().items()]
+        now = int(time.time() * 1000)
         return {"Topics": [{"TopicName": "__cluster_metadata", "Partitions": [{
             "PartitionIndex": 0, "LeaderId": self.cluster.quorum_leader, "LeaderEpoch": 3, "HighWatermark": 100,
             "CurrentVoters": [{"ReplicaId": self.cluster.quorum_leader, "LogEndOffset": 100,
-                               "LastFetchTimestamp": -1, "LastCaughtUpTimestamp": -1}],
+                               "LastFetchTimestamp": now, "LastCaughtUpTimestamp": now}],
             "Observers": observers}]}]}
 
     def _SaslHandshake(self, version: int, body: dict[str, Any]) -> dict[str, Any]:

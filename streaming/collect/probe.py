@@ -13,9 +13,18 @@ Per target, every `interval_ms` (a *round*):
    `expected` = the cluster id and node id that advertisement named. Where the broker offers
    ApiVersions v5 (Kafka 4.4+, KIP-1242) the expected identity is sent and a misroute answers
    `REBOOTSTRAP_REQUIRED`; otherwise the event carries the cluster id the endpoint reports.
-3. Observers' LastFetchTimestamp values that moved since the last round become
-   `broker_heartbeat` events (`broker_epoch` -1: DescribeQuorum does not carry the epoch; the
-   detection rules read a negative epoch as unknown, see streaming/detect/README.md).
+3. Heartbeats: every exchange also asks DescribeQuorum (a broker forwards it to the active
+   controller). Each broker's LastFetchTimestamp (observers, and voters that are brokers: in the
+   combined layout every broker is a voter and there are no observers) that moved since the
+   last round becomes a `broker_heartbeat` event (`broker_epoch` -1: DescribeQuorum does not
+   carry the epoch; the detection rules read a negative epoch as unknown, see
+   streaming/detect/README.md). The views of all exchanges of the round are merged, so one
+   partitioned broker whose forwarded request times out does not hide everybody's heartbeats.
+4. Lifecycle: the bootstrap's DescribeCluster v2 registrations (fenced or not) become
+   `broker_state` events when they change: ONLINE, FENCED, and OFFLINE for a broker that is no
+   longer registered. Only a bootstrap in touch with the controller (its DescribeQuorum was
+   answered) speaks for registrations and fencing; a cut-off broker's view is stale, so its
+   `fenced` flags are dropped from the event.
 
 Only versions the broker advertises are sent. Every exchange (connect, TLS, SASL, all
 requests) is bounded by `timeout_ms`, exchanges run concurrently up to `concurrency`, and in a
@@ -23,8 +32,13 @@ live run a target still busy from the previous tick is skipped, so one dead or s
 never delays the others.
 
 The controller id: in KRaft, Metadata's ControllerId is a random live broker (KIP-590), which
-would look like a controller that moves every round; when the broker offers DescribeQuorum its
-LeaderId (the active controller) is reported instead, else Metadata's ControllerId.
+would look like a controller that moves every round (measured on Kafka 4.4). When the broker
+offers DescribeQuorum (KRaft), Metadata's ControllerId is never used: DescribeQuorum's LeaderId is
+reported (-1 when the quorum has no leader); a DescribeQuorum that times out (the broker cannot
+reach an active controller: measured with two of three controllers killed) reports -1; any other
+refusal (authorization, version) reports the controller as unknown (`controller_known` false,
+`controller_id` null), which the controller rules ignore. Without DescribeQuorum (ZooKeeper-era
+brokers) Metadata's ControllerId is the real controller and is reported.
 
 `responder_node_id`: the expected node when ApiVersions v5 confirmed it; otherwise the one node
 that the answer itself lists at the address we connected to (null when none or several).
@@ -82,8 +96,17 @@ DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
 METADATA_LOG = "__cluster_metadata"
 UNKNOWN_EPOCH = -1  # Kafka's "no broker epoch"; DescribeQuorum does not report one
+NO_CONTROLLER = -1
 REBOOTSTRAP_REQUIRED = "REBOOTSTRAP_REQUIRED"
-_TOPIC_OF = {"metadata_response": topics.METADATA, "broker_heartbeat": topics.HEARTBEATS}
+# Kafka's answers to an ApiVersions v5 it cannot take (UNSUPPORTED_VERSION, INVALID_REQUEST): only
+# these turn the KIP-1242 check off for an endpoint, and only for IDENTITY_RETRY_S.
+_IDENTITY_REFUSALS = (35, 42)
+IDENTITY_RETRY_S = 300.0
+# A forwarded DescribeQuorum that fails this way means the broker reaches no active controller:
+# our own timeout, REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER, NOT_CONTROLLER.
+_QUORUM_UNREACHABLE = (TIMEOUT, "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER", "NOT_CONTROLLER")
+_TOPIC_OF = {"metadata_response": topics.METADATA, "broker_heartbeat": topics.HEARTBEATS,
+             "broker_state": topics.BROKER_STATES}
 
 
 def default_source() -> str:
@@ -187,6 +210,15 @@ def targets_from_config(config: FleetwatchConfig, *, only: Iterable[str] | None 
 
 
 @dataclass
+class _Quorum:
+    """One DescribeQuorum answer: the leader and each replica's last fetch (voters and observers)."""
+
+    leader_id: int
+    voters: dict[int, tuple[int, int]]  # replica id -> (LastFetchTimestamp, LogEndOffset)
+    observers: dict[int, tuple[int, int]]
+
+
+@dataclass
 class _Answer:
     """What one exchange with one address produced."""
 
@@ -198,9 +230,11 @@ class _Answer:
     detail: str = ""
     cluster_id: str | None = None
     controller_id: int | None = None
+    controller_known: bool = True
     brokers: list[dict[str, Any]] | None = None
     responder_node_id: int | None = None
-    observers: list[dict[str, Any]] = field(default_factory=list)
+    kraft: bool = False  # the broker offers DescribeQuorum
+    quorum: _Quorum | None = None  # None: not asked, or not answered (then the broker's view may be stale)
 
 
 @dataclass
@@ -215,6 +249,7 @@ class _TargetState:
     preferred: int = 0  # index of the bootstrap address tried first
     endpoints: dict[str, _Advert] = field(default_factory=dict)
     last_fetch: dict[tuple[str | None, int], int] = field(default_factory=dict)
+    registrations: dict[tuple[str | None, int], str] = field(default_factory=dict)  # -> ONLINE | FENCED
     failing: bool | None = None
 
 
@@ -240,7 +275,8 @@ class Prober:
         self.targets = list(targets)
         self.options = options or ProbeOptions()
         self._state = {t.name: _TargetState() for t in self.targets}
-        self._no_identity_check: set[str] = set()  # endpoints that did not take ApiVersions v5
+        # Endpoints whose broker refused ApiVersions v5 with an error answer -> loop time to try again.
+        self._no_identity_check: dict[str, float] = {}
         self.events_emitted = 0
         self.rounds = 0
 
@@ -344,7 +380,9 @@ class Prober:
             for broker in boot.brokers or ():
                 address = format_address(broker["host"], broker["port"])
                 state.endpoints[address] = _Advert(boot.cluster_id, broker["node_id"], now_ms)
-            events.extend(self._heartbeats(boot, state))
+            if boot.kraft and boot.quorum is None:
+                # Cut off from the controller: ask another bootstrap address first next round.
+                state.preferred = (state.preferred + 1) % count
         for address, advert in list(state.endpoints.items()):
             if now_ms - advert.seen_ms > target.forget_after_ms:
                 del state.endpoints[address]
@@ -354,8 +392,12 @@ class Prober:
             host, port = parse_address(address)
             expected = {"cluster_id": advert.cluster_id, "node_id": advert.node_id}
             probes.append(self._exchange(target, host, port, expected, slots, bootstrap=False))
-        for answer in await asyncio.gather(*probes):
+        answers = await asyncio.gather(*probes)
+        for answer in answers:
             events.append(self._metadata_event(target, answer, ts(answer)))
+        if boot is not None:
+            events.extend(self._registrations(boot, state, ts(boot)))
+            events.extend(self._heartbeats(boot, [boot, *answers], state))
         self._note_health(target, events)
         return events
 
@@ -378,17 +420,19 @@ class Prober:
         async with slots:
             begun = loop.time()
             deadline = begun + self._timeout_s
+            retry_at = self._no_identity_check.get(answer.endpoint)
+            identity = retry_at is None or begun >= retry_at
             try:
                 try:
-                    await self._converse(target, host, port, deadline, answer, bootstrap=bootstrap,
-                                         identity=answer.endpoint not in self._no_identity_check)
+                    await self._converse(target, host, port, deadline, answer, bootstrap=bootstrap, identity=identity)
                 except _IdentityCheckUnusable as unusable:
-                    # The broker offers ApiVersions v5 but did not take our KIP-1242 request: fall
-                    # back to comparing the reported cluster id, on a new connection, from now on.
-                    self._no_identity_check.add(answer.endpoint)
-                    log.warning("KIP-1242 identity check not accepted; comparing cluster ids instead",
+                    # The broker offers ApiVersions v5 but refused our KIP-1242 request with an error
+                    # answer: compare the reported cluster id instead, on a new connection, for a while.
+                    self._no_identity_check[answer.endpoint] = loop.time() + IDENTITY_RETRY_S
+                    log.warning("KIP-1242 identity check refused; comparing cluster ids instead for a while",
                                 extra={"target": target.name, "endpoint": answer.endpoint,
-                                       "error": str(unusable.__cause__)})
+                                       "error": str(unusable.__cause__), "retry_in_s": IDENTITY_RETRY_S})
+                    answer = _Answer(endpoint=answer.endpoint, expected=expected)
                     await self._converse(target, host, port, deadline, answer, bootstrap=bootstrap, identity=False)
             except ProbeFailure as failure:
                 answer.error, answer.detail = failure.code, failure.detail
@@ -401,7 +445,7 @@ class Prober:
             answer.latency_ms = int((answer.done_s - begun) * 1000)
         if answer.error is not None:
             answer.cluster_id = answer.controller_id = answer.brokers = answer.responder_node_id = None
-            answer.observers = []
+            answer.quorum = None
         return answer
 
     async def _converse(self, target: Target, host: str, port: int, deadline: float, answer: _Answer, *,
@@ -417,9 +461,12 @@ class Prober:
             await self._metadata(conn, answer)
             if bootstrap:
                 await self._describe_cluster(conn, answer, target)
-            await self._describe_quorum(conn, answer, target, observers=bootstrap)
+            await self._describe_quorum(conn, answer, target)
             answer.responder_node_id = (answer.expected["node_id"] if verified and answer.expected
                                         else _listed_at(answer.brokers, host, port))
+            if answer.kraft and answer.quorum is None and answer.brokers:
+                # A broker cut off from the controller serves a stale image: its fenced flags say nothing.
+                answer.brokers = [{k: v for k, v in b.items() if k != "fenced"} for b in answer.brokers]
         finally:
             conn.close()
 
@@ -428,18 +475,19 @@ class Prober:
         """KIP-1242 (ApiVersions v5) when the broker offers it and we know what to expect.
 
         Sent after SASL: an unauthenticated ApiVersions is answered by the authenticator, which
-        does not run the check. REBOOTSTRAP_REQUIRED and timeouts are the answer; any other
-        refusal means the broker cannot take the request (`_IdentityCheckUnusable`).
+        does not run the check. REBOOTSTRAP_REQUIRED is the answer; UNSUPPORTED_VERSION or
+        INVALID_REQUEST mean the broker cannot take the request (`_IdentityCheckUnusable`); any
+        other failure (a connection closed during a restart, a timeout) fails this exchange only.
         """
         if (expected is None or not expected.get("cluster_id") or expected.get("node_id") is None
                 or conn.supported(API_VERSIONS, 5, 5) is None):
             return False
         try:
             await conn.check_identity(expected["cluster_id"], expected["node_id"])
-        except ProbeFailure as failure:
-            if failure.code in (REBOOTSTRAP_REQUIRED, TIMEOUT):
-                raise
-            raise _IdentityCheckUnusable from failure
+        except KafkaErrorResponse as refused:
+            if refused.error_code in _IDENTITY_REFUSALS:
+                raise _IdentityCheckUnusable from refused
+            raise
         return True
 
     @staticmethod
@@ -478,27 +526,39 @@ class Prober:
                           for b in body["Brokers"]]
 
     @staticmethod
-    async def _describe_quorum(conn: Connection, answer: _Answer, target: Target, *, observers: bool) -> None:
-        """KRaft: the active controller (LeaderId) and, from v1, the observers' last fetch times."""
+    async def _describe_quorum(conn: Connection, answer: _Answer, target: Target) -> None:
+        """KRaft: the active controller (LeaderId) and, from v1, every replica's last fetch time.
+
+        A broker forwards the request to the active controller. See the module docstring for
+        what a failure means for `controller_id`.
+        """
         version = conn.supported(DESCRIBE_QUORUM, 0, 2)
         if version is None:
             return
+        answer.kraft = True
         try:
             body = await conn.call("DescribeQuorum", version, {
                 "Topics": [{"TopicName": METADATA_LOG, "Partitions": [{"PartitionIndex": 0}]}]})
+            partition = next((p for t in body["Topics"] if t["TopicName"] == METADATA_LOG
+                              for p in t["Partitions"] if p["PartitionIndex"] == 0), None)
+            code = body["ErrorCode"] or (partition["ErrorCode"] if partition else 0)
+            if code or partition is None:
+                raise KafkaErrorResponse("DescribeQuorum", code) if code else ProbeFailure("NO_PARTITION")
         except ProbeFailure as failure:
             _optional_failed("DescribeQuorum", target, answer, failure)
-            return
-        partition = next((p for t in body["Topics"] if t["TopicName"] == METADATA_LOG
-                          for p in t["Partitions"] if p["PartitionIndex"] == 0), None)
-        code = body["ErrorCode"] or (partition["ErrorCode"] if partition else 0)
-        if code or partition is None:
-            _optional_failed("DescribeQuorum", target, answer,
-                             KafkaErrorResponse("DescribeQuorum", code) if code else ProbeFailure("NO_PARTITION"))
+            if failure.code in _QUORUM_UNREACHABLE:
+                answer.controller_id = NO_CONTROLLER
+            else:
+                answer.controller_id, answer.controller_known = None, False
             return
         answer.controller_id = partition["LeaderId"]
-        if observers and version >= 1:
-            answer.observers = list(partition["Observers"])
+
+        def fetches(replicas: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
+            return {r["ReplicaId"]: (r["LastFetchTimestamp"], r["LogEndOffset"]) for r in replicas}
+
+        answer.quorum = _Quorum(partition["LeaderId"],
+                                fetches(partition["CurrentVoters"]) if version >= 1 else {},
+                                fetches(partition["Observers"]) if version >= 1 else {})
 
     # ------------------------------------------------------------ events
 
@@ -510,27 +570,69 @@ class Prober:
             "controller_id": answer.controller_id, "error": answer.error, "latency_ms": answer.latency_ms,
             "brokers": answer.brokers,
         }
+        if not answer.controller_known:
+            event["controller_known"] = False
         if answer.error is not None and answer.detail:
             event["error_detail"] = answer.detail  # not in the contract; ignored by the job
         return event
 
-    def _heartbeats(self, boot: _Answer, state: _TargetState) -> list[dict[str, Any]]:
+    def _heartbeats(self, boot: _Answer, answers: list[_Answer], state: _TargetState) -> list[dict[str, Any]]:
+        """New last-fetch times of the cluster's brokers, merged over the round's quorum views."""
+        brokers = {b["node_id"] for a in answers if a.cluster_id == boot.cluster_id for b in a.brokers or ()}
+        brokers |= {node for (cluster, node) in state.registrations if cluster == boot.cluster_id}
+        latest: dict[int, tuple[int, int]] = {}
+        for answer in answers:
+            if answer.quorum is None or answer.cluster_id != boot.cluster_id:
+                continue
+            # Observers are brokers; voters are brokers only in the combined layout.
+            replicas = {**{r: f for r, f in answer.quorum.voters.items() if r in brokers}, **answer.quorum.observers}
+            for replica, fetch in replicas.items():
+                if fetch[0] > latest.get(replica, (-1, -1))[0]:
+                    latest[replica] = fetch
         out = []
-        for observer in boot.observers:
-            fetched = observer["LastFetchTimestamp"]
-            key = (boot.cluster_id, observer["ReplicaId"])
+        for replica, (fetched, offset) in sorted(latest.items()):
+            key = (boot.cluster_id, replica)
             if fetched < 0 or state.last_fetch.get(key, -1) >= fetched:
                 continue  # unknown, or no fetch since the last round: not a new heartbeat
             state.last_fetch[key] = fetched
             event = {
                 "schema": SCHEMA, "type": "broker_heartbeat", "ts": fetched, "source": self.options.source,
-                "cluster_id": boot.cluster_id, "broker_id": observer["ReplicaId"], "kind": "heartbeat",
+                "cluster_id": boot.cluster_id, "broker_id": replica, "kind": "heartbeat",
                 "broker_epoch": UNKNOWN_EPOCH,
             }
-            if observer["LogEndOffset"] >= 0:
-                event["metadata_offset"] = observer["LogEndOffset"]
+            if offset >= 0:
+                event["metadata_offset"] = offset
             out.append(event)
         return out
+
+    def _registrations(self, boot: _Answer, state: _TargetState, ts: int) -> list[dict[str, Any]]:
+        """`broker_state` events for the registrations that changed since the last current view.
+
+        Only DescribeCluster v2 (which lists fenced brokers) from a broker in touch with the
+        controller is a current view of the registrations; anything else says nothing.
+        """
+        if boot.quorum is None or not boot.brokers or any("fenced" not in b for b in boot.brokers):
+            return []
+        now = {(boot.cluster_id, b["node_id"]): "FENCED" if b["fenced"] else "ONLINE" for b in boot.brokers}
+        out = []
+        gone = [key for key in state.registrations if key[0] == boot.cluster_id and key not in now]
+        for key in sorted(now, key=lambda k: k[1]):
+            if state.registrations.get(key) != now[key]:
+                out.append(self._state_event(ts, key, now[key], state.registrations.get(key)))
+        for key in sorted(gone, key=lambda k: k[1]):
+            out.append(self._state_event(ts, key, "OFFLINE", state.registrations.pop(key)))
+        state.registrations.update(now)
+        return out
+
+    def _state_event(self, ts: int, key: tuple[str | None, int], new: str, previous: str | None) -> dict[str, Any]:
+        event: dict[str, Any] = {
+            "schema": SCHEMA, "type": "broker_state", "ts": ts, "source": self.options.source,
+            "cluster_id": key[0], "broker_id": key[1], "state": new,
+            "reason": "no longer registered" if new == "OFFLINE" else "DescribeCluster registration",
+        }
+        if previous is not None:
+            event["previous_state"] = previous
+        return event
 
 
 def _broker(node_id: int, host: str, port: int, rack: str | None, fenced: bool | None = None) -> dict[str, Any]:
@@ -585,7 +687,7 @@ class BusPublisher:
 
         from streaming.collect.bus import ensure_topics
 
-        ensure_topics(bootstrap_servers, (topics.METADATA, topics.HEARTBEATS), partitions)
+        ensure_topics(bootstrap_servers, (topics.METADATA, topics.HEARTBEATS, topics.BROKER_STATES), partitions)
         self._producer = KafkaProducer(bootstrap_servers=bootstrap_servers, client_id="fleetwatch-probe",
                                        acks=1, linger_ms=20)
         self.sent = 0

@@ -92,9 +92,11 @@ class ClusterTracker:
 
     def on_response(self, r: MetadataResponse, rules: RuleSettings, incidents: Incidents,
                     out: Emitter) -> None:
-        controller = r.controller_id if r.controller_id is not None and r.controller_id >= 0 else None
         self.target = r.target
         self.last_response_ms = r.ts
+        if not r.controller_known:
+            return  # the collector could not tell: neither "no controller" nor a responder's view
+        controller = r.controller_id if r.controller_id is not None and r.controller_id >= 0 else None
         self.controller_id = controller
         if controller is None:
             if self.none_since is None:

@@ -426,7 +426,9 @@ class KRaftCluster:
                 await conn.negotiate()
                 body = await conn.call("DescribeQuorum", 1, {
                     "Topics": [{"TopicName": "__cluster_metadata", "Partitions": [{"PartitionIndex": 0}]}]})
-                return body["Topics"][0]["Partitions"][0]["LeaderId"]
+                partition = body["Topics"][0]["Partitions"][0]
+                if partition["ErrorCode"] == 0:  # only the leader answers; others say NOT_LEADER_OR_FOLLOWER
+                    return partition["LeaderId"]
             except Exception:
                 continue
             finally:
