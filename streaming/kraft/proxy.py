@@ -1,4 +1,4 @@
-"""A TCP forwarder on loopback that can cut what goes through it.
+"""A TCP forwarder on loopback that can cut or redirect what goes through it.
 
 A broker whose controller connections go through a `TcpProxy` can be cut off from the
 controller quorum (`cut()`: open connections are reset and new ones refused) while it keeps
@@ -49,6 +49,14 @@ class TcpProxy:
     def heal(self) -> None:
         with self._lock:
             self._cut = False
+
+    def retarget(self, target: tuple[str, int]) -> None:
+        """Send new connections to `target` and reset the open ones: the address now leads elsewhere
+        (a rolling restart that re-assigned it, SPEC's misrouted connection)."""
+        with self._lock:
+            self.target = target
+            for sock in list(self._peers):
+                self._drop(sock)
 
     def close(self) -> None:
         self._stopping = True
