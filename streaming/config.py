@@ -34,6 +34,9 @@ class RuleSettings(_Strict):
 
     allowed_lateness_ms: int = Field(5000, ge=0)
     session_timeout_ms: int = Field(9000, gt=0)
+    # Kafka's broker.heartbeat.interval.ms: an answer this long after the last heartbeat shows a
+    # broker that serves clients but missed a heartbeat (broker.partitioned, streaming/detect/README.md).
+    heartbeat_interval_ms: int = Field(2000, gt=0)
     fenced_grace_ms: int = Field(30000, ge=0)
     partition_window_ms: int = Field(15000, gt=0)
     stopping_timeout_ms: int = Field(120000, gt=0)
@@ -55,6 +58,7 @@ class RuleOverrides(_Strict):
     state TTL (both are the job's, not a cluster's)."""
 
     session_timeout_ms: int | None = Field(None, gt=0)
+    heartbeat_interval_ms: int | None = Field(None, gt=0)
     fenced_grace_ms: int | None = Field(None, ge=0)
     partition_window_ms: int | None = Field(None, gt=0)
     stopping_timeout_ms: int | None = Field(None, gt=0)

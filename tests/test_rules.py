@@ -316,9 +316,26 @@ case(PARTITIONED, "an answer exactly partition_window before is outside the wind
      _merge(_HB_TO_20, _answers([*every(0, 10, 5), 14]), [later(past(t(29)))]),
      [F(HB_LOST, B2, t(29))], "quiet")
 case(PARTITIONED, "an answer 1 ms later is inside it",
-     _merge(_HB_TO_20, [*_answers(every(0, 10, 5)), *_answers([14.001])], [later(t(60))]),
-     [F(HB_LOST, B2, t(29)), F(PARTITIONED, B2, t(29)), R(PARTITIONED, B2, t(29), t(14.001) + PARTITION_WINDOW)],
+     _merge(_HB_TO_20[:5], [*_answers(every(0, 10, 5)), *_answers([14.001])], [later(t(60))]),
+     [F(HB_LOST, B2, t(8) + SESSION), F(PARTITIONED, B2, t(17)),
+      R(PARTITIONED, B2, t(17), t(14.001) + PARTITION_WINDOW)],
      "fires", "resolves")
+case(PARTITIONED, "an answer less than a heartbeat interval after the last heartbeat: a crash, not a partition",
+     _merge(_HB_TO_20, _answers([*every(0, 20, 5), 21.999]), [later(past(t(29)))]),
+     [F(HB_LOST, B2, t(29))], "quiet")
+case(PARTITIONED, "a thawed broker answers a moment before its first heartbeat: not partitioned",
+     _merge(_HB_TO_20, _answers([*every(0, 20, 5), 40]), [hb(t(40.3), 2), later(t(48))]),
+     [F(HB_LOST, B2, t(29)), R(HB_LOST, B2, t(29), t(40.3))], "quiet")
+case(PARTITIONED, "answers every second while cut off: fires once the first counting one is an interval old",
+     _merge(_HB_TO_20[:5], _answers(every(0, 30, 1)), [later(past(t(30)))]),
+     [F(HB_LOST, B2, t(17)), F(PARTITIONED, B2, t(17))], "fires")
+case(PARTITIONED, "cut off before the first counting answer is an interval old: fires then",
+     _merge(_HB_TO_20, _answers([*every(0, 20, 5), 28]), [later(past(t(45)))]),
+     [F(HB_LOST, B2, t(29)), F(PARTITIONED, B2, t(30)), R(PARTITIONED, B2, t(30), t(28) + PARTITION_WINDOW)],
+     "fires", "resolves")
+case(PARTITIONED, "an answer a whole heartbeat interval after it counts",
+     _merge(_HB_TO_20, _answers([*every(0, 20, 5), 22]), [later(past(t(29)))]),
+     [F(HB_LOST, B2, t(29)), F(PARTITIONED, B2, t(29))], "fires")
 case(PARTITIONED, "fenced and never heartbeated: cut off as soon as it answers",
      [state(t(0), 2, "FENCED", "OFFLINE"), *_answers([1]), later(past(t(30)))],
      [F(PARTITIONED, B2, t(1)), R(PARTITIONED, B2, t(1), t(1) + PARTITION_WINDOW), F(FENCED, B2, t(30))],

@@ -790,10 +790,11 @@ class _ClusterSim:
         last = self._stop(b, _ERROR_TIMEOUT if planned.occurrence % 2 else _ERROR_REFUSED)
         lost_at = last + _RULES.session_timeout_ms
         lost = self._label("broker.heartbeat_lost", lost_at, broker=b)
-        # Its last answer, from before the crash, is still within the partition window when the
-        # session times out: the rule reads that as a broker cut off but serving clients, until
-        # the answer leaves the window (well before the restart).
-        if b.answered_at is not None and b.answered_at + _RULES.partition_window_ms > lost_at:
+        # Its last answer came before the crash, so at most a heartbeat interval (plus jitter)
+        # after its last heartbeat: the rule counts it as serving clients while cut off only when
+        # it came a whole interval after that heartbeat (as with real Kafka, a crash is rarely so).
+        if (b.answered_at is not None and b.answered_at >= last + _RULES.heartbeat_interval_ms
+                and b.answered_at + _RULES.partition_window_ms > lost_at):
             self._label("broker.partitioned", lost_at, broker=b,
                         ends_at=b.answered_at + _RULES.partition_window_ms)
         self.at(last + _RULES.session_timeout_ms + 50, self._transition(b, "FENCED", "session timeout"))

@@ -42,6 +42,8 @@ class BrokerTracker:
     fenced: bool | None = None
     fenced_since: int | None = None
     answered_at: int | None = None
+    # The first answer at least a heartbeat interval after the last heartbeat, since that heartbeat.
+    counting_since: int | None = None
     state: str | None = None
     state_since: int | None = None
     changes: list[int] = field(default_factory=list)
@@ -87,6 +89,10 @@ class BrokerTracker:
             out.append(self.fenced_since + rules.fenced_grace_ms)
         if self.answered_at is not None and (PARTITIONED, s) in firing:
             out.append(self.answered_at + rules.partition_window_ms)
+        elif (self.counting_since is not None and self.last_hb is not None
+              and self.counting_since + rules.heartbeat_interval_ms > self.last_hb + rules.session_timeout_ms):
+            # That answer starts to count after the broker was cut off: check again then.
+            out.append(self.counting_since + rules.heartbeat_interval_ms)
         if self.state == "STOPPING" and self.state_since is not None and (STUCK, s) not in firing:
             out.append(self.state_since + rules.stopping_timeout_ms)
         if self.last_regression is not None and (EPOCH, s) in firing:
@@ -150,8 +156,14 @@ class BrokerTracker:
 
     def _check_partitioned(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter,
                            target: str | None) -> None:
-        # Strict: at answered_at + window the answer has just left the window.
-        answering = self.answered_at is not None and now - self.answered_at < rules.partition_window_ms
+        # Strict: at answered_at + window the answer has just left the window. Answers count from
+        # the first one a heartbeat interval after the last heartbeat (a broker that froze or
+        # crashed answered just before it stopped heartbeating, measured on Kafka 4.4), once a
+        # further interval passed without a heartbeat (a thawed broker answers a moment before its
+        # first heartbeat): the broker served clients while it kept missing heartbeats.
+        answering = (self.answered_at is not None and now - self.answered_at < rules.partition_window_ms
+                     and (self.last_hb is None or (self.counting_since is not None
+                          and now >= self.counting_since + rules.heartbeat_interval_ms)))
         partitioned = answering and self._cut_off(now, rules, incidents)
         if partitioned:
             self._fire(incidents, out, PARTITIONED, now,
@@ -186,6 +198,7 @@ class BrokerTracker:
             self.max_epoch = hb.broker_epoch
         if self.last_hb is None or hb.ts > self.last_hb:
             self.last_hb = hb.ts
+            self.counting_since = None
             incidents.resolve(out, HEARTBEAT_LOST, s, hb.ts)
         if hb.fenced is not None:
             self._observe_fenced(hb.fenced, hb.ts, rules, incidents, out)
@@ -226,6 +239,9 @@ class BrokerTracker:
         self._quiet_until = None
         if self.answered_at is None or response.ts > self.answered_at:
             self.answered_at = response.ts
+        if (self.counting_since is None and self.last_hb is not None
+                and response.ts >= self.last_hb + rules.heartbeat_interval_ms):
+            self.counting_since = response.ts
         self._check_partitioned(response.ts, rules, incidents, out, response.target)
 
     def on_listed(self, entry: Broker, at: int, rules: RuleSettings, incidents: Incidents,
