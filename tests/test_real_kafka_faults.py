@@ -1,0 +1,331 @@
+"""Real faults in real Apache Kafka 4.4 clusters, end to end: probe -> bus -> Spark job -> store.
+
+One live job (real Spark, the embedded Tansu bus, a real SQLite store) watches, for the whole
+module, a healthy 3-node combined cluster and the clusters each test breaks. Every test injects
+a real fault into real Kafka processes (SIGSTOP, a cut TCP path to the controllers, killed
+controllers, a controlled shutdown, a re-pointed address, re-formatted storage), asserts the
+exact alert of SPEC section 4 (rule and subject) appears in the store, undoes the fault, and
+asserts the alert resolves. The healthy cluster is checked last: at least 5 minutes watched,
+not one alert.
+
+Kafka runs with fast fencing (`broker.session.timeout.ms` 3000, heartbeats every 500 ms) and the
+rules with the same session timeout, as an SRE would configure them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from streaming import topics
+from streaming.collect.bus import EmbeddedBus
+from streaming.collect.probe import ProbeOptions
+from streaming.config import FleetwatchConfig
+from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
+from streaming.live import start_job, stop_gracefully
+from streaming.sinks.store import Store, alerts, broker_transitions, controller_history
+
+pytestmark = [pytest.mark.real_kafka, pytest.mark.spark, pytest.mark.broker]
+
+SESSION_TIMEOUT_MS = 3000
+PROBE = ProbeOptions(interval_ms=1000, timeout_ms=900, source="probe-real-kafka")
+HEALTHY_WATCH_S = 300
+# Restarts are slower than 3 s: the cluster of the restart test runs Kafka's default session
+# timeout, and its rules the same (SPEC's default), as an SRE who restarts brokers would.
+RESTART_CLUSTER_ID = new_cluster_id()
+RESTART_SESSION_TIMEOUT_MS = 9000
+
+
+@dataclass
+class Watch:
+    """The live job and its store, shared by every test of the module."""
+
+    store: Store
+    bus: str
+    workdir: Path
+
+    def probe(self, name: str, bootstrap: list[str]) -> BackgroundProbe:
+        return BackgroundProbe([target_of(name, bootstrap)], self.bus, PROBE).start()
+
+    def rows(self, **where: Any) -> list[Any]:
+        query = select(alerts)
+        for column, value in where.items():
+            query = query.where(alerts.c[column] == value)
+        with self.store.engine.connect() as conn:
+            return list(conn.execute(query.order_by(alerts.c.starts_at)).all())
+
+    def wait(self, what: str, check: Callable[[], Any], timeout_s: float = 90) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = check()
+            if found:
+                return found
+            time.sleep(0.5)  # polling the store, bounded by the deadline
+        now = [(r.rule, r.cluster_id, r.target, r.broker_id, r.endpoint, r.status) for r in self.rows()]
+        raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}; alerts now: {now}")
+
+    def firing(self, rule: str, timeout_s: float = 90, **subject: Any) -> Any:
+        return self.wait(f"{rule} {subject} firing",
+                         lambda: next(iter(self.rows(rule=rule, status="firing", **subject)), None), timeout_s)
+
+    def resolved(self, alert_id: str, timeout_s: float = 90) -> Any:
+        return self.wait(f"alert {alert_id} resolved",
+                         lambda: next(iter(self.rows(alert_id=alert_id, status="resolved")), None), timeout_s)
+
+
+@pytest.fixture(scope="module")
+def watch(spark, test_config, tmp_path_factory) -> Iterator[Watch]:
+    workdir = tmp_path_factory.mktemp("real-kafka")
+    config = FleetwatchConfig.model_validate({
+        "spark": {**test_config.spark.model_dump(), "checkpoint_dir": str(workdir / "checkpoint"),
+                  "trigger_ms": 500},
+        "rules": {"session_timeout_ms": SESSION_TIMEOUT_MS, "fenced_grace_ms": 5000,
+                  "controller_window_ms": 10000},
+        "clusters": [{"name": "restart", "expected_cluster_id": RESTART_CLUSTER_ID,
+                      "rules": {"session_timeout_ms": RESTART_SESSION_TIMEOUT_MS, "fenced_grace_ms": 30000}}],
+    })
+    store = Store(f"sqlite:///{workdir / 'store.db'}")
+    with EmbeddedBus(partitions={t: 2 for t in topics.TELEMETRY}, log_path=workdir / "tansu.log") as bus:
+        query, recorder = start_job(spark, config, bus.bootstrap, store)
+        try:
+            yield Watch(store, bus.bootstrap, workdir)
+        finally:
+            stop_gracefully(spark, query)
+            spark.streams.removeListener(recorder)
+
+
+@dataclass
+class Healthy:
+    cluster: KRaftCluster
+    since: float
+
+
+@pytest.fixture(scope="module", autouse=True)
+def healthy(watch) -> Iterator[Healthy]:
+    """A healthy combined 3-node cluster, probed from the start of the module to its end."""
+    with KRaftCluster(watch.workdir / "healthy", brokers=3) as cluster:
+        probe = watch.probe("healthy", cluster.bootstrap)
+        try:
+            yield Healthy(cluster, time.monotonic())
+        finally:
+            probe.stop()
+
+
+@pytest.fixture(scope="module")
+def faulty(watch) -> Iterator[KRaftCluster]:
+    """A separate-layout cluster (3 controllers, 3 brokers; broker 2 can be cut off from the quorum)."""
+    cluster = KRaftCluster(watch.workdir / "faulty", brokers=3, controllers=3, partitionable=[2],
+                           session_timeout_ms=SESSION_TIMEOUT_MS)
+    cluster.start()
+    probe = watch.probe("faulty", cluster.bootstrap)
+    try:
+        yield cluster
+    finally:
+        probe.stop()
+        cluster.stop_all()
+
+
+def test_a_frozen_broker_is_heartbeat_lost_then_fenced_and_both_resolve(watch, faulty):
+    cid = faulty.cluster_id
+    watch.wait("heartbeats of every broker", lambda: _heartbeating(watch, cid) == {1, 2, 3})
+    faulty.freeze(3)
+    try:
+        lost = watch.firing("broker.heartbeat_lost", cluster_id=cid, broker_id=3)
+        faulty.wait_fenced(3)  # Kafka's own controller fences it after its session timeout
+        fenced = watch.firing("broker.fenced", cluster_id=cid, broker_id=3)
+    finally:
+        faulty.thaw(3)
+    faulty.wait_unfenced([3])
+    assert watch.resolved(lost.alert_id).ends_at > lost.starts_at
+    assert watch.resolved(fenced.alert_id).ends_at > fenced.starts_at
+    # It did not answer while frozen: not a partitioned broker.
+    assert watch.rows(rule="broker.partitioned", cluster_id=cid, broker_id=3) == []
+
+
+def test_a_broker_cut_off_from_the_quorum_that_still_answers_clients_is_partitioned(watch, faulty):
+    cid = faulty.cluster_id
+    faulty.cut_from_quorum(2)
+    try:
+        partitioned = watch.firing("broker.partitioned", cluster_id=cid, broker_id=2)
+        assert partitioned.severity == "critical"
+        faulty.wait_fenced(2)
+    finally:
+        faulty.heal(2)
+    faulty.wait_unfenced([2])
+    assert watch.resolved(partitioned.alert_id).ends_at > partitioned.starts_at
+    for rule in ("broker.heartbeat_lost", "broker.fenced"):
+        for row in watch.rows(rule=rule, cluster_id=cid, broker_id=2):
+            watch.resolved(row.alert_id)
+    # Nobody else was cut off.
+    assert {r.broker_id for r in watch.rows(rule="broker.partitioned", cluster_id=cid)} == {2}
+
+
+def test_a_controlled_shutdown_and_restart_goes_through_kafkas_lifecycle_without_an_alert(watch):
+    with KRaftCluster(watch.workdir / "restart", brokers=3, controllers=1, cluster_id=RESTART_CLUSTER_ID,
+                      session_timeout_ms=RESTART_SESSION_TIMEOUT_MS, heartbeat_interval_ms=2000) as cluster:
+        probe = watch.probe("restart", cluster.bootstrap)
+        try:
+            def states() -> list[str]:
+                with watch.store.engine.connect() as conn:
+                    return [r.state for r in conn.execute(select(broker_transitions).where(
+                        broker_transitions.c.cluster_id == RESTART_CLUSTER_ID, broker_transitions.c.broker_id == 3)
+                        .order_by(broker_transitions.c.ts)).all()]
+
+            watch.wait("broker 3 ONLINE", lambda: states()[-1:] == ["ONLINE"])
+            cluster.stop_node(3)  # SIGTERM: a controlled shutdown
+            watch.wait("broker 3 FENCED after its controlled shutdown", lambda: states()[-1:] == ["FENCED"])
+            cluster.restart_node(3)
+            cluster.wait_unfenced([3])
+            watch.wait("broker 3 ONLINE again", lambda: states()[-2:] == ["FENCED", "ONLINE"])
+            # What Kafka really reports around a restart: registered and unfenced, fenced while it is
+            # down (it stays registered), unfenced once it has caught up again.
+            assert states() == ["ONLINE", "FENCED", "ONLINE"]
+            # A deadline the restart overran is proven by the first heartbeat after it: once the job's
+            # watermark is past the restart, any alert it would raise is in the store.
+            back_ms = time.time() * 1000
+            watch.wait("the job's watermark past the restart", lambda: _watermark_passed(watch, back_ms), 60)
+        finally:
+            probe.stop()
+    assert [(r.rule, r.broker_id) for r in watch.rows(cluster_id=RESTART_CLUSTER_ID)] == []
+
+
+def _heartbeating(watch: Watch, cluster_id: str) -> set[int]:
+    """The brokers of the cluster the job has seen heartbeat (from the store's broker rows)."""
+    from streaming.sinks.store import brokers
+
+    with watch.store.engine.connect() as conn:
+        return {r.broker_id for r in conn.execute(select(brokers).where(
+            brokers.c.cluster_id == cluster_id, brokers.c.last_heartbeat_ms.is_not(None))).all()}
+
+
+def _watermark_passed(watch: Watch, wall_ms: float) -> bool:
+    """True once the job's watermark (event time, from the store's progress rows) passed `wall_ms`."""
+    from streaming.sinks.store import pipeline_progress
+
+    with watch.store.engine.connect() as conn:
+        latest = conn.execute(select(pipeline_progress.c.watermark_ms)
+                              .order_by(pipeline_progress.c.batch_id.desc()).limit(1)).scalar()
+    return latest is not None and latest > wall_ms
+
+
+def _misroute(watch: Watch, stranger_bundle: str, name: str) -> None:
+    """Cluster A's broker is advertised at a proxy; the proxy is re-pointed at cluster B's broker."""
+    workdir = watch.workdir / name
+    home = KRaftCluster(workdir / "home", brokers=1)
+    proxy = TcpProxy(("127.0.0.1", home.nodes[1].client_port or 0))
+    home.extra["advertised.listeners"] = f"PLAINTEXT://{proxy.address}"
+    stranger = KRaftCluster(workdir / "stranger", brokers=1, bundle=stranger_bundle)
+    try:
+        home.start()
+        stranger.start()
+        probe = watch.probe(name, [proxy.address])
+        try:
+            watch.wait("the advertised address probed as expected", lambda: _answered(watch, name))
+            proxy.retarget(("127.0.0.1", stranger.nodes[1].client_port or 0))
+            misrouted = watch.firing("connection.misrouted", endpoint=proxy.address)
+            assert misrouted.target == name and misrouted.severity == "critical"
+            proxy.retarget(("127.0.0.1", home.nodes[1].client_port or 0))
+            watch.resolved(misrouted.alert_id)
+        finally:
+            probe.stop()
+    finally:
+        proxy.close()
+        home.stop_all()
+        stranger.stop_all()
+
+
+def _answered(watch: Watch, target: str) -> bool:
+    from streaming.sinks.store import targets
+
+    with watch.store.engine.connect() as conn:
+        row = conn.execute(select(targets).where(targets.c.target == target)).first()
+    return row is not None and row.last_ok_ms is not None
+
+
+def test_an_address_that_leads_to_another_cluster_is_misrouted_by_kip_1242(watch):
+    # The stranger is Kafka 4.4: the probe's ApiVersions v5 names the expected cluster and node,
+    # and the broker itself answers REBOOTSTRAP_REQUIRED.
+    _misroute(watch, "kafka-4.4.0", "misroute-v5")
+
+
+def test_an_address_that_leads_to_an_older_broker_is_misrouted_by_its_cluster_id(watch):
+    # The stranger is Kafka 4.3 (no ApiVersions v5): the Metadata fallback compares cluster ids.
+    _misroute(watch, "kafka-4.3.1", "misroute-metadata")
+
+
+def test_two_clusters_formatted_with_one_id_then_a_reformatted_target(watch):
+    shared = new_cluster_id()
+    first = KRaftCluster(watch.workdir / "dup-a", brokers=1, cluster_id=shared)
+    second = KRaftCluster(watch.workdir / "dup-b", brokers=1, cluster_id=shared)
+    try:
+        first.start()
+        second.start()
+        probes = [watch.probe("dup-a", first.bootstrap), watch.probe("dup-b", second.bootstrap)]
+        try:
+            duplicate = watch.firing("cluster.id_duplicate", cluster_id=shared)
+            # dup-b's storage is formatted anew (a rebuilt cluster): another id behind the same target.
+            second.reformat(new_cluster_id())
+            changed = watch.firing("cluster.id_changed", target="dup-b")
+            assert changed.cluster_id == second.cluster_id and changed.severity == "critical"
+            watch.resolved(duplicate.alert_id)
+            second.reformat(shared)  # back to the pinned id
+            watch.resolved(changed.alert_id)
+        finally:
+            for probe in probes:
+                probe.stop()
+    finally:
+        first.stop_all()
+        second.stop_all()
+
+
+def test_controller_failover_is_recorded_and_a_lost_quorum_is_no_controller(watch, faulty):
+    cid = faulty.cluster_id
+
+    def controllers() -> list[int | None]:
+        with watch.store.engine.connect() as conn:
+            return [r.controller_id for r in conn.execute(select(controller_history).where(
+                controller_history.c.cluster_id == cid).order_by(controller_history.c.ts)).all()]
+
+    first = faulty.quorum_leader()
+    assert first >= 0
+    watch.wait(f"controller {first} recorded", lambda: controllers()[-1:] == [first])
+    killed_ms = time.time() * 1000
+    faulty.kill_node(first)
+    second = watch.wait("a new active controller", lambda: max(faulty.quorum_leader(), 0))  # ids are 3000+
+    watch.wait(f"the move {first} -> {second} recorded", lambda: controllers()[-1:] == [second], timeout_s=60)
+    # Kafka fences nobody meanwhile (the new leader gives every broker a fresh session), and
+    # neither does fleetwatch: once the job's watermark is a session past the failover, nothing.
+    quiet_until_ms = time.time() * 1000 + SESSION_TIMEOUT_MS
+    watch.wait("the job's watermark a session past the failover", lambda: _watermark_passed(watch, quiet_until_ms), 60)
+    assert [(r.rule, r.broker_id) for r in watch.rows(cluster_id=cid) if r.starts_at >= killed_ms] == []
+    assert watch.rows(rule="cluster.no_controller", cluster_id=cid) == []
+
+    faulty.kill_node(second)  # two of three voters gone: no quorum, no active controller
+    try:
+        none = watch.firing("cluster.no_controller", cluster_id=cid)
+        assert none.severity == "critical"
+    finally:
+        for node in (first, second):
+            faulty.restart_node(node)
+    watch.resolved(none.alert_id)
+    faulty.wait_unfenced()
+    # While the quorum was gone no broker could heartbeat: whatever fired for that resolves too.
+    for row in watch.rows(cluster_id=cid, status="firing"):
+        watch.resolved(row.alert_id)
+
+
+def test_a_healthy_real_cluster_watched_for_five_minutes_raises_nothing(watch, healthy):
+    remaining = HEALTHY_WATCH_S - (time.monotonic() - healthy.since)
+    if remaining > 0:
+        watch.wait("five minutes of watching", lambda: time.monotonic() - healthy.since >= HEALTHY_WATCH_S,
+                   timeout_s=remaining + 30)
+    assert healthy.cluster.describe() == {1: False, 2: False, 3: False}
+    assert _answered(watch, "healthy")
+    cid = healthy.cluster.cluster_id
+    assert watch.rows(cluster_id=cid) == [] and watch.rows(target="healthy") == []
