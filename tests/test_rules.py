@@ -253,6 +253,26 @@ case(HB_LOST, "resolves at the next heartbeat",
 case(HB_LOST, "resolves after the watermark already fired it",
      [hb(t(0), 1), later(past(t(9))), hb(t(30), 1)],
      [F(HB_LOST, B1, t(9)), R(HB_LOST, B1, t(9), t(30))], "resolves", "watermark")
+# Kafka's new active controller gives every registered broker a full session from the moment it
+# takes over (ClusterControlManager.activate): the failover pause is not a lost heartbeat.
+case(HB_LOST, "a new active controller starts the session afresh",
+     [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
+      resp(t(5), "pay", "b2:9092", C, responder=2, controller=3001), hb(t(13), 1),
+      later(past(t(13) + SESSION))],
+     [F(HB_LOST, B1, t(13) + SESSION)], "quiet", "fires")
+case(HB_LOST, "a controller re-elected after a time without one starts it afresh too",
+     [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
+      resp(t(4), "pay", "b2:9092", C, responder=2, controller=-1),
+      resp(t(6), "pay", "b2:9092", C, responder=2, controller=3000), later(past(t(6) + SESSION))],
+     [F(HB_LOST, B1, t(6) + SESSION)], "fires")
+case(HB_LOST, "a deadline that passed before the takeover still fires at it",
+     [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
+      resp(t(10), "pay", "b2:9092", C, responder=2, controller=3001), hb(t(12), 1)],
+     [F(HB_LOST, B1, t(0) + SESSION), R(HB_LOST, B1, t(0) + SESSION, t(12))], "fires", "resolves")
+case(HB_LOST, "the same controller named again is no takeover",
+     [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
+      resp(t(5), "pay", "b2:9092", C, responder=2, controller=3000), later(past(t(0) + SESSION))],
+     [F(HB_LOST, B1, t(0) + SESSION)], "fires")
 case(HB_LOST, "a broker that never heartbeated is not heartbeat-lost",
      [state(t(0), 1, "FENCED", "OFFLINE"), state(t(1), 1, "ONLINE"), later(t(100))],
      [], "quiet")

@@ -38,6 +38,9 @@ class BrokerTracker:
     cluster_id: str | None
     broker_id: int
     last_hb: int | None = None
+    # When a new active controller was first reported: like Kafka's (ClusterControlManager.activate),
+    # it gives every registered broker a full session from then on.
+    session_reset_at: int | None = None
     max_epoch: int | None = None
     fenced: bool | None = None
     fenced_since: int | None = None
@@ -74,6 +77,14 @@ class BrokerTracker:
         incidents.fire(out, rule, self.subject, at, summary, cluster_id=self.cluster_id,
                        broker_id=self.broker_id, target=target, details=details)
 
+    @property
+    def session_start(self) -> int | None:
+        """Where the broker's controller session runs from: its last heartbeat, or a later new
+        active controller."""
+        if self.last_hb is None or self.session_reset_at is None:
+            return self.last_hb
+        return max(self.last_hb, self.session_reset_at)
+
     # -- time -------------------------------------------------------------------------------
 
     def deadlines(self, rules: RuleSettings, incidents: Incidents) -> list[int]:
@@ -84,13 +95,13 @@ class BrokerTracker:
         # Each test looks at the tracker's own fields before the open incidents: this runs
         # before every event of the broker, and most brokers have nothing open.
         if self.last_hb is not None and (HEARTBEAT_LOST, s) not in firing:
-            out.append(self.last_hb + rules.session_timeout_ms)
+            out.append(self.session_start + rules.session_timeout_ms)
         if self.fenced and self.fenced_since is not None and (FENCED, s) not in firing:
             out.append(self.fenced_since + rules.fenced_grace_ms)
         if self.answered_at is not None and (PARTITIONED, s) in firing:
             out.append(self.answered_at + rules.partition_window_ms)
         elif (self.counting_since is not None and self.last_hb is not None
-              and self.counting_since + rules.heartbeat_interval_ms > self.last_hb + rules.session_timeout_ms):
+              and self.counting_since + rules.heartbeat_interval_ms > self.session_start + rules.session_timeout_ms):
             # That answer starts to count after the broker was cut off: check again then.
             out.append(self.counting_since + rules.heartbeat_interval_ms)
         if self.state == "STOPPING" and self.state_since is not None and (STUCK, s) not in firing:
@@ -107,7 +118,7 @@ class BrokerTracker:
         """Apply every condition due at `now` (called for each deadline, in time order)."""
         self._quiet_until = None
         s = self.subject
-        if (self.last_hb is not None and now == self.last_hb + rules.session_timeout_ms
+        if (self.last_hb is not None and now == self.session_start + rules.session_timeout_ms
                 and not incidents.is_firing(HEARTBEAT_LOST, s)):
             self._fire(incidents, out, HEARTBEAT_LOST, now,
                        f"broker {self.broker_id} sent no heartbeat for {rules.session_timeout_ms} ms",
@@ -151,7 +162,7 @@ class BrokerTracker:
     def _cut_off(self, now: int, rules: RuleSettings, incidents: Incidents) -> bool:
         if incidents.is_firing(HEARTBEAT_LOST, self.subject):
             return True
-        heartbeat_old = self.last_hb is None or now - self.last_hb >= rules.session_timeout_ms
+        heartbeat_old = self.last_hb is None or now - self.session_start >= rules.session_timeout_ms
         return bool(self.fenced) and heartbeat_old
 
     def _check_partitioned(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter,
@@ -207,6 +218,12 @@ class BrokerTracker:
         if hb.endpoints:
             self.endpoints = sorted({e.address for e in hb.endpoints})
         self._check_partitioned(hb.ts, rules, incidents, out, None)
+
+    def on_new_controller(self, at: int, incidents: Incidents) -> None:
+        """A new active controller was first reported at `at` (the broker is advanced to `at`)."""
+        if self.last_hb is not None and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
+            self._quiet_until = None
+            self.session_reset_at = at
 
     def on_state(self, ev: BrokerState, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
         self._quiet_until = None

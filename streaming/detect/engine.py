@@ -221,8 +221,16 @@ class ShardEngine:
             if self.cluster is None:
                 self.cluster = ClusterTracker(self.cluster_id)
             self.cluster.advance_to(event.ts, rules, inc, timers)
+            touched: set[int] = set()
+            if self.cluster.takes_over(event):
+                # Kafka's new active controller starts every broker's session afresh; what fell
+                # due before this moment fires first.
+                for broker in self.brokers.values():
+                    broker.advance_to(event.ts, rules, inc, timers)
+                    broker.on_new_controller(event.ts, inc)
             self.cluster.on_response(event, rules, inc, out)
-            touched = set(self._listed(event, rules, out, timers)) if event.brokers else set()
+            if event.brokers:
+                touched |= self._listed(event, rules, out, timers)
             if event.responder_node_id is not None:
                 broker = self._broker(event.responder_node_id)
                 broker.advance_to(event.ts, rules, inc, timers)
