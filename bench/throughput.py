@@ -3,6 +3,7 @@
     .venv/bin/python bench/throughput.py --quick          # 1,000 clusters x 12 brokers
     .venv/bin/python bench/throughput.py                  # 100, 1,000 and 5,000 clusters, table + chart
     .venv/bin/python bench/throughput.py --quick --json   # last line: one JSON object
+    .venv/bin/python bench/throughput.py --sources        # the two sources over a real Kafka 4.4 bus
 
 Per fleet size, in one run and on one embedded Tansu broker per phase:
 (a) raw ingest ceiling: a backlog pre-loaded from the simulator, read by the same source and
@@ -16,6 +17,10 @@ Per fleet size, in one run and on one embedded Tansu broker per phase:
     detection latency of each alert: wall time from the moment its condition became
     detectable (the alert's `starts_at`: the live fleet's event time is wall time) to the
     moment its row was written to the store (`alert_history.recorded_at`).
+
+`--sources` measures only the ingest of a 1,000 x 12 backlog on a real Apache Kafka 4.4 broker
+(`make jars`): read by Spark's kafka connector (the production source for a configured bus) and
+by the project's Python reader, each with the parse stage into the no-op sink.
 
 Throughput is input rows over the busy time of the batches after the first (Spark's
 processedRowsPerSecond over the run; the first batch of a query starts its Python workers and
@@ -54,11 +59,12 @@ from streaming.collect.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import FleetwatchConfig, RuleSettings
 from streaming.job import build_pipeline, parse_stage, spark_session
+from streaming.kraft import KRaftCluster
 from streaming.live import QUERY_NAME, start_job, stop_gracefully
 from streaming.progress import ProgressRecorder
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store, alert_history
-from streaming.source.telemetry import read_telemetry
+from streaming.source.telemetry import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
 
 # Telemetry topics get several partitions, as in production: one partition per topic would cap
 # the parse stage at one task per topic.
@@ -232,8 +238,51 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
         progress(f"  {result.max_events_per_s:,.0f} events/s ({result.ratio_to_raw:.2f} x raw)")
 
 
-def spark_read(spark: SparkSession, config: FleetwatchConfig, bootstrap: str) -> DataFrame:
-    return read_telemetry(spark, bootstrap, topics.TELEMETRY, max_records_per_batch=config.spark.max_records_per_batch)
+def spark_read(spark: SparkSession, config: FleetwatchConfig, bootstrap: str,
+               source: str = PYTHON_SOURCE) -> DataFrame:
+    return read_telemetry(spark, bootstrap, topics.TELEMETRY, max_records_per_batch=config.spark.max_records_per_batch,
+                          source=source)
+
+
+def _ingest(spark: SparkSession, config: FleetwatchConfig, bootstrap: str, source: str, name: str, total: int,
+            workdir: Path, log: BatchLog) -> float:
+    """Events/s of `source` + the parse stage into the no-op sink, over a backlog of `total`."""
+    parsed = parse_stage(spark_read(spark, config, bootstrap, source), config.rule_book(), config.spark.state_buckets)
+    query = (parsed.writeStream.queryName(name).format("noop")
+             .option("checkpointLocation", str(workdir / f"cp-{name}"))
+             .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
+    _drain(spark, query, log, name, total, timeout_s=1800)
+    return _busy_rate(log, name)[1]
+
+
+def compare_sources(spark: SparkSession, config: FleetwatchConfig, clusters: int, brokers: int,
+                    progress: Callable[[str], None]) -> dict[str, Any]:
+    """The same backlog on one real Kafka 4.4 broker, read by both sources in turn."""
+    log = BatchLog()
+    listener = _BatchListener(log)
+    spark.streams.addListener(listener)
+    rate = _events_per_s(clusters, brokers)
+    seconds = max(20, math.ceil(BACKLOG_EVENTS / rate))
+    spec = FleetSpec(clusters=clusters, brokers=brokers, faults=FAULT_KINDS, start_ms=1_764_000_000_000,
+                     duration_ms=seconds * 1000, fault_every_ms=20_000)
+    try:
+        with (tempfile.TemporaryDirectory(prefix="fleetwatch-bench-", ignore_cleanup_errors=True) as tmp,
+              KRaftCluster(Path(tmp) / "kafka", brokers=1,
+                           extra={"num.partitions": str(PARTITIONS)}) as kafka):
+            workdir, bootstrap = Path(tmp), kafka.bootstrap[0]
+            progress(f"pre-loading {seconds} s of a {clusters} x {brokers} fleet into Kafka 4.4 ({bootstrap})")
+            sent = produce_live(Simulation(spec), bootstrap, realtime=False).sent
+            progress(f"  {sent:,} events")
+            rates = {}
+            for source in (SPARK_SOURCE, PYTHON_SOURCE):
+                rates[source] = _ingest(spark, config, bootstrap, source, f"ingest_{source}", sent, workdir, log)
+                progress(f"  {source}: {rates[source]:,.0f} events/s")
+    finally:
+        spark.streams.removeListener(listener)
+    return {"fleet": f"{clusters}x{brokers}", "backlog_events": sent,
+            "spark_connector_events_per_s": round(rates[SPARK_SOURCE]),
+            "python_reader_events_per_s": round(rates[PYTHON_SOURCE]),
+            "connector_to_python": round(rates[SPARK_SOURCE] / rates[PYTHON_SOURCE], 2)}
 
 
 def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResult, workdir: Path,
@@ -417,9 +466,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--live-seconds", type=int, default=180, help="length of the live phase (default 180)")
     parser.add_argument("--fault-every", type=int, default=15, help="seconds between live faults (default 15)")
     parser.add_argument("--out", type=Path, default=Path("bench/out"), help="where the chart goes (default bench/out)")
+    parser.add_argument("--sources", action="store_true",
+                        help="only compare the two sources' ingest over a real Kafka 4.4 bus (1,000 clusters)")
     args = parser.parse_args(argv)
     sizes = args.clusters or ([1000] if args.quick else [100, 1000, 5000])
-    if not args.json and not any(map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))):
+    chart = not (args.json or args.sources)
+    if chart and not any(map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))):
         # Checked first: the PNG is written last, after the whole measurement.
         parser.exit(2, "bench/throughput.py: the PNG chart needs Chromium on the PATH (`make system` installs it), "
                        "or pass --json\n")
@@ -434,6 +486,13 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results = []
     try:
+        if args.sources:
+            compared = compare_sources(spark, config, (args.clusters or [1000])[0], args.brokers, progress)
+            print(json.dumps(compared) if args.json else
+                  f"{compared['fleet']}, {compared['backlog_events']:,} events on Kafka 4.4: Spark's connector "
+                  f"{compared['spark_connector_events_per_s']:,} events/s, Python reader "
+                  f"{compared['python_reader_events_per_s']:,} events/s ({compared['connector_to_python']:.2f} x)")
+            return 0
         for clusters in sizes:
             progress(f"fleet {clusters} x {args.brokers}")
             results.append(run_fleet(spark, config, clusters, args.brokers, args.live_seconds, args.fault_every,

@@ -123,6 +123,14 @@ class BusConfig(_Strict):
     # None: the embedded Tansu broker, started by the project.
     bootstrap_servers: str | None = None
     partitions: int = Field(1, ge=1)
+    # Which source reads the bus: Spark's kafka connector (`spark`, the production path), the
+    # project's Python reader (`python`), or `auto`: the connector for a configured bus when it
+    # is on the classpath. A checkpoint keeps the source it was started with
+    # (streaming/source/telemetry.py).
+    source: Literal["auto", "spark", "python"] = "auto"
+    # Spark's source only: stop the query when the bus deleted records the job had not read yet
+    # (retention outran a stopped job). False: log it and go on, as the Python reader does.
+    fail_on_data_loss: bool = False
 
 
 class StoreConfig(_Strict):

@@ -1,7 +1,8 @@
 """Java artifacts from Maven Central, fetched once into a project-local cache.
 
 Real Apache Kafka (for the integration tests, the real-fault bench and the demo's real cluster)
-and Spark's `kafka` connector are plain jars. `fetch(bundle)` resolves a bundle's Maven
+and Spark's `kafka` connector (`spark-sql-kafka-0-10`, of exactly the installed PySpark's
+version: the production source for a configured bus) are plain jars. `fetch(bundle)` resolves a bundle's Maven
 coordinates with their dependencies into `<cache>/<bundle>/` once; a second call finds the
 marker file and fetches nothing. The cache is `var/jars` beside the project (git ignores
 `var/`), or `$FLEETWATCH_JAR_CACHE`.
@@ -13,13 +14,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BUNDLES", "Bundle", "JarsUnavailable", "cache_dir", "classpath", "fetch", "main"]
+from pyspark.version import __version__ as _SPARK_VERSION
+
+__all__ = ["BUNDLES", "SPARK_KAFKA", "Bundle", "JarsUnavailable", "cache_dir", "classpath", "connector_jars", "fetch",
+           "main"]
 
 _COMPLETE = ".complete"
 
@@ -55,12 +60,18 @@ class Bundle:
 _KAFKA_LOGGING = ("org.slf4j:slf4j-api:2.0.17", "org.apache.logging.log4j:log4j-core:2.25.3",
                   "org.apache.logging.log4j:log4j-slf4j2-impl:2.25.3")
 
+# Spark's kafka connector must be of the installed PySpark's exact version (it links against
+# Spark's internals); pyproject pins PySpark to a version whose connector Maven Central serves.
+SPARK_KAFKA = f"spark-sql-kafka-{_SPARK_VERSION}"
+
 BUNDLES: dict[str, Bundle] = {
     b.name: b for b in (
         Bundle("kafka-4.4.0", ("org.apache.kafka:kafka_2.13:4.4.0", *_KAFKA_LOGGING),
                "Apache Kafka 4.4 (KRaft, KIP-1242) for the real-Kafka tests, bench and demo"),
         Bundle("kafka-4.3.1", ("org.apache.kafka:kafka_2.13:4.3.1", *_KAFKA_LOGGING),
                "Apache Kafka 4.3 (no ApiVersions v5): a real broker for the Metadata fallback"),
+        Bundle(SPARK_KAFKA, (f"org.apache.spark:spark-sql-kafka-0-10_2.13:{_SPARK_VERSION}",),
+               "Spark's kafka connector: the job's source for a configured bus"),
     )
 }
 
@@ -110,6 +121,26 @@ def fetch(bundle: str, *, quiet: bool = True) -> Path:
 def classpath(bundle: str) -> str:
     """A `java -cp` value for the bundle (fetched on first use)."""
     return str(fetch(bundle) / "*")
+
+
+def _artifact(jar: str) -> str:
+    """`kafka-clients-3.9.1.jar` -> `kafka-clients`."""
+    return re.sub(r"-\d+(\.\w+)*\.jar$", "", jar)
+
+
+def connector_jars() -> list[Path]:
+    """The connector's jars that Spark does not already ship ([] until `make jars` fetched them).
+
+    Its dependencies that PySpark has (Scala, Hadoop's client, compression codecs, slf4j) come
+    from PySpark's own folder, in PySpark's versions, so the classpath holds each library once.
+    """
+    lib = _lib(SPARK_KAFKA)
+    if not (lib / _COMPLETE).exists():
+        return []
+    import pyspark
+
+    shipped = {_artifact(jar.name) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(jar for jar in lib.glob("*.jar") if _artifact(jar.name) not in shipped)
 
 
 def main(argv: list[str] | None = None) -> int:

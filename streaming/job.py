@@ -31,6 +31,7 @@ from streaming.config import FleetwatchConfig, RuleBook
 from streaming.contract import Event, Rejected, event_to_dict, parse_message
 from streaming.detect.engine import Output, Position, ShardEngine, shards_of
 from streaming.detect.thinning import redundant_heartbeats
+from streaming.jars import connector_jars
 from streaming.packing import PackedItem, pack, unpack
 
 __all__ = ["OUTPUT_SCHEMA", "PARSED_SCHEMA", "bucket_of", "build_pipeline", "parse_stage", "spark_session"]
@@ -61,12 +62,25 @@ _BUCKET_STATE = StructType([
 QUARANTINE_BUCKET = -1
 
 
+def _connector_jars() -> dict[str, str]:
+    """`spark.jars` with Spark's kafka connector as `make jars` fetched it, when this process
+    starts Spark itself. Under spark-submit the JVM is already up with its own `--packages`
+    (PYSPARK_GATEWAY_PORT is set), and a `spark.jars` of ours would replace them."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return {}
+    jars = connector_jars()
+    return {"spark.jars": ",".join(str(jar) for jar in jars)} if jars else {}
+
+
 def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> SparkSession:
     # Workers must start with this interpreter (it has pyarrow and the project installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    for key, value in _connector_jars().items():
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.appName(app_name)
+        builder.appName(app_name)
         .master(config.spark.master)
         .config("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
         .config("spark.sql.streaming.stateStore.providerClass",

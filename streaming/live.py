@@ -19,7 +19,7 @@ from streaming.job import build_pipeline, checkpoint_path
 from streaming.progress import ProgressRecorder
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store
-from streaming.source.telemetry import read_telemetry
+from streaming.source.telemetry import choose_source, read_telemetry
 
 __all__ = ["QUERY_NAME", "AlertPublisher", "start_job", "stop_gracefully", "stop_on_signals"]
 
@@ -62,17 +62,20 @@ def stop_on_signals(stop: threading.Event) -> None:
 def start_job(spark: SparkSession, config: FleetwatchConfig, bootstrap_servers: str, store: Store,
               publisher: AlertPublisher | None = None) -> tuple[StreamingQuery, ProgressRecorder]:
     """Start the job; its progress recorder also feeds the dashboard's pipeline page."""
+    checkpoint = checkpoint_path(config, QUERY_NAME)
+    source = choose_source(spark, config.bus, checkpoint)
     raw = read_telemetry(spark, bootstrap_servers, topics.TELEMETRY,
-                         max_records_per_batch=config.spark.max_records_per_batch)
+                         max_records_per_batch=config.spark.max_records_per_batch, source=source,
+                         kafka_options={"failOnDataLoss": str(config.bus.fail_on_data_loss).lower()})
     writer = BatchWriter(store, on_alerts=publisher)
     recorder = ProgressRecorder(store)
     spark.streams.addListener(recorder)
     query = (build_pipeline(raw, config.rule_book(), config.spark.state_buckets).writeStream.queryName(QUERY_NAME)
              .foreachBatch(writer)
-             .option("checkpointLocation", checkpoint_path(config, QUERY_NAME))
+             .option("checkpointLocation", checkpoint)
              .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds")
              .start())
-    log.info("job started", extra={"bootstrap": bootstrap_servers, "checkpoint": checkpoint_path(config, QUERY_NAME)})
+    log.info("job started", extra={"bootstrap": bootstrap_servers, "checkpoint": checkpoint, "source": source})
     return query, recorder
 
 

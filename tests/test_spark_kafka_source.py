@@ -1,0 +1,119 @@
+"""Spark's own Kafka source (`spark-sql-kafka-0-10`, fetched by `make jars`) over a real Apache
+Kafka 4.4 bus, against `replay` of the same events.
+
+The production ingest path: a configured bus is read by Spark's `kafka` format. A simulated
+fleet with every fault kind is produced to a real Kafka broker; the live job reading it through
+the connector must put exactly the alert lines in the store that `fleetwatch replay` gives for
+the same events. A checkpoint keeps the source that started it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+from sqlalchemy import select
+
+from streaming import topics
+from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
+from streaming.config import ConfigError, FleetwatchConfig
+from streaming.kraft import KRaftCluster
+from streaming.live import start_job, stop_gracefully
+from streaming.replay import replay_file
+from streaming.sinks.store import Store, alert_history
+from streaming.source.telemetry import SPARK_SOURCE, jvm_kafka_available
+
+pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
+
+START_MS = 1_764_000_000_000
+
+
+@pytest.fixture(scope="module")
+def kafka_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real Kafka 4.4 node as the telemetry bus, its topics with two partitions each."""
+    with KRaftCluster(tmp_path_factory.mktemp("kafka-bus"), brokers=1) as cluster:
+        bootstrap = cluster.bootstrap[0]
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1) for t in topics.TELEMETRY])
+        finally:
+            admin.close()
+        yield bootstrap
+
+
+def _config(tmp_path: Path, test_config: FleetwatchConfig, bootstrap: str, source: str) -> FleetwatchConfig:
+    return test_config.model_copy(update={
+        "bus": test_config.bus.model_copy(update={"bootstrap_servers": bootstrap, "source": source}),
+        "spark": test_config.spark.model_copy(update={"checkpoint_dir": str(tmp_path / "checkpoint"),
+                                                      "trigger_ms": 500}),
+    })
+
+
+def _produce(bootstrap: str, events_file: Path) -> int:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+    count = 0
+    with events_file.open("rb") as fh:
+        for line in fh:
+            event = json.loads(line)
+            topic = {"metadata_response": topics.METADATA, "broker_state": topics.BROKER_STATES,
+                     "broker_heartbeat": topics.HEARTBEATS}[event["type"]]
+            producer.send(topic, key=(event.get("cluster_id") or "").encode(), value=line.rstrip(b"\n"))
+            count += 1
+    producer.send(topics.METADATA, value=b"\x00{not json")  # quarantined by both paths
+    producer.flush()
+    producer.close()
+    return count + 1
+
+
+def _lines(store: Store) -> set[tuple[str, str]]:
+    with store.engine.connect() as conn:
+        return set(conn.execute(select(alert_history.c.alert_id, alert_history.c.status)).all())
+
+
+def test_the_connector_over_real_kafka_gives_exactly_the_alerts_of_replay(spark, test_config, kafka_bus, tmp_path):
+    assert jvm_kafka_available(spark), "make jars fetches the connector and spark_session puts it on the classpath"
+    events = tmp_path / "events.jsonl"
+    sim = Simulation(FleetSpec(clusters=8, brokers=3, faults=FAULT_KINDS, start_ms=START_MS, duration_ms=900_000,
+                               seed=11, first_fault_ms=30_000, fault_every_ms=45_000))
+    write_events(sim, events)
+    replayed = replay_file(events, None, test_config)
+    expected = {(a["alert_id"], a["status"]) for a in replayed.alerts}
+    assert len({a["rule"] for a in replayed.alerts}) >= 8, "the fleet should raise many kinds of alert"
+
+    produced = _produce(kafka_bus, events)
+    config = _config(tmp_path, test_config, kafka_bus, "spark")
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    query, recorder = start_job(spark, config, kafka_bus, store)
+    try:
+        assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced, timeout_s=240)
+        deadline = time.monotonic() + 120
+        while _lines(store) != expected and time.monotonic() < deadline:
+            time.sleep(0.5)  # polling the store, bounded by the deadline
+        assert _lines(store) == expected
+        assert recorder.stats["fleetwatch"].input_rows == produced
+        assert "Kafka" in query.lastProgress["sources"][0]["description"]  # Spark's KafkaV2 source read it
+    finally:
+        stop_gracefully(spark, query)
+        spark.streams.removeListener(recorder)
+
+
+def test_a_checkpoint_keeps_the_source_that_started_it(spark, test_config, kafka_bus, tmp_path, caplog):
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    query, recorder = start_job(spark, _config(tmp_path, test_config, kafka_bus, "spark"), kafka_bus, store)
+    stop_gracefully(spark, query)
+    spark.streams.removeListener(recorder)
+    assert (tmp_path / "checkpoint" / "fleetwatch" / f"source={SPARK_SOURCE}").exists()
+    with pytest.raises(ConfigError, match="cannot switch sources"):
+        start_job(spark, _config(tmp_path, test_config, kafka_bus, "python"), kafka_bus, store)
+    # `auto` resumes with the checkpoint's source.
+    with caplog.at_level(logging.INFO, logger="streaming.source.telemetry"):
+        query, recorder = start_job(spark, _config(tmp_path, test_config, kafka_bus, "auto"), kafka_bus, store)
+    stop_gracefully(spark, query)
+    spark.streams.removeListener(recorder)
+    assert [r.source for r in caplog.records if r.getMessage() == "telemetry source chosen"] == [SPARK_SOURCE]
