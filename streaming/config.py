@@ -26,7 +26,9 @@ __all__ = [
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a value of the wrong type is an error, never coerced (`session_timeout_ms: true`
+    # would otherwise be 1 ms, and `'9000'` a number).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class RuleSettings(_Strict):
@@ -81,6 +83,17 @@ class SecurityConfig(_Strict):
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+    # SASL PLAIN over a plaintext connection sends the password as it is to whatever answers at
+    # the address (a misrouted one too): only with this explicit yes.
+    allow_cleartext_password: bool = False
+
+    @model_validator(mode="after")
+    def _no_cleartext_password(self) -> SecurityConfig:
+        if (self.protocol == "SASL_PLAINTEXT" and self.sasl_mechanism == "PLAIN"
+                and not self.allow_cleartext_password):
+            raise ValueError("SASL PLAIN over SASL_PLAINTEXT sends the password in clear text: use SASL_SSL or a "
+                             "SCRAM mechanism, or set allow_cleartext_password: true")
+        return self
 
 
 class ClusterConfig(_Strict):
@@ -123,6 +136,8 @@ class BusConfig(_Strict):
     # None: the embedded Tansu broker, started by the project.
     bootstrap_servers: str | None = None
     partitions: int = Field(1, ge=1)
+    # How every fleetwatch client reaches the bus (job, probe, simulator, alert publisher).
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
     # Which source reads the bus: Spark's kafka connector (`spark`, the production path), the
     # project's Python reader (`python`), or `auto`: the connector for a configured bus when it
     # is on the classpath. A checkpoint keeps the source it was started with

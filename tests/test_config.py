@@ -12,6 +12,7 @@ from streaming.config import ClusterConfig, ConfigError, RuleBook, RuleSettings,
 SPEC_DEFAULTS = {
     "allowed_lateness_ms": 5000,
     "session_timeout_ms": 9000,
+    "heartbeat_interval_ms": 2000,  # SPEC section 1: Kafka's broker.heartbeat.interval.ms default
     "fenced_grace_ms": 30000,
     "partition_window_ms": 15000,
     "stopping_timeout_ms": 120000,
@@ -278,3 +279,35 @@ alerting:
 def test_duplicate_cluster_names_are_refused(tmp_path):
     message = config_error(tmp_path, "clusters:\n  - {name: a}\n  - {name: a}\n")
     assert "clusters[1].name" in message
+
+
+@pytest.mark.parametrize(("text", "path"), [
+    ("rules: {session_timeout_ms: true}\n", "rules.session_timeout_ms"),  # not 1 ms
+    ("rules: {session_timeout_ms: '9000'}\n", "rules.session_timeout_ms"),
+    ("rules: {session_timeout_ms: 9000.5}\n", "rules.session_timeout_ms"),
+    ("bus: {partitions: '3'}\n", "bus.partitions"),
+    ("bus: {fail_on_data_loss: 'yes'}\n", "bus.fail_on_data_loss"),
+    ("clusters:\n  - {name: a, tags: {tier: 1}}\n", "clusters.0.tags.tier"),
+])
+def test_values_of_the_wrong_type_are_refused_not_coerced(tmp_path, text, path):
+    assert path in config_error(tmp_path, text)
+
+
+def test_a_plain_password_over_plaintext_needs_an_explicit_yes(tmp_path):
+    cleartext = ("clusters:\n  - name: a\n    security: {protocol: SASL_PLAINTEXT, sasl_mechanism: PLAIN, "
+                 "username_env: U, password_env: P")
+    assert "clusters.0.security" in config_error(tmp_path, cleartext + "}\n")
+    assert "in clear text" in config_error(tmp_path, cleartext + "}\n")
+    allowed = load_config(write(tmp_path, cleartext + ", allow_cleartext_password: true}\n"))
+    assert allowed.clusters[0].security.allow_cleartext_password
+    for protected in ("SASL_SSL, sasl_mechanism: PLAIN", "SASL_PLAINTEXT, sasl_mechanism: SCRAM-SHA-512"):
+        load_config(write(tmp_path, f"clusters:\n  - name: a\n    security: {{protocol: {protected}, "
+                                    "username_env: U, password_env: P}\n"))
+
+
+def test_the_bus_takes_the_same_security_settings(tmp_path):
+    config = load_config(write(tmp_path, "bus: {bootstrap_servers: 'k:9093', security: {protocol: SASL_SSL, "
+                                         "sasl_mechanism: SCRAM-SHA-512, username_env: U, password_env: P}}\n"))
+    assert config.bus.security.protocol == "SASL_SSL"
+    assert "bus.security" in config_error(tmp_path, "bus: {security: {protocol: SASL_PLAINTEXT, sasl_mechanism: PLAIN, "
+                                                    "username_env: U, password_env: P}}\n")
