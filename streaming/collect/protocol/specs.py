@@ -13,8 +13,9 @@ Where each one comes from (tests/test_probe_protocol.py checks the first point f
 - ApiVersions v5 is KIP-1242 (Kafka 4.4). The response: apache/kafka's ApiVersionsResponse.json
   at commit 0282c0876acb86531853595645902f6a471f6a2e has `"validVersions": "0-5"` and the v4
   fields unchanged, so the v5 body is the v4 body. The request: Kafka's ApiVersionsRequest.json
-  with v5 was not found (every stored copy stops at v4), so its two fields are a reconstruction,
-  matched against a code generator's output of that JSON (krabka-io/krabka-protocol,
+  with v5 was not found (every stored copy stops at v4), so its two fields were reconstructed,
+  then confirmed byte for byte by a real Kafka 4.4 broker (tests/fixtures/kafka/4.4.0, recorded
+  by tests/fixtures/kafka/record.py): matched against a code generator's output of that JSON (krabka-io/krabka-protocol,
   crates/protocol/generated/ApiVersionsRequest.owned.rs, "generated against" apache/kafka
   a9ce3221537b8653448750697915607dc7936cf3): after ClientSoftwareVersion, `ClusterId` (v5+,
   nullable compact string, default null) then `NodeId` (v5+, int32, default -1), neither
