@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from streaming.detect.alerts import RULES
 
 __all__ = [
     "AlertingConfig",
     "BusConfig",
     "ClusterConfig",
     "ConfigError",
+    "DeliverySettings",
     "FleetwatchConfig",
     "Receiver",
     "Route",
@@ -119,9 +124,29 @@ class Route(_Strict):
     match: dict[str, list[str]] = Field(default_factory=dict)
 
 
+# What a route may match on (streaming/notify/routing.py): the alert object's own fields (SPEC
+# section 4; `broker` is `broker_id`), else a tag of a configured cluster. Anything else is a typo
+# that would silently drop alerts, so it is an error.
+ROUTE_FIELDS = ("rule", "severity", "status", "cluster_id", "target", "broker_id", "broker", "endpoint", "alert_id",
+                "summary")
+_ROUTE_VALUES = {"severity": ("critical", "warning", "info"), "status": ("firing", "resolved")}
+
+
+class DeliverySettings(_Strict):
+    """The notifier's limits and retention (deploy/README.md, "Delivery policies")."""
+
+    # A notification still failing after this many attempts, or this long after the notifier
+    # first planned it, is a dead letter: kept with its reason, no longer blocking its subject.
+    dead_letter_attempts: StrictInt = Field(100, ge=1)
+    dead_letter_age_ms: StrictInt = Field(6 * 3_600_000, gt=0)
+    # Finished notifications of resolved alerts, and ended silences, are deleted after this long.
+    retention_days: StrictInt = Field(14, ge=1)
+
+
 class AlertingConfig(_Strict):
     receivers: list[Receiver] = Field(default_factory=list)
     routes: list[Route] = Field(default_factory=list)
+    delivery: DeliverySettings = Field(default_factory=DeliverySettings)
 
     @model_validator(mode="after")
     def _routes_name_receivers(self) -> AlertingConfig:
@@ -130,6 +155,30 @@ class AlertingConfig(_Strict):
             if route.receiver not in names:
                 raise ValueError(f"routes[{i}].receiver {route.receiver!r} is not a configured receiver")
         return self
+
+    def match_problems(self, tag_keys: set[str]) -> list[InitErrorDetails]:
+        """Route `match` keys that are neither alert fields nor cluster tags, and patterns that can
+        match no value of a field with a fixed set of values (a typo would drop alerts silently)."""
+        known = {**_ROUTE_VALUES, "rule": tuple(RULES)}
+        problems: list[InitErrorDetails] = []
+        for i, route in enumerate(self.routes):
+            for key, patterns in route.match.items():
+                loc = ("alerting", "routes", i, "match", key)
+                if key not in ROUTE_FIELDS and key not in tag_keys:
+                    tags = f" ({', '.join(sorted(tag_keys))})" if tag_keys else ""
+                    problems.append(_route_problem(
+                        "unknown_route_key", loc, key, f"unknown key: neither a field of the alert "
+                        f"({', '.join(ROUTE_FIELDS)}) nor a tag of a configured cluster{tags}"))
+                    continue
+                for pattern in patterns if key in known else ():
+                    if not any(fnmatchcase(value, pattern) for value in known[key]):
+                        problems.append(_route_problem("unknown_route_value", loc, pattern,
+                                                       f"{pattern!r} matches no {key} ({', '.join(known[key])})"))
+        return problems
+
+
+def _route_problem(kind: str, loc: tuple[str | int, ...], value: str, text: str) -> InitErrorDetails:
+    return InitErrorDetails(type=PydanticCustomError(kind, "{text}", {"text": text}), loc=loc, input=value)
 
 
 class BusConfig(_Strict):
@@ -182,6 +231,13 @@ class FleetwatchConfig(_Strict):
             if cluster.name in seen:
                 raise ValueError(f"clusters[{i}].name {cluster.name!r} is used twice")
             seen.add(cluster.name)
+        return self
+
+    @model_validator(mode="after")
+    def _routes_match_what_alerts_have(self) -> FleetwatchConfig:
+        problems = self.alerting.match_problems({key for cluster in self.clusters for key in cluster.tags})
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
 
     @model_validator(mode="after")

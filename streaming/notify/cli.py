@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import signal
 import sys
 import threading
@@ -19,14 +18,10 @@ from streaming.config import ConfigError, load_config
 __all__ = ["command", "configure_parser", "configure_silence_parser", "silence_command"]
 
 
-def _quiet_http_loggers() -> None:
-    # httpx logs every request URL at INFO: a Slack webhook URL is a secret.
-    for name in ("httpx", "httpcore"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="config file with alerting.receivers/routes and the store")
+    p.add_argument("--config", required=True,
+                   help="config file: the store, alerting.receivers/routes and alerting.delivery (dead-letter limits, "
+                        "retention)")
     p.add_argument("--once", action="store_true", help="one pass over what is due, then exit")
     p.add_argument("--group-wait-ms", type=int, default=10_000, metavar="MS",
                    help="storm control: how long Slack/Alertmanager deliveries wait to be grouped per cluster "
@@ -40,14 +35,14 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="longest retry delay (default 300000)")
     p.add_argument("--concurrency", type=int, default=4, help="requests in flight per receiver (default 4)")
     p.add_argument("--requeue-dead", action="store_true",
-                   help="send the dead letters again (after fixing a receiver), then go on as usual")
+                   help="send the dead letters again (after fixing a receiver), in order, then go on as usual; "
+                        "a dead firing whose resolution was already delivered is not sent (it is superseded)")
 
 
 def command(args: argparse.Namespace) -> int:
-    from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions, describe_counts, requeue_dead
+    from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions, describe_counts
     from streaming.sinks.store import Store
 
-    _quiet_http_loggers()
     for flag, value, low in (("--group-wait-ms", args.group_wait_ms, 0), ("--interval-ms", args.interval_ms, 1),
                              ("--retry-base-ms", args.retry_base_ms, 1), ("--retry-max-ms", args.retry_max_ms, 1),
                              ("--concurrency", args.concurrency, 1)):
@@ -70,9 +65,7 @@ def command(args: argparse.Namespace) -> int:
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
     try:
         notifier = Notifier(config, store, options)
-        if args.requeue_dead:
-            print(f"notify: {requeue_dead(store)} dead letters queued again", file=sys.stderr)
-        counts = notifier.run(stop, once=args.once)
+        counts = notifier.run(stop, once=args.once, requeue_dead=args.requeue_dead)
     except NotifierBusy as exc:
         print(f"fleetwatch notify: {exc}", file=sys.stderr)
         return 1
@@ -83,7 +76,8 @@ def command(args: argparse.Namespace) -> int:
             notifier.close()
         store.close()
     if args.once:
-        print(f"notify: {describe_counts(counts)}")
+        keys = ("requeued", "superseded") if args.requeue_dead else ()
+        print(f"notify: {describe_counts(counts, ('delivered', 'failed', 'dead', 'silenced', *keys))}")
     return 1 if args.once and counts.get("errors") else 0
 
 

@@ -1,65 +1,75 @@
 """The notifier: from the outbox to the receivers, at least once, in order per subject and rule.
 
-How it works, and why nothing is lost:
+How it works, and why nothing is lost (the policies, in SPEC-style words: deploy/README.md):
 
 1. *Plan.* Each outbox row the notifier has not seen yet gets one `deliveries` row per receiver
    its routes choose (insert-once on (outbox row, receiver), so planning twice is harmless). A
-   row routed nowhere is marked done at once.
+   resolution goes to every receiver its firing went to, whatever the routes say of `status`,
+   and to any other its routes choose. A row routed nowhere is marked done at once.
 2. *Send.* Per receiver (one worker thread each, so a slow receiver never slows another), the
    due deliveries with no earlier pending delivery of the same rule and subject to that receiver
    are sent: per (subject, rule) and receiver the notifier is FIFO, so a resolved notification
    never overtakes its firing one, nor the next incident's firing the previous one's resolution.
    Receivers that accept groups (Slack, Alertmanager) get the deliveries of one cluster as one
    message; their deliveries wait `group_wait_ms` after being recorded, so that a storm of one
-   cluster's alerts is collected into that one message.
+   cluster's alerts is collected into that one message. Silences are applied here
+   (`streaming/notify/policy.py`): a firing a silence holds is decided again when it ends.
 3. *Record.* Only a 2xx marks a delivery `delivered`, in a transaction after the response; a
    notifier killed before that resends on restart (a duplicate the receiver drops by
-   alert_id), never skips. Network errors, timeouts, 408, 425, 429 and 5xx are retried with
-   exponential backoff and jitter (honouring Retry-After); any other non-2xx is a dead letter
-   with its reason, kept in `deliveries` and in the outbox row's `last_error`.
-4. *Done.* An outbox row gets `delivered_at` when each of its deliveries is delivered or
-   silenced; a row with a dead letter keeps `delivered_at` empty and shows the reason.
+   (alert_id, status)), never skips. Network errors, timeouts, 408, 425, 429 and 5xx are retried
+   with exponential backoff and jitter (honouring Retry-After, bounded); any other non-2xx, or a
+   failure past `alerting.delivery`'s attempt or age limit, is a dead letter with its reason,
+   kept in `deliveries` and in the outbox row's `last_error`; it no longer blocks its subject.
+4. *Done.* An outbox row gets `delivered_at` when each of its deliveries is delivered, held,
+   silenced or superseded; a row with a dead letter keeps `delivered_at` empty and shows the
+   reason. Finished rows of resolved alerts go after `retention_days` (`retention`).
 
-One notifier runs per store at a time (a lease row renewed every loop; a notifier killed on
-this host is taken over at once, one on another host once its lease expires).
+One notifier runs per store at a time (`lease`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import random
-import socket
 import threading
 import time
 import traceback
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-from sqlalchemy import and_, bindparam, delete, exists, select, update
+from sqlalchemy import and_, bindparam, exists, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.config import FleetwatchConfig
+from streaming.notify.lease import Lease
+from streaming.notify.policy import (
+    HOLD,
+    SEND,
+    SILENCE,
+    Verdict,
+    dead_letter_reason,
+    firing_verdict,
+    parse_retry_after,
+    resolution_verdict,
+)
 from streaming.notify.receivers import HttpRequest, Item, Receiver, build_receivers
 from streaming.notify.redact import Scrubber
+from streaming.notify.retention import delete_expired
 from streaming.notify.routing import Router, group_key
 from streaming.notify.silences import Silence, active_silences
-from streaming.sinks.store import Store, deliveries, notifier_lease, outbox
+from streaming.notify.states import DEAD, DELIVERED, FINAL_OK, HELD, PENDING, SILENCED, SUPERSEDED
+from streaming.sinks.store import Store, deliveries, outbox
 
-__all__ = ["Lease", "Notifier", "NotifierBusy", "NotifyOptions", "Outcome", "describe_counts", "requeue_dead"]
+__all__ = ["Notifier", "NotifierBusy", "NotifyOptions", "Outcome", "describe_counts"]
 
 log = logging.getLogger(__name__)
 
-PENDING, DELIVERED, DEAD, SILENCED = "pending", "delivered", "dead", "silenced"
-FINAL_OK = (DELIVERED, SILENCED)
 RETRYABLE_STATUS = {408, 425, 429}
 GROUP_LIMIT = {"slack": 50, "alertmanager": 500}
 NO_RECEIVER = "-"
@@ -77,6 +87,11 @@ class NotifyOptions:
     lease_ms: int = 30_000
     alertmanager_refresh_ms: int = 120_000
     sweep_ms: int = 10_000
+    # Retention (alerting.delivery.retention_days) runs this often, in at most `retention_batches`
+    # transactions of `retention_batch_alerts` alerts' notifications each.
+    retention_interval_ms: int = 300_000
+    retention_batch_alerts: int = 500
+    retention_batches: int = 20
 
 
 @dataclass(frozen=True)
@@ -101,104 +116,24 @@ class _Row:
     group_key: str
     attempts: int
     next_attempt_at: int
-    created_at: int
+    planned_at: int  # when this delivery was planned: the dead-letter age counts from here
+    created_at: int  # when the outbox row was recorded
     body: str
 
     def item(self) -> Item:
         return Item(self.body, json.loads(self.body))
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class Lease:
-    """One notifier per store: a row naming the holder, renewed every loop, with an expiry."""
-
-    NAME = "notifier"
-
-    def __init__(self, store: Store, ttl_ms: int, now_ms: Callable[[], int]) -> None:
-        self.store = store
-        self.ttl_ms = ttl_ms
-        self.now_ms = now_ms
-        self.owner = uuid.uuid4().hex
-        self.host = socket.gethostname()
-        self.pid = os.getpid()
-        self._valid_until = 0
-        self._renewed_at = 0
-        self.holder: str | None = None
-
-    @property
-    def held(self) -> bool:
-        return self.now_ms() < self._valid_until
-
-    def renew_if_due(self) -> bool:
-        """Renew once a third of the lease has passed (one write every ttl/3, not every loop)."""
-        if self.held and self.now_ms() < self._renewed_at + self.ttl_ms // 3:
-            return True
-        return self.acquire()
-
-    def acquire(self) -> bool:
-        """Take or renew the lease; False (and `holder` says who) when another live notifier has it."""
-        now = self.now_ms()
-        t = notifier_lease
-        mine = {"owner": self.owner, "host": self.host, "pid": self.pid, "acquired_at": now,
-                "expires_at": now + self.ttl_ms}
-        with self.store.engine.begin() as conn:
-            conn.execute(self.store._insert(t).values(name=self.NAME, **mine)
-                         .on_conflict_do_nothing(index_elements=["name"]))
-            row = conn.execute(select(t).where(t.c.name == self.NAME)).one()
-            if row.owner == self.owner:
-                got = conn.execute(update(t).where(t.c.name == self.NAME, t.c.owner == self.owner)
-                                   .values(expires_at=now + self.ttl_ms)).rowcount == 1
-            elif (row.expires_at <= now
-                  or (row.host == self.host and (row.pid == self.pid or not _pid_alive(row.pid)))):
-                got = conn.execute(update(t).where(t.c.name == self.NAME, t.c.owner == row.owner)
-                                   .values(**mine)).rowcount == 1
-                if got:
-                    log.info("took over the notifier lease", extra={"previous_pid": row.pid,
-                                                                    "previous_host": row.host})
-            else:
-                got = False
-                self.holder = f"pid {row.pid} on {row.host}"
-        # Stop sending a little before the lease runs out, should renewing fail.
-        self._valid_until = now + self.ttl_ms - min(5000, self.ttl_ms // 3) if got else 0
-        self._renewed_at = now
-        return got
-
-    def release(self) -> None:
-        self._valid_until = 0
-        try:
-            with self.store.engine.begin() as conn:
-                conn.execute(delete(notifier_lease).where(notifier_lease.c.name == self.NAME,
-                                                          notifier_lease.c.owner == self.owner))
-        except SQLAlchemyError:
-            log.warning("could not release the notifier lease; it expires by itself", exc_info=True)
-
-
-def requeue_dead(store: Store, receiver: str | None = None) -> int:
-    """Send dead letters again (after fixing a receiver's configuration)."""
-    now = int(time.time() * 1000)
-    stmt = (update(deliveries).where(deliveries.c.state == DEAD, deliveries.c.receiver != NO_RECEIVER)
-            .values(state=PENDING, dead_letter=False, next_attempt_at=now))
-    if receiver is not None:
-        stmt = stmt.where(deliveries.c.receiver == receiver)
-    with store.engine.begin() as conn:
-        return conn.execute(stmt).rowcount
-
-
 class Notifier:
     def __init__(self, config: FleetwatchConfig, store: Store, options: NotifyOptions | None = None, *,
                  env: Mapping[str, str] | None = None, clock: Callable[[], float] = time.time,
                  transport: httpx.BaseTransport | None = None) -> None:
+        # httpx logs every request's URL at INFO, and a receiver URL may be a secret (Slack's is).
+        for name in ("httpx", "httpcore"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         self.store = store
         self.options = options or NotifyOptions()
+        self.limits = config.alerting.delivery
         self._clock = clock
         self.receivers: dict[str, Receiver] = build_receivers(config.alerting.receivers, env)
         self.router = Router(config.alerting.routes, list(self.receivers), config.clusters)
@@ -213,9 +148,11 @@ class Notifier:
                        for name in self.receivers}
         self.lease = Lease(store, self.options.lease_ms, self.now_ms)
         self._am_refreshed: dict[str, int] = {}
+        self._retention_due_at = 0
         # Receiver-level backoff: consecutive rounds without any success, and until when to wait.
         self._failing_rounds: dict[str, int] = {}
         self._paused_until: dict[str, int] = {}
+        self._paused_by_receiver: dict[str, bool] = {}
         self._stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
 
@@ -251,6 +188,8 @@ class Notifier:
                     .order_by(outbox.c.id).limit(limit))
             with self.store.engine.connect() as conn:
                 rows = conn.execute(stmt).all()
+                # Where the firings of this batch's resolutions went (planned in an earlier pass).
+                firing_went = self._firing_receivers(conn, {r.alert_id for r in rows if r.status == "resolved"})
             if not rows:
                 return created
             planned: list[dict[str, Any]] = []
@@ -261,7 +200,7 @@ class Notifier:
                         "subject": row.subject, "attempts": 0, "dead_letter": False, "created_at": now}
                 try:
                     alert = json.loads(row.body)
-                    names = self.router.receivers_for(alert)
+                    names = self._receivers_for(alert, firing_went)
                     key = group_key(alert)
                     rule = str(alert["rule"])
                 except (ValueError, TypeError, AttributeError, KeyError):
@@ -270,6 +209,8 @@ class Notifier:
                                     "dead_letter": True, "next_attempt_at": now,
                                     "last_error": "the outbox body is not an alert object"})
                     continue
+                if row.status != "resolved":
+                    firing_went[row.alert_id] = names  # its resolution may be in this same batch
                 if not names:
                     unrouted.append(row.id)
                 for name in names:
@@ -290,18 +231,46 @@ class Notifier:
             if len(rows) < limit:
                 return created
 
+    @staticmethod
+    def _firing_receivers(conn, alert_ids: set[str]) -> dict[str, list[str]]:
+        """alert_id -> the receivers its firing was planned to (in planning order)."""
+        out: dict[str, list[str]] = {}
+        ids = sorted(alert_ids)
+        for start in range(0, len(ids), 500):
+            for r in conn.execute(select(deliveries.c.alert_id, deliveries.c.receiver)
+                                  .where(deliveries.c.alert_id.in_(ids[start:start + 500]),
+                                         deliveries.c.status != "resolved", deliveries.c.receiver != NO_RECEIVER)
+                                  .order_by(deliveries.c.id)):
+                out.setdefault(r.alert_id, []).append(r.receiver)
+        return out
+
+    def _receivers_for(self, alert: Mapping[str, Any], firing_went: Mapping[str, list[str]]) -> list[str]:
+        """The routes' receivers; for a resolution, first every receiver its firing went to (routes
+        matching `status: [firing]` included: what paged must be told it resolved). A firing never
+        planned is routed as the routes would route it now."""
+        chosen = self.router.receivers_for(alert)
+        if alert.get("status") != "resolved":
+            return chosen
+        went = firing_went.get(alert["alert_id"])
+        if went is None:
+            went = self.router.receivers_for({**alert, "status": "firing"})
+        return [name for name in dict.fromkeys([*went, *chosen]) if name in self.receivers]
+
     # -- choosing what to send ---------------------------------------------------------------
 
-    def _eligible(self, receiver: Receiver, now: int, limit: int) -> list[_Row]:
-        """Due deliveries at the head of their subject's queue (and, for groups, their cluster's others)."""
+    def _eligible(self, receiver: Receiver, now: int, limit: int, *, fresh_only: bool = False) -> list[_Row]:
+        """Due deliveries at the head of their subject's queue (and, for groups, their cluster's others);
+        with fresh_only, only those never tried yet."""
         d, e = deliveries, deliveries.alias("earlier")
         blocked = exists(select(e.c.id).where(e.c.receiver == d.c.receiver, e.c.subject == d.c.subject,
                                               e.c.rule == d.c.rule, e.c.state == PENDING,
                                               e.c.outbox_id < d.c.outbox_id))
         base = (select(d.c.id, d.c.outbox_id, d.c.alert_id, d.c.status, d.c.subject, d.c.group_key, d.c.attempts,
-                       d.c.next_attempt_at, outbox.c.created_at, outbox.c.body)
+                       d.c.next_attempt_at, d.c.created_at.label("planned_at"), outbox.c.created_at, outbox.c.body)
                 .join(outbox, outbox.c.id == d.c.outbox_id)
                 .where(d.c.receiver == receiver.name, d.c.state == PENDING, ~blocked))
+        if fresh_only:
+            base = base.where(d.c.attempts == 0)
         with self.store.engine.connect() as conn:
             due = [_Row(**r._mapping) for r in conn.execute(
                 base.where(d.c.next_attempt_at <= now).order_by(d.c.outbox_id).limit(limit))]
@@ -314,37 +283,91 @@ class Notifier:
                 .order_by(d.c.outbox_id).limit(limit * 4))]
         return sorted(due + more, key=lambda r: r.outbox_id)
 
-    def _silenced(self, receiver: Receiver, rows: list[_Row], now: int) -> dict[int, str]:
-        """delivery id -> silence id for the rows a silence holds back."""
+    def _silence_verdicts(self, receiver: Receiver, rows: list[_Row], now: int) -> dict[int, Verdict]:
+        """delivery id -> what a silence makes of it, for the rows not simply sent now."""
         if not rows:
             return {}
         silences: list[Silence] = active_silences(self.store, min(r.created_at for r in rows))
-        resolved_ids = [r.alert_id for r in rows if r.status == "resolved"]
-        firing_state: dict[str, tuple[str, str | None]] = {}
-        if resolved_ids:
-            with self.store.engine.connect() as conn:
-                for r in conn.execute(select(deliveries.c.alert_id, deliveries.c.state, deliveries.c.silence_id)
+        resolutions = [r.alert_id for r in rows if r.status == "resolved"]
+        firing_state: dict[str, tuple[str, str | None, int]] = {}
+        resolved_at: dict[str, int] = {}
+        with self.store.engine.connect() as conn:
+            for start in range(0, len(resolutions), 500):
+                for r in conn.execute(select(deliveries.c.alert_id, deliveries.c.state, deliveries.c.silence_id,
+                                             deliveries.c.next_attempt_at)
                                       .where(deliveries.c.receiver == receiver.name,
                                              deliveries.c.status == "firing",
-                                             deliveries.c.alert_id.in_(resolved_ids))):
-                    firing_state[r.alert_id] = (r.state, r.silence_id)
-        out: dict[int, str] = {}
+                                             deliveries.c.alert_id.in_(resolutions[start:start + 500]))):
+                    firing_state[r.alert_id] = (r.state, r.silence_id, r.next_attempt_at)
+            firings = [r.alert_id for r in rows if r.status != "resolved"]
+            for start in range(0, len(firings) if silences else 0, 500):
+                for alert_id, recorded_at in conn.execute(
+                        select(outbox.c.alert_id, outbox.c.created_at)
+                        .where(outbox.c.alert_id.in_(firings[start:start + 500]), outbox.c.status == "resolved")):
+                    resolved_at[alert_id] = recorded_at
+        out: dict[int, Verdict] = {}
         for row in rows:
-            if row.status == "resolved" and row.alert_id in firing_state:
-                state, silence_id = firing_state[row.alert_id]
-                if state == SILENCED:
-                    out[row.id] = silence_id or ""
+            if row.status == "resolved":
+                state, silence_id, until = firing_state.get(row.alert_id, (None, None, None))
+                if state is None and not silences:
                     continue
-                if state == DELIVERED:
-                    continue  # its firing went out: its resolution must too
-            if not silences:
+                verdict = resolution_verdict(json.loads(row.body), row.created_at, now, silences, state, silence_id,
+                                             until)
+            elif silences:
+                verdict = firing_verdict(json.loads(row.body), row.created_at, now, silences,
+                                         resolved_at.get(row.alert_id))
+            else:
                 continue
-            alert = json.loads(row.body)
-            for silence in silences:
-                if silence.matches(alert) and (silence.active_at(row.created_at) or silence.active_at(now)):
-                    out[row.id] = silence.id
-                    break
+            if verdict.action != SEND:
+                out[row.id] = verdict
         return out
+
+    def _release_held(self, receiver: Receiver) -> None:
+        """Decide again the firings held by silences that have ended: page what still fires."""
+        now = self.now_ms()
+        d = deliveries
+        with self.store.engine.connect() as conn:
+            held = [_Row(**r._mapping) for r in conn.execute(
+                select(d.c.id, d.c.outbox_id, d.c.alert_id, d.c.status, d.c.subject, d.c.group_key, d.c.attempts,
+                       d.c.next_attempt_at, d.c.created_at.label("planned_at"), outbox.c.created_at, outbox.c.body)
+                .join(outbox, outbox.c.id == d.c.outbox_id)
+                .where(d.c.receiver == receiver.name, d.c.state == HELD, d.c.next_attempt_at <= now)
+                .order_by(d.c.outbox_id).limit(self.options.batch_limit))]
+        if not held:
+            return
+        verdicts = self._silence_verdicts(receiver, held, now)
+        released = [r for r in held if r.id not in verdicts]
+        with self.store.engine.begin() as conn:
+            self._apply_verdicts(conn, [r for r in held if r.id in verdicts], verdicts, now, from_state=HELD)
+            if released:
+                conn.execute(update(d).where(d.c.id.in_([r.id for r in released]), d.c.state == HELD)
+                             .values(state=PENDING, next_attempt_at=now))
+                # Not done any more: it is to be sent.
+                conn.execute(update(outbox).where(outbox.c.id.in_(sorted({r.outbox_id for r in released})))
+                             .values(delivered_at=None))
+        for row in released:
+            log.info("silence ended and the alert still fires: sending it", extra={
+                "receiver": receiver.name, "alert_id": row.alert_id, "status": row.status})
+        for row in held:
+            if row.id in verdicts and verdicts[row.id].action == SILENCE:
+                log.info("silence ended after the alert resolved: not sent", extra={
+                    "receiver": receiver.name, "alert_id": row.alert_id, "silence_id": verdicts[row.id].silence_id})
+
+    def _apply_verdicts(self, conn, rows: list[_Row], verdicts: Mapping[int, Verdict], now: int, *,
+                        from_state: str) -> None:
+        """Record HOLD and SILENCE verdicts (WAIT leaves the row as it is)."""
+        d = deliveries
+        changes = [{"did": r.id, "sid": verdicts[r.id].silence_id,
+                    "to": HELD if verdicts[r.id].action == HOLD else SILENCED,
+                    "next_at": verdicts[r.id].until_ms if verdicts[r.id].action == HOLD else r.next_attempt_at}
+                   for r in rows if verdicts[r.id].action in (HOLD, SILENCE)]
+        if not changes:
+            return
+        conn.execute(update(d).where(d.c.id == bindparam("did"), d.c.state == from_state)
+                     .values(state=bindparam("to"), silence_id=bindparam("sid"), next_attempt_at=bindparam("next_at"),
+                             last_attempt_at=now), changes)
+        changed = {c["did"] for c in changes}
+        self._mark_done(conn, sorted({r.outbox_id for r in rows if r.id in changed}), now)
 
     def _units(self, receiver: Receiver, rows: list[_Row]) -> list[list[_Row]]:
         if not receiver.accepts_groups:
@@ -359,16 +382,7 @@ class Notifier:
 
     def _retry_after(self, response: httpx.Response) -> int | None:
         value = response.headers.get("Retry-After")
-        if not value:
-            return None
-        try:
-            return max(0, int(float(value) * 1000))
-        except ValueError:
-            pass
-        try:
-            return max(0, int(parsedate_to_datetime(value).timestamp() * 1000) - self.now_ms())
-        except (TypeError, ValueError):
-            return None
+        return None if value is None else parse_retry_after(value, self.now_ms(), self.options.retry_max_ms)
 
     def send(self, receiver: Receiver, request: HttpRequest) -> Outcome:
         try:
@@ -416,6 +430,12 @@ class Notifier:
         info = {"receiver": receiver.name, "alert_ids": [r.alert_id for r in unit[:20]],
                 "statuses": sorted({r.status for r in unit}), "messages": len(unit),
                 "attempt": max(r.attempts for r in unit) + 1}
+        given_up: dict[int, str] = {}
+        if not outcome.ok and not outcome.permanent:
+            for r in unit:
+                reason = dead_letter_reason(r.attempts + 1, r.planned_at, now, self.limits, outcome.error or "")
+                if reason is not None:
+                    given_up[r.id] = reason
         with self.store.engine.begin() as conn:
             if outcome.ok:
                 conn.execute(update(d).where(d.c.id.in_(ids), d.c.state == PENDING)
@@ -426,16 +446,21 @@ class Notifier:
                              .values(state=DEAD, dead_letter=True, last_error=outcome.error, last_attempt_at=now,
                                      attempts=d.c.attempts + 1))
             else:
-                conn.execute(update(d).where(d.c.id == bindparam("did"), d.c.state == PENDING)
-                             .values(last_error=outcome.error, last_attempt_at=now, attempts=d.c.attempts + 1,
-                                     next_attempt_at=bindparam("next_at")),
-                             [{"did": r.id,
-                               "next_at": now + self.backoff_ms(r.attempts + 1, outcome.retry_after_ms)}
-                              for r in unit])
+                retry = [{"did": r.id, "next_at": now + self.backoff_ms(r.attempts + 1, outcome.retry_after_ms)}
+                         for r in unit if r.id not in given_up]
+                if retry:
+                    conn.execute(update(d).where(d.c.id == bindparam("did"), d.c.state == PENDING)
+                                 .values(last_error=outcome.error, last_attempt_at=now, attempts=d.c.attempts + 1,
+                                         next_attempt_at=bindparam("next_at")), retry)
+                if given_up:
+                    conn.execute(update(d).where(d.c.id == bindparam("did"), d.c.state == PENDING)
+                                 .values(state=DEAD, dead_letter=True, last_error=bindparam("why"),
+                                         last_attempt_at=now, attempts=d.c.attempts + 1),
+                                 [{"did": did, "why": why} for did, why in given_up.items()])
             values: dict[str, Any] = {"attempts": outbox.c.attempts + 1}
             if not outcome.ok:
-                prefix = "dead letter: " if outcome.permanent else ""
-                values["last_error"] = f"{prefix}{receiver.name}: {outcome.error}"
+                prefix = "dead letter: " if outcome.permanent or given_up else ""
+                values["last_error"] = f"{prefix}{receiver.name}: {next(iter(given_up.values()), outcome.error)}"
             conn.execute(update(outbox).where(outbox.c.id.in_(outbox_ids)).values(**values))
             self._mark_done(conn, outbox_ids, now)
         if outcome.ok:
@@ -445,21 +470,24 @@ class Notifier:
             self._count("dead", len(unit))
             log.error("dead letter: the receiver refused it", extra={**info, "error": outcome.error})
         else:
-            self._count("failed", len(unit))
-            log.warning("delivery failed; will retry", extra={**info, "error": outcome.error})
+            self._count("failed", len(unit) - len(given_up))
+            if len(given_up) < len(unit):
+                log.warning("delivery failed; will retry", extra={**info, "error": outcome.error})
+            if given_up:
+                self._count("dead", len(given_up))
+                log.error("dead letter: gave up retrying", extra={**info, "error": next(iter(given_up.values()))})
 
-    def _record_silenced(self, receiver: Receiver, rows: list[_Row], silenced: dict[int, str]) -> None:
+    def _record_verdicts(self, receiver: Receiver, rows: list[_Row], verdicts: Mapping[int, Verdict]) -> None:
         now = self.now_ms()
-        d = deliveries
         with self.store.engine.begin() as conn:
-            conn.execute(update(d).where(d.c.id == bindparam("did"), d.c.state == PENDING)
-                         .values(state=SILENCED, silence_id=bindparam("sid"), last_attempt_at=now),
-                         [{"did": r.id, "sid": silenced[r.id]} for r in rows])
-            self._mark_done(conn, sorted({r.outbox_id for r in rows}), now)
-        self._count("silenced", len(rows))
+            self._apply_verdicts(conn, rows, verdicts, now, from_state=PENDING)
         for row in rows:
-            log.info("silenced", extra={"receiver": receiver.name, "alert_id": row.alert_id, "status": row.status,
-                                        "silence_id": silenced[row.id]})
+            verdict = verdicts[row.id]
+            if verdict.action in (HOLD, SILENCE):
+                self._count("silenced")
+                log.info("held by a silence" if verdict.action == HOLD else "silenced",
+                         extra={"receiver": receiver.name, "alert_id": row.alert_id, "status": row.status,
+                                "silence_id": verdict.silence_id})
 
     @staticmethod
     def _done_condition():
@@ -474,50 +502,101 @@ class Notifier:
 
     def sweep(self) -> None:
         """Close outbox rows whose deliveries are all done (catches races between receiver threads);
-        dead-letter deliveries to receivers no longer configured."""
+        dead-letter deliveries to receivers no longer configured; apply retention when it is due."""
         now = self.now_ms()
         with self.store.engine.begin() as conn:
             gone = conn.execute(update(deliveries)
-                                .where(deliveries.c.state == PENDING,
+                                .where(deliveries.c.state.in_((PENDING, HELD)),
                                        deliveries.c.receiver.not_in(list(self.receivers) or [NO_RECEIVER]))
                                 .values(state=DEAD, dead_letter=True, last_attempt_at=now,
                                         last_error="the receiver is no longer configured")).rowcount
             conn.execute(update(outbox).where(self._done_condition()).values(delivered_at=now))
         if gone:
             log.warning("dead-lettered deliveries to receivers no longer configured", extra={"deliveries": gone})
+        if now >= self._retention_due_at:
+            self.apply_retention()
+
+    def apply_retention(self) -> None:
+        """Delete what is older than `alerting.delivery.retention_days` (a bounded amount per call)."""
+        now = self.now_ms()
+        counts = delete_expired(self.store, now - self.limits.retention_days * 86_400_000,
+                                batch_alerts=self.options.retention_batch_alerts,
+                                batches=self.options.retention_batches)
+        # With more to delete, come back at the next sweep rather than after the whole interval.
+        self._retention_due_at = now + (self.options.sweep_ms if counts.more else self.options.retention_interval_ms)
+        if counts:
+            log.info("retention: deleted old notifications and silences",
+                     extra={"outbox": counts.outbox, "deliveries": counts.deliveries, "silences": counts.silences,
+                            "more": counts.more, "retention_days": self.limits.retention_days})
+
+    def requeue_dead(self) -> Counter[str]:
+        """Put dead letters back in their queues (after a receiver is fixed), keeping order: each
+        goes back at its place in its (receiver, subject, rule) queue, so a firing goes before its
+        resolution. A dead firing whose resolution has already been delivered to that receiver is
+        not sent (it would open a page after its close): it becomes `superseded`. Each requeued
+        delivery starts a fresh attempt and age budget. Run it only while holding the lease."""
+        now = self.now_ms()
+        d, r = deliveries, deliveries.alias("resolution")
+        went = exists(select(r.c.id).where(r.c.receiver == d.c.receiver, r.c.alert_id == d.c.alert_id,
+                                           r.c.status == "resolved", r.c.state == DELIVERED))
+        configured = list(self.receivers) or [NO_RECEIVER]
+        with self.store.engine.begin() as conn:
+            superseded = conn.execute(
+                update(d).where(d.c.state == DEAD, d.c.status != "resolved", d.c.receiver.in_(configured), went)
+                .values(state=SUPERSEDED, last_attempt_at=now,
+                        last_error="not requeued: its resolution was already delivered")).rowcount
+            requeued = conn.execute(
+                update(d).where(d.c.state == DEAD, d.c.receiver.in_(configured))
+                .values(state=PENDING, dead_letter=False, attempts=0, created_at=now, next_attempt_at=now)).rowcount
+            conn.execute(update(outbox).where(self._done_condition()).values(delivered_at=now))
+        log.info("dead letters requeued", extra={"requeued": requeued, "superseded": superseded})
+        return Counter(requeued=requeued, superseded=superseded)
 
     def run_receiver_pass(self, name: str, stop: threading.Event | None = None) -> None:
         """Send everything due to one receiver (each delivery at most once per pass)."""
         receiver = self.receivers[name]
-        if self.now_ms() < self._paused_until.get(name, 0):
+        if self.lease.held:
+            self._release_held(receiver)
+        # A paused receiver (nothing got through lately) still gets notifications never tried yet, a
+        # few per pass: one notification it keeps failing must not delay every other by the pause.
+        # Unless the receiver itself asked for the pause (Retry-After).
+        fresh_only = self.now_ms() < self._paused_until.get(name, 0)
+        if fresh_only and self._paused_by_receiver.get(name):
             return
         attempted: set[int] = set()
         while self.lease.held and not (stop is not None and stop.is_set()):
             now = self.now_ms()
             # A receiver that has been failing is probed with a few requests, not the whole backlog.
-            limit = self.options.concurrency if self._failing_rounds.get(name) else self.options.batch_limit
-            rows = [r for r in self._eligible(receiver, now, limit) if r.id not in attempted]
+            failing = fresh_only or self._failing_rounds.get(name)
+            limit = self.options.concurrency if failing else self.options.batch_limit
+            rows = [r for r in self._eligible(receiver, now, limit, fresh_only=fresh_only) if r.id not in attempted]
             if not rows:
                 break
             attempted.update(r.id for r in rows)
-            silenced = self._silenced(receiver, rows, now)
-            if silenced:
-                self._record_silenced(receiver, [r for r in rows if r.id in silenced], silenced)
-                rows = [r for r in rows if r.id not in silenced]
+            verdicts = self._silence_verdicts(receiver, rows, now)
+            if verdicts:
+                self._record_verdicts(receiver, [r for r in rows if r.id in verdicts], verdicts)
+                rows = [r for r in rows if r.id not in verdicts]
             futures = [self._pools[name].submit(self._deliver, receiver, unit) for unit in self._units(receiver, rows)]
             wait_futures(futures)
             outcomes = [future.result() for future in futures]
             if outcomes and not any(o.ok or o.permanent for o in outcomes):
+                if fresh_only:
+                    return  # still failing: the pause stands
                 # Nothing got through: the receiver is down or overloaded. Back off as a whole.
                 rounds = self._failing_rounds.get(name, 0) + 1
                 self._failing_rounds[name] = rounds
-                pause = self.backoff_ms(rounds, max((o.retry_after_ms or 0) for o in outcomes) or None)
+                asked = max((o.retry_after_ms or 0) for o in outcomes) or None
+                pause = self.backoff_ms(rounds, asked)
                 self._paused_until[name] = self.now_ms() + pause
+                self._paused_by_receiver[name] = asked is not None
                 log.warning("receiver is failing; pausing it", extra={"receiver": name, "rounds": rounds,
                                                                       "pause_ms": pause})
                 return
             if any(o.ok for o in outcomes):
                 self._failing_rounds.pop(name, None)
+                self._paused_until.pop(name, None)
+                fresh_only = False
         if receiver.kind == "alertmanager" and self.lease.held:
             self._refresh_alertmanager(receiver)
 
@@ -550,8 +629,10 @@ class Notifier:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event | None = None, *, once: bool = False) -> Counter[str]:
-        """Deliver until `stop` is set (or, with once, one pass over what is due). Returns the counts."""
+    def run(self, stop: threading.Event | None = None, *, once: bool = False,
+            requeue_dead: bool = False) -> Counter[str]:
+        """Deliver until `stop` is set (or, with once, one pass over what is due). Returns the counts.
+        With requeue_dead, dead letters are requeued first, once the lease is held."""
         stop = stop or threading.Event()
         interval = self.options.interval_ms / 1000
         waiting_logged = 0.0
@@ -565,6 +646,8 @@ class Notifier:
                 return self.stats
         log.info("notifier started", extra={"receivers": [r.describe() for r in self.receivers.values()],
                                             "once": once, "group_wait_ms": self.options.group_wait_ms})
+        if requeue_dead:
+            self._stats.update(self.requeue_dead())
         workers = {name: ThreadPoolExecutor(1, thread_name_prefix=f"receiver-{name}") for name in self.receivers}
         running: dict[str, Future[None]] = {}
         swept = self.now_ms()

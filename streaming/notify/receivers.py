@@ -1,8 +1,10 @@
 """Receiver types: how an alert (or a group of them) becomes one HTTP request.
 
 - `webhook`: the alert object of SPEC section 4 as the body, byte for byte as stored, with
-  `X-Fleetwatch-Alert-Id` and `X-Fleetwatch-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
-  keyed by the secret in `secret_env` (unsigned, with a warning, when no `secret_env` is set).
+  `X-Fleetwatch-Alert-Id` (the alert id, SPEC section 6), `X-Fleetwatch-Status` (`firing` or
+  `resolved`), `X-Fleetwatch-Delivery-Id` (`<alert_id>:<status>`, what a receiver deduplicates on)
+  and `X-Fleetwatch-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<body>">` keyed by the secret
+  in `secret_env` (unsigned, with a warning, when no `secret_env` is set).
 - `slack`: an incoming-webhook message (`text` in Slack mrkdwn); accepts groups.
 - `pagerduty`: Events API v2, `dedup_key` = alert_id, `trigger` / `resolve`; the routing key
   comes from `routing_key_env`; `url` overrides the public endpoint.
@@ -10,6 +12,10 @@
   `target`, `broker`, `severity` (and `endpoint`), `startsAt`/`endsAt`; accepts groups.
   A firing alert is sent with `endsAt` = now + `ALERTMANAGER_FIRING_TTL_MS` and re-sent while it
   stays open (the notifier refreshes it), the way Prometheus does; a resolved one with its `ends_at`.
+
+A receiver's URL is shown (logs, errors) as `scheme://host:port/***`: its path and query may be the
+secret (a Slack incoming webhook's path is), its user info is. Every part of it is also scrubbed
+from error texts.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ import hmac
 import json
 import logging
 import os
+import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from streaming.config import ConfigError
 from streaming.config import Receiver as ReceiverConfig
@@ -32,6 +40,7 @@ from streaming.notify.redact import redact_url
 __all__ = [
     "ALERTMANAGER_FIRING_TTL_MS",
     "PAGERDUTY_EVENTS_URL",
+    "SIGNATURE_TOLERANCE_S",
     "AlertmanagerReceiver",
     "HttpRequest",
     "Item",
@@ -72,22 +81,49 @@ class HttpRequest:
 
 def sign(secret: str, body: bytes, t: int) -> str:
     """The `X-Fleetwatch-Signature` value for a body sent at unix time t."""
-    mac = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    data = body.encode() if isinstance(body, str) else body
+    mac = hmac.new(secret.encode(), f"{t}.".encode() + data, hashlib.sha256).hexdigest()
     return f"t={t},v1={mac}"
 
 
-def verify_signature(secret: str, body: bytes, header: str, *, now: float | None = None,
-                     tolerance_s: int = 300) -> bool:
-    """What a receiver does: recompute the HMAC and check the timestamp is recent."""
-    try:
-        fields = dict(part.split("=", 1) for part in header.split(","))
-        t = int(fields["t"])
-    except (ValueError, KeyError):
+# How old (or how far ahead) a signature's timestamp may be: older is a replay.
+SIGNATURE_TOLERANCE_S = 300
+_SIGNATURE_PART = re.compile(r"t=([0-9]{1,12})|v1=([0-9a-f]{1,128})", re.ASCII)
+
+
+def verify_signature(secret: str | bytes, body: bytes | str, header: object, *, now: float | None = None,
+                     tolerance_s: float = SIGNATURE_TOLERANCE_S) -> bool:
+    """What a receiver does: True only when `header` is a well-formed `X-Fleetwatch-Signature` whose
+    timestamp is within `tolerance_s` of `now` (default: the wall clock) and one of whose `v1`
+    values is the HMAC of "<t>.<body>". Anything else (malformed, non-ASCII, not a string) is False."""
+    if not tolerance_s > 0:
+        raise ValueError("tolerance_s must be positive: a signature without a time limit can be replayed forever")
+    if isinstance(header, bytes):
+        try:
+            header = header.decode("ascii")
+        except UnicodeDecodeError:
+            return False
+    if not isinstance(header, str) or not header.isascii():
         return False
-    if now is not None and abs(now - t) > tolerance_s:
+    stamp, macs = None, []
+    for part in header.split(","):
+        found = _SIGNATURE_PART.fullmatch(part.strip())
+        if found is None:
+            return False
+        if found[1] is not None:
+            if stamp is not None:
+                return False
+            stamp = int(found[1])
+        else:
+            macs.append(found[2])
+    if stamp is None or not macs:
         return False
-    expected = sign(secret, body, t).split("v1=", 1)[1]
-    return hmac.compare_digest(expected, fields.get("v1", ""))
+    if abs((time.time() if now is None else now) - stamp) > tolerance_s:
+        return False
+    key = secret.encode() if isinstance(secret, str) else secret
+    data = body.encode() if isinstance(body, str) else body
+    expected = hmac.new(key, f"{stamp}.".encode() + data, hashlib.sha256).hexdigest()
+    return any(hmac.compare_digest(expected, mac) for mac in macs)
 
 
 def _iso(ms: int) -> str:
@@ -146,21 +182,25 @@ class Receiver:
         url = self._env(env, config.url_env, "the URL") if config.url_env else config.url or self._default_url()
         if not url:
             raise self._problem("needs url or url_env")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(url)
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:
+            parts, port_ok = None, False
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
             shown = f"${config.url_env}" if config.url_env else redact_url(url)
             raise self._problem(f"not an http(s) URL: {shown}")
-        if parts.password:
-            self.secrets.append(parts.password)
-        for secret in (v for _, v in _query_pairs(parts.query)):
-            self.secrets.append(secret)
+        # Any part of the URL but its scheme and host may be the secret: keep them out of error texts.
+        self.secrets.append(url)
+        for secret in (parts.password, parts.path if parts.path != "/" else None, parts.query,
+                       *(v for _, v in parse_qsl(parts.query, keep_blank_values=True))):
+            if secret:
+                self.secrets.append(secret)
         return url
 
     def _display(self, config: ReceiverConfig) -> str:
-        if config.url_env:
-            parts = urlsplit(self.url)
-            return f"{parts.scheme}://{parts.hostname}/*** (from ${config.url_env})"
-        return redact_url(self.url)
+        shown = redact_url(self.url)
+        return f"{shown} (from ${config.url_env})" if config.url_env else shown
 
     def describe(self) -> str:
         return f"{self.name} ({self.kind} {self.display})"
@@ -169,12 +209,6 @@ class Receiver:
 
     def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
         raise NotImplementedError
-
-
-def _query_pairs(query: str) -> list[tuple[str, str]]:
-    from urllib.parse import parse_qsl
-
-    return [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if v]
 
 
 class WebhookReceiver(Receiver):
@@ -190,8 +224,9 @@ class WebhookReceiver(Receiver):
     def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
         (item,) = items
         body = item.body.encode()
-        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-                   "X-Fleetwatch-Alert-Id": str(item.alert["alert_id"])}
+        alert_id, status = str(item.alert["alert_id"]), str(item.alert["status"])
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, "X-Fleetwatch-Alert-Id": alert_id,
+                   "X-Fleetwatch-Status": status, "X-Fleetwatch-Delivery-Id": f"{alert_id}:{status}"}
         if self.secret is not None:
             headers["X-Fleetwatch-Signature"] = sign(self.secret, body, now_ms // 1000)
         return HttpRequest(self.url, body, headers)

@@ -1,15 +1,15 @@
 """Keeping secrets out of logs, the store and error messages.
 
-A receiver URL may carry credentials (`https://user:password@host/…`, `?token=…`), and a URL
-taken from an environment variable (a Slack incoming webhook) is a secret as a whole. Anything
-shown to a person goes through `redact_url` / `Scrubber.clean`.
+A receiver URL may carry credentials (`https://user:password@host/…`, `?token=…`), and its path
+may be the secret (a Slack incoming webhook's is): a receiver URL is shown through `redact_url`
+(scheme and host only), free text through `redact_text` / `Scrubber.clean`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 __all__ = ["MASK", "Scrubber", "redact_text", "redact_url"]
 
@@ -22,20 +22,18 @@ _QUERY_VALUE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s?#]*\?)(?P<qu
 
 
 def redact_url(url: str) -> str:
-    """The URL with its user info and query values masked: `https://***@host/path?token=***`."""
+    """How a URL is shown: `https://host:port/***`, `https://***@host/***`: never its user info,
+    path or query, any of which may be the secret (a Slack incoming webhook's path is)."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return MASK
-    if not parts.scheme or not parts.netloc:
-        return redact_text(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = f"{MASK}@{netloc.rsplit('@', 1)[1]}"
-    query = ""
-    if parts.query:
-        query = "&".join(f"{key}={MASK}" for key, _ in parse_qsl(parts.query, keep_blank_values=True)) or MASK
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    host = parts.netloc.rsplit("@", 1)[-1]
+    if not parts.scheme or not host:
+        return MASK
+    user = f"{MASK}@" if "@" in parts.netloc else ""
+    rest = f"/{MASK}" if parts.path not in ("", "/") or parts.query or parts.fragment else ""
+    return f"{parts.scheme}://{user}{host}{rest}"
 
 
 def redact_text(text: str) -> str:

@@ -5,7 +5,9 @@ both `pager` and the catch-all `ops` of the SPEC example). A route matches when,
 field it names, the alert's value is one of the listed ones (shell-style patterns such as
 `broker.*` allowed). Fields are the alert's own (`rule`, `severity`, `status`, `cluster_id`,
 `target`, `broker_id`, `endpoint`, …) or, failing that, the tags of the configured cluster
-the alert is about (`env: [prod]`). Without any route, every receiver gets every alert.
+the alert is about (`env: [prod]`); any other key is a configuration error (`streaming/config.py`,
+ROUTE_FIELDS). Without any route, every receiver gets every alert. Where a resolution goes
+besides (wherever its firing went): `streaming/notify/delivery.py`, `Notifier.plan`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Silences: planned work (a rolling restart) that should not page anyone.
 
 A silence has matchers (cluster, rule, broker, target, endpoint; every one given must match)
-and a wall-clock window. An alert it matches is recorded in `deliveries` as `silenced` (with
-the silence id) instead of being sent, if the silence was active when the alert was recorded
-or is active when it is due. The resolution of a silenced firing is silenced too; the resolution
-of a firing that was delivered is always delivered, so no page is left open.
+and a wall-clock window. It suppresses, it does not forget (Alertmanager's semantics, in
+`streaming/notify/policy.py`): a firing notification it matches is *held* while it is in force
+and decided again when it ends (expires, or is expired by hand): paged then if the alert still
+fires, silenced for good if it resolved meanwhile (then neither its firing nor its resolution is
+sent). The resolution of a firing that was delivered is always delivered, so no page is left open.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from sqlalchemy import insert, or_, select, update
 
 from streaming.config import ConfigError
 from streaming.notify.redact import redact_text
-from streaming.sinks.store import Store, silences
+from streaming.notify.states import HELD
+from streaming.sinks.store import Store, deliveries, silences
 
 __all__ = ["Silence", "active_silences", "add_silence", "expire_silence", "list_silences", "parse_duration"]
 
@@ -155,4 +157,8 @@ def expire_silence(store: Store, silence_id: str) -> Silence:
             return silence
         conn.execute(update(silences).where(silences.c.id == silence.id)
                      .values(expired_at=now, ends_at=max(now, silence.starts_at)))
+        # What it held is decided again now, not at its planned end.
+        conn.execute(update(deliveries).where(deliveries.c.silence_id == silence.id, deliveries.c.state == HELD,
+                                              deliveries.c.next_attempt_at > now)
+                     .values(next_attempt_at=now))
     return Silence(**{**silence.__dict__, "expired_at": now, "ends_at": max(now, silence.starts_at)})

@@ -97,6 +97,8 @@ outbox = Table(
     Column("attempts", Integer, nullable=False, default=0),
     Column("last_error", Text),
     UniqueConstraint("alert_id", "status", name="uq_outbox"),
+    # The notifier's plan() looks for rows not delivered yet every second; retention for old ones.
+    Index("ix_outbox_delivered_at", "delivered_at"),
 )
 
 brokers = Table(
@@ -182,8 +184,10 @@ pipeline_progress = Table(
 
 # The notifier's work (streaming/notify): one row per (outbox row, receiver) chosen by the routes,
 # sent in outbox order per (receiver, subject, rule). state: pending (to send at next_attempt_at),
-# delivered (after a 2xx), dead (a permanent failure: dead_letter true, the reason in last_error)
-# or silenced (silence_id). Errors are redacted before they are stored.
+# delivered (after a 2xx), dead (a permanent failure or a retry limit: dead_letter true, the reason
+# in last_error), held (a firing held by silence_id, decided again at next_attempt_at, its end),
+# silenced (for good, by silence_id) or superseded (a requeued dead firing whose resolution had
+# already been delivered). Errors are redacted before they are stored.
 deliveries = Table(
     "deliveries", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -224,6 +228,7 @@ silences = Table(
     Column("created_by", String(255)),
     Column("created_at", BigInteger, nullable=False),
     Column("expired_at", BigInteger),
+    Index("ix_silences_ends_at", "ends_at"),
 )
 
 # One notifier at a time per store (per-subject order): who holds the lease, until when.
@@ -275,6 +280,11 @@ class Store:
             elif self.engine.dialect.name == "sqlite":
                 conn.exec_driver_sql("BEGIN IMMEDIATE")  # the database's write lock, until commit
             metadata.create_all(conn)
+            # create_all makes the indexes of new tables only: a store from before an index of the
+            # notifier's tables existed gets it here.
+            for table in (outbox, deliveries, silences):
+                for index in table.indexes:
+                    index.create(conn, checkfirst=True)
 
     def close(self) -> None:
         self.engine.dispose()
