@@ -169,9 +169,9 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     """
     store = Store(store_url)
     engine = store.engine
-    # No "Updating..." flicker in the tab title on every refresh.
+    # No "Updating..." flicker in the tab title on every refresh. The style sheet (and the fleet
+    # map's click handler) are served from dashboard/assets/.
     app = Dash(__name__, title="fleetwatch", update_title=None)
-    app.index_string = app.index_string.replace("{%css%}", "{%css%}<style>" + views.CSS + "</style>")
     href = app.get_relative_path
     pages = Pages(store, href, tags)
     app.layout = html.Div([

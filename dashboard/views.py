@@ -20,7 +20,6 @@ from dash import dcc, html
 from dashboard.queries import SEVERITIES, STATES
 
 __all__ = [
-    "CSS",
     "HEALTHY_LIST_LIMIT",
     "LISTED_LIMIT",
     "Href",
@@ -48,73 +47,6 @@ Href = Callable[[str], str]
 HEALTHY_LIST_LIMIT = 20
 # Asked for, at most this many healthy rows (a refresh of 1,000 rows every 2 s is ~1.4 MB).
 LISTED_LIMIT = 200
-
-CSS = """
-:root {
-  color-scheme: light dark;
-  --bg: #f5f6f8; --fg: #1d2330; --panel: #ffffff; --border: #e3e6eb; --th-bg: #eef0f4;
-  --muted: #5b6475; --link: #1a5fb4; --nav-bg: #1d2330; --nav-fg: #e8ebf0; --brand: #8fb3ff;
-  --nav-muted: #aab2c0; --down: #ff8a80;
-  --crit: #d32f2f; --crit-bg: #fde2e1; --crit-fg: #c62828;
-  --warn: #b57900; --warn-bg: #fff3d6; --warn-fg: #8a5a00;
-  --info: #1e6fd9; --info-bg: #e3efff; --info-fg: #1a5fb4;
-  --ok: #2e9d4f; --ok-bg: #edf7ee; --ok-fg: #2e7d32;
-}
-@media (prefers-color-scheme: dark) {
-  :root, body {
-    --bg: #12161d; --fg: #e6e9ef; --panel: #1a1f28; --border: #2c3340; --th-bg: #222936;
-    --muted: #a3acbb; --link: #8fb3ff; --nav-bg: #0b0e13;
-    --crit: #ff6b6b; --crit-bg: #4a1c1f; --crit-fg: #ff8a80;
-    --warn: #f0b429; --warn-bg: #41320f; --warn-fg: #f5c451;
-    --info: #5a9bff; --info-bg: #16294a; --info-fg: #8fb3ff;
-    --ok: #3fbf6a; --ok-bg: #153322; --ok-fg: #6fcf87;
-    /* Dash's own inputs and dropdowns */
-    --Dash-Fill-Inverse-Strong: #1a1f28; --Dash-Text-Primary: #e6e9ef; --Dash-Text-Strong: #f2f4f8;
-    --Dash-Text-Weak: #a3acbb; --Dash-Text-Disabled: #7d8696; --Dash-Stroke-Strong: #5d6677;
-    --Dash-Stroke-Weak: #2c3340; --Dash-Fill-Interactive-Weak: rgba(143, 179, 255, .08);
-    --Dash-Fill-Primary-Hover: rgba(143, 179, 255, .10); --Dash-Fill-Primary-Active: rgba(143, 179, 255, .18);
-    --Dash-Fill-Interactive-Strong: #a98bff; --Dash-Fill-Disabled: #2c3340;
-  }
-  /* plotly writes its colours inline: axis labels, legend and grid follow the page */
-  .js-plotly-plot .cartesianlayer text, .js-plotly-plot .infolayer text { fill: var(--fg) !important; }
-  .js-plotly-plot .gridlayer path, .js-plotly-plot .zerolinelayer path { stroke: var(--border) !important; }
-}
-body { font-family: system-ui, sans-serif; margin: 0; color: var(--fg); background: var(--bg); }
-a { color: var(--link); }
-nav { display: flex; gap: 1.2rem; align-items: baseline; padding: .6rem 1.2rem; background: var(--nav-bg); }
-nav a { color: var(--nav-fg); text-decoration: none; font-weight: 600; }
-nav .brand { color: var(--brand); }
-nav .status { margin-left: auto; color: var(--nav-muted); font-size: .85rem; }
-nav .status.down { color: var(--down); font-weight: 600; }
-main { padding: 1rem 1.2rem; }
-h1 { font-size: 1.3rem; margin: .2rem 0 .8rem; } h2 { font-size: 1.05rem; margin: 1.2rem 0 .4rem; }
-table { border-collapse: collapse; width: 100%; background: var(--panel); font-size: .88rem; }
-th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--border); vertical-align: top; }
-th { background: var(--th-bg); font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.sev-critical { background: var(--crit-bg); } tr.sev-critical td:first-child { border-left: 5px solid var(--crit); }
-tr.sev-warning { background: var(--warn-bg); } tr.sev-warning td:first-child { border-left: 5px solid var(--warn); }
-tr.sev-info { background: var(--info-bg); } tr.sev-info td:first-child { border-left: 5px solid var(--info); }
-tr.sev-healthy td:first-child { border-left: 5px solid var(--ok); }
-tr.healthy-count td { color: var(--ok-fg); font-weight: 600; background: var(--ok-bg); }
-td.differs { font-weight: 700; }
-.strip { display: flex; flex-wrap: wrap; gap: .6rem; margin-bottom: .8rem; }
-.card { background: var(--panel); border: 1px solid var(--border); border-radius: 6px; padding: .4rem .8rem; }
-.card .n { font-size: 1.3rem; font-weight: 700; display: block; }
-.card .label { font-size: .78rem; color: var(--muted); }
-.card.critical .n { color: var(--crit-fg); } .card.warning .n { color: var(--warn-fg); }
-.card.info .n { color: var(--info-fg); } .card.healthy .n { color: var(--ok-fg); }
-.panel { background: var(--panel); border: 1px solid var(--border); }
-.controls { display: flex; gap: .8rem; align-items: center; margin-bottom: .8rem; flex-wrap: wrap; }
-.controls .dash-input-container { width: 22rem; flex: 0 0 auto; }
-.controls .dash-dropdown-wrapper { width: 18rem; flex: 0 0 auto; }
-.controls .tag-filter .dash-dropdown-wrapper, .controls .tag-filter { width: 12rem; }
-.muted { color: var(--muted); } .empty { color: var(--muted); padding: .6rem 0; }
-.mono { font-family: ui-monospace, monospace; font-size: .82rem; }
-.silence-btn { font: inherit; font-size: .8rem; padding: .1rem .5rem; border: 1px solid var(--border);
-               border-radius: 4px; background: var(--panel); color: var(--fg); cursor: pointer; white-space: nowrap; }
-td.silenced { color: var(--muted); white-space: nowrap; }
-"""
 
 _STATE_LABEL = {"ONLINE": "online", "FENCED": "fenced", "STOPPING": "stopping", "OFFLINE": "offline",
                 "UNKNOWN": "no state"}

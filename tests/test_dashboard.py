@@ -29,6 +29,7 @@ from dashboard.cli import command, configure_parser
 from streaming.sinks.store import Store
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+STYLESHEET = Path(__file__).resolve().parents[1] / "dashboard" / "assets" / "fleetwatch.css"
 T0 = 1_763_800_000_000
 PAY = "MkU3OEVBNTcwNTJENDM2Qg"
 ORDERS = "T3JkZXJzQ2x1c3RlcjAwMQ"
@@ -297,8 +298,9 @@ def test_text_colours_are_readable_in_light_and_dark() -> None:
     def palette(block: str) -> dict[str, tuple[int, ...]]:
         return {k: tuple(int(v[i:i + 2], 16) for i in (1, 3, 5))
                 for k, v in re.findall(r"--([a-z-]+):\s*(#[0-9a-f]{6})", block)}
-    light = palette(views.CSS.split("@media")[0])
-    dark = {**light, **palette(views.CSS.split("prefers-color-scheme: dark")[1].split("}")[0])}
+    css = STYLESHEET.read_text(encoding="utf-8")
+    light = palette(css.split("@media")[0])
+    dark = {**light, **palette(css.split("prefers-color-scheme: dark")[1].split("}")[0])}
     text_on = [("fg", bg) for bg in ("bg", "panel", "th-bg", "crit-bg", "warn-bg", "info-bg", "ok-bg")]
     text_on += [("muted", "panel"), ("muted", "bg"), ("link", "panel"), ("link", "crit-bg"), ("link", "warn-bg"),
                 ("ok-fg", "ok-bg"), *((f"{s}-fg", "panel") for s in ("crit", "warn", "info", "ok"))]
