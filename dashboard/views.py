@@ -16,12 +16,16 @@ from urllib.parse import quote
 import pandas as pd
 import plotly.graph_objects as go
 from dash import dcc, html
+from plotly.subplots import make_subplots
 
 from dashboard.queries import SEVERITIES, STATES
+from streaming.notify.redact import redact_text
 
 __all__ = [
+    "DELIVERY_STATES",
     "HEALTHY_LIST_LIMIT",
     "LISTED_LIMIT",
+    "MAP_STATES",
     "Href",
     "alerts_table",
     "brokers_table",
@@ -29,14 +33,19 @@ __all__ = [
     "cluster_path",
     "collisions_table",
     "controller_table",
+    "deliveries_table",
+    "delivery_summary",
+    "fleet_map",
     "fleet_table",
     "format_age",
     "format_ts",
     "misrouted_table",
+    "pipeline_figure",
     "pipeline_tables",
     "registry_table",
     "summary_strip",
     "tag_text",
+    "tile_state",
     "timeline_figure",
 ]
 
@@ -47,6 +56,8 @@ Href = Callable[[str], str]
 HEALTHY_LIST_LIMIT = 20
 # Asked for, at most this many healthy rows (a refresh of 1,000 rows every 2 s is ~1.4 MB).
 LISTED_LIMIT = 200
+# Up to this many clusters, fleet map tiles carry their name; more are plain squares.
+LABELLED_TILES_LIMIT = 120
 
 _STATE_LABEL = {"ONLINE": "online", "FENCED": "fenced", "STOPPING": "stopping", "OFFLINE": "offline",
                 "UNKNOWN": "no state"}
@@ -154,6 +165,103 @@ def fleet_table(href: Href, rows: list[dict[str, Any]], show_healthy: bool,
                                     "\"list healthy clusters\" or search to see them", colSpan=len(head)),
                             className="healthy-count", id="healthy-count"))
     return _table(head, body, "No cluster matches." if rows else "The store holds no cluster yet.")
+
+
+# A fleet map tile's state, worst first: its worst firing alert's severity; else "degraded" when
+# not every broker is ONLINE (or none is known) though no alert fires; else "healthy".
+MAP_STATES = ("critical", "warning", "info", "degraded", "healthy")
+_MAP_STATE_LABEL = {"critical": "critical", "warning": "warning", "info": "info",
+                    "degraded": "not every broker online, no alert", "healthy": "healthy"}
+_NOT_ONLINE = (("fenced", "fenced"), ("stopping", "stopping"), ("offline", "offline"), ("unknown", "with no state"))
+
+
+def tile_state(row: Mapping[str, Any]) -> str:
+    """The state of a cluster's tile on the fleet map (MAP_STATES), from its overview row."""
+    if row["severity"]:
+        return row["severity"]
+    return "healthy" if row["brokers"] and row["online"] == row["brokers"] else "degraded"
+
+
+def _brokers(n: int) -> str:
+    return f"{n} broker{'s' if n != 1 else ''}"
+
+
+def _problem(row: Mapping[str, Any], worst: Mapping[str, Any] | None) -> str:
+    """A cluster's worst problem in one line, for its tile's tooltip."""
+    more = row["firing"] - 1
+    if worst is not None:
+        line = f"{worst['severity']}: {worst['rule']}: {worst['summary']}"
+        return line + (f" (and {more} more firing)" if more > 0 else "")
+    if row["severity"]:  # its alert fired between the two reads
+        return f"{row['severity']}: {row['firing']} firing"
+    if not row["brokers"]:
+        return "no broker seen yet"
+    off = [f"{_brokers(row[key])} {label}" for key, label in _NOT_ONLINE if row[key]]
+    if off:
+        return "no alert firing; " + ", ".join(off)
+    return f"healthy: all {_brokers(row['brokers'])} online"
+
+
+def _tile(href: Href, row: Mapping[str, Any], state: str, problem: str, labelled: bool) -> dict[str, Any]:
+    """One tile: a link to the cluster's page, its name and worst problem as its tooltip.
+
+    Written as the JSON that `html.A(...)` serialises to: a map of 1,000 tiles rebuilt on every
+    refresh costs ~25 ms through Dash's component classes and ~1.5 ms this way.
+    """
+    cluster_id, name = row["cluster_id"], row["target"] or _cluster_label(row["cluster_id"])
+    title = f"{name}\n{cluster_id}\n{problem}" if row["target"] else f"{name}\n{problem}"
+    props: dict[str, Any] = {"href": href(cluster_path(cluster_id)), "className": f"tile sev-{state}",
+                             "title": title}
+    if labelled:
+        props["children"] = name
+    return {"type": "A", "namespace": "dash_html_components", "props": props}
+
+
+def _state_counts(states: Sequence[str]) -> dict[str, int]:
+    return {s: states.count(s) for s in MAP_STATES}
+
+
+def _group_head(group_by: str, value: str | None, states: Sequence[str]) -> html.Div:
+    name = ("all clusters" if not group_by
+            else f"{group_by}={value}" if value is not None else f"no {group_by} tag")
+    trouble = [f"{n:,} {s}" for s, n in _state_counts(states).items() if n and s not in ("healthy", "degraded")]
+    size = f"{len(states):,} cluster{'s' if len(states) != 1 else ''}"
+    return html.Div([html.Span(name, className="group-name"),
+                     html.Span(" · ".join([size, *trouble]), className="muted")],
+                    className="group-head")
+
+
+def fleet_map(href: Href, rows: Sequence[Mapping[str, Any]], worst: Mapping[str, Mapping[str, Any]],
+              tags: Mapping[str, Mapping[str, str]], group_by: str) -> html.Div:
+    """One tile per cluster, coloured by its worst state (`tile_state`), linking to its page.
+
+    Grouped by the value of the `group_by` tag of the cluster's target (groups by value, the
+    clusters without that tag last), all in one group when `group_by` is empty. Within a group
+    tiles keep their place (by name), whatever their state: the eye finds a cluster where it was.
+    `worst` maps a cluster id to its worst firing alert (`queries.worst_alerts`).
+    """
+    if not rows:
+        return html.Div([])
+    labelled = len(rows) <= LABELLED_TILES_LIMIT
+    groups: dict[str | None, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        value = (tags.get(row["target"] or "") or {}).get(group_by) if group_by else None
+        groups.setdefault(value, []).append(row)
+    order = sorted(v for v in groups if v is not None) + ([None] if None in groups else [])
+    sections, every_state = [], []
+    for value in order:
+        members = sorted(groups[value], key=lambda r: (r["target"] or r["cluster_id"], r["cluster_id"]))
+        states = [tile_state(r) for r in members]
+        every_state += states
+        tiles = [_tile(href, r, state, _problem(r, worst.get(r["cluster_id"])), labelled)
+                 for r, state in zip(members, states, strict=True)]
+        sections.append(html.Div([_group_head(group_by, value, states),
+                                  html.Div(tiles, className="tiles labelled" if labelled else "tiles")],
+                                 className="map-group", **{"data-group": value or ""}))
+    legend = html.Div([html.Span([html.Span(className=f"swatch sev-{s}"), f"{n:,} {_MAP_STATE_LABEL[s]}"],
+                                 className="legend-item")
+                       for s, n in _state_counts(every_state).items()], className="map-legend")
+    return html.Div([legend, *sections])
 
 
 def cluster_header(cluster_id: str, info: dict[str, Any] | None, n_brokers: int) -> html.Div:
@@ -276,6 +384,56 @@ def timeline_figure(segments: pd.DataFrame, cluster_id: str) -> go.Figure:
     if segments.empty:
         fig.add_annotation(text="No state transition recorded for this cluster.", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
+    return fig
+
+
+# The pipeline charts: (key of the value, panel title), in reading order (left to right, top down).
+_PIPELINE_CHARTS = (("input_rows_per_s", "Input rows/s"), ("processed_rows_per_s", "Processed rows/s"),
+                    ("batch_duration_s", "Batch duration (s)"),
+                    ("watermark_lag_s", "Watermark lag (s): wall clock - watermark"))
+_QUERY_COLOURS = ("#1e6fd9", "#d9730d", "#2e9d4f", "#8e44ad")
+
+
+def _chart_values(batch: Mapping[str, Any]) -> dict[str, float | None]:
+    duration, watermark = batch["batch_duration_ms"], batch["watermark_ms"]
+    return {"input_rows_per_s": batch["input_rows_per_s"], "processed_rows_per_s": batch["processed_rows_per_s"],
+            "batch_duration_s": None if duration is None else duration / 1000,
+            # As /metrics reads it: how far detection trails the wall clock (the allowed lateness included).
+            "watermark_lag_s": None if watermark is None else (batch["recorded_at"] - watermark) / 1000}
+
+
+def pipeline_figure(batches: Sequence[Mapping[str, Any]]) -> go.Figure:
+    """Input and processed rows/s, batch duration and watermark lag over wall-clock time, one
+    line per streaming query, from `queries.pipeline_series` (oldest first)."""
+    fig = make_subplots(rows=2, cols=2, shared_xaxes=True, subplot_titles=[t for _, t in _PIPELINE_CHARTS],
+                        vertical_spacing=0.14, horizontal_spacing=0.08)
+    names = list(dict.fromkeys(b["query"] for b in batches))
+    for i, query in enumerate(names):
+        mine = [b for b in batches if b["query"] == query]
+        x = [dt.datetime.fromtimestamp(b["recorded_at"] / 1000, dt.UTC) for b in mine]
+        values = [_chart_values(b) for b in mine]
+        name = html_text.escape(query)  # plotly reads a little HTML in names
+        for n, (key, _) in enumerate(_PIPELINE_CHARTS):
+            fig.add_trace(go.Scatter(
+                x=x, y=[v[key] for v in values], name=name, meta=key, legendgroup=name,
+                showlegend=n == 0 and len(names) > 1, mode="lines+markers", marker={"size": 4},
+                line={"color": _QUERY_COLOURS[i % len(_QUERY_COLOURS)], "width": 1.5},
+                customdata=[b["batch_id"] for b in mine],
+                hovertemplate=f"%{{y:,.2f}} at %{{x}}<br>batch %{{customdata}}<extra>{name}</extra>"),
+                row=n // 2 + 1, col=n % 2 + 1)
+    fig.update_layout(
+        # The height comes from the page (the graph fills its box): see app._pipeline_page.
+        margin={"l": 50, "r": 20, "t": 50, "b": 30},
+        # Top left: plotly's tool bar takes the top right on hover.
+        legend={"orientation": "h", "x": 0, "y": 1.06, "yanchor": "bottom"},
+        paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", hovermode="closest",
+        # Keep the user's zoom across live refreshes.
+        uirevision="pipeline")
+    fig.update_xaxes(type="date")
+    fig.update_yaxes(rangemode="tozero")
+    if not batches:
+        fig.add_annotation(text="No batch recorded yet.", showarrow=False, xref="paper", yref="paper",
+                           x=0.5, y=0.5)
     return fig
 
 
@@ -421,3 +579,59 @@ def collisions_table(href: Href, rows: list[dict[str, Any]], clock_ms: int | Non
             className=_alert_class("collision-row", a), **{"data-alert": a["alert_id"]}))
     head = ["Status", "Address", "Advertised by (cluster/node)", "Started", "Ended"]
     return html.Div(_table(head, body, "No address is advertised by two brokers."), id="collisions")
+
+
+# A delivery's state as shown: (label, row severity). A pending one is "queued" until its first
+# attempt, then "retrying".
+_DELIVERY_SHOWN = {"delivered": ("delivered", "healthy"), "dead": ("dead letter", "critical"),
+                   "silenced": ("silenced", "quiet")}
+DELIVERY_STATES = {"pending": "pending", "delivered": "delivered", "dead": "dead letter", "silenced": "silenced"}
+
+
+def _delivery_shown(row: Mapping[str, Any], now_ms: int) -> tuple[str, str]:
+    state = row["state"]
+    if state in _DELIVERY_SHOWN:
+        return _DELIVERY_SHOWN[state]
+    if state != "pending":
+        return str(state), "info"
+    if not row["attempts"]:
+        return "queued", "info"
+    due = row["next_attempt_at"]
+    return ("retrying" + (f", next in {format_age(due - now_ms)}" if due is not None and due > now_ms else ""),
+            "warning")
+
+
+def delivery_summary(counts: Mapping[str, Any]) -> html.Div:
+    """Deliveries by state, and what waits in the outbox for the notifier (`queries.delivery_counts`)."""
+    cards = [_card(counts["delivered"], "delivered", "healthy" if counts["delivered"] else ""),
+             _card(counts["retrying"], "retrying", "warning" if counts["retrying"] else ""),
+             _card(counts["queued"], "queued", "info" if counts["queued"] else ""),
+             _card(counts["dead"], "dead letters", "critical" if counts["dead"] else ""),
+             _card(counts["silenced"], "silenced"),
+             _card(counts["unplanned"], "in the outbox, not picked up by the notifier yet",
+                   "warning" if counts["unplanned"] else "")]
+    return html.Div(cards, className="strip", id="deliveries-summary")
+
+
+def deliveries_table(href: Href, rows: Sequence[Mapping[str, Any]], now_ms: int, limit: int) -> html.Div:
+    """Deliveries, latest activity first: receiver (its name only: a receiver's URL may hold a
+    token), the alert (rule linking to it, subject), the notification (firing or resolved), state,
+    attempts, last attempt and last error."""
+    body = []
+    for d in rows:
+        label, severity = _delivery_shown(d, now_ms)
+        alert = dcc.Link(d["rule"] or d["alert_id"], href=href("/alerts?alert=" + quote(d["alert_id"], safe="")),
+                         className="alert-link mono", title=d["summary"] or d["alert_id"])
+        body.append(html.Tr(
+            [html.Td(d["receiver"]), html.Td(alert), html.Td(d["subject"] or "—", className="mono"),
+             html.Td(d["status"] or "—"), html.Td(label), html.Td(_number(d["attempts"]), className="num"),
+             html.Td(format_ts(d["last_attempt_at"])),
+             # The notifier scrubs errors before it stores them; scrub again, the page is no place for a secret.
+             html.Td(redact_text(d["last_error"]) if d["last_error"] else "—", className="error")],
+            className=f"delivery-row sev-{severity}", **{"data-receiver": d["receiver"], "data-alert": d["alert_id"]}))
+    head = ["Receiver", "Alert", "Subject", "Notification", "State", ("Attempts", "num"), "Last attempt",
+            "Last error"]
+    note = ([html.P(f"Showing the latest {limit}; narrow the filters to see others.", className="muted")]
+            if len(rows) >= limit else [])
+    empty = "No delivery recorded: the notifier (fleetwatch notify) has delivered nothing from this store yet."
+    return html.Div([_table(head, body, empty), *note], id="deliveries-list")

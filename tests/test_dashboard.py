@@ -301,11 +301,11 @@ def test_text_colours_are_readable_in_light_and_dark() -> None:
     css = STYLESHEET.read_text(encoding="utf-8")
     light = palette(css.split("@media")[0])
     dark = {**light, **palette(css.split("prefers-color-scheme: dark")[1].split("}")[0])}
-    text_on = [("fg", bg) for bg in ("bg", "panel", "th-bg", "crit-bg", "warn-bg", "info-bg", "ok-bg")]
+    text_on = [("fg", bg) for bg in ("bg", "panel", "th-bg", "crit-bg", "warn-bg", "info-bg", "ok-bg", "quiet-bg")]
     text_on += [("muted", "panel"), ("muted", "bg"), ("link", "panel"), ("link", "crit-bg"), ("link", "warn-bg"),
                 ("ok-fg", "ok-bg"), *((f"{s}-fg", "panel") for s in ("crit", "warn", "info", "ok"))]
     # Severity bars are not text: WCAG asks 3:1 of graphical objects.
-    bars_on = [(s, bg) for s in ("crit", "warn", "info") for bg in ("panel", f"{s}-bg")] + [("ok", "panel")]
+    bars_on = [(s, bg) for s in ("crit", "warn", "info", "quiet") for bg in ("panel", f"{s}-bg")] + [("ok", "panel")]
     for name, pal in (("light", light), ("dark", dark)):
         for pairs, need in ((text_on, 4.5), (bars_on, 3.0)):
             low = [(f, b, round(_contrast(pal[f], pal[b]), 2)) for f, b in pairs if _contrast(pal[f], pal[b]) < need]
