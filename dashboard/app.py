@@ -83,10 +83,11 @@ class Pages:
         return {key: sorted(values) for key, values in sorted(options.items())}
 
     def overview(self, search: str = "", show_healthy: bool = False,
-                 selected: Mapping[str, Sequence[str]] | None = None,
-                 group_by: str | None = None) -> tuple[html.Div, html.Div, str, html.Div]:
+                 selected: Mapping[str, Sequence[str]] | None = None, group_by: str | None = None,
+                 shown_key: str | None = None) -> tuple[html.Div, Any, str, html.Div]:
         """Summary, fleet map, the map's key (a digest of it) and the table. The filters narrow
-        both map and table; `group_by` (a tag key, "" for none, None for the default) groups the map."""
+        both map and table; `group_by` (a tag key, "" for none, None for the default) groups the
+        map. The map is no_update when its key is `shown_key`: the browser already shows it."""
         names = queries.tagged_targets(self.tags, selected or {})
         rows = queries.fleet_overview(self.engine, search, names)
         group_by = self.default_group if group_by is None else group_by
@@ -94,7 +95,8 @@ class Pages:
         key = hashlib.blake2b(to_json_plotly(fleet_map).encode(), digest_size=16).hexdigest()
         # A search narrows the list enough to show healthy matches one by one.
         listed = show_healthy or bool(search.strip())
-        return (views.summary_strip(queries.fleet_summary(self.engine, names)), fleet_map, key,
+        return (views.summary_strip(queries.fleet_summary(self.engine, names)),
+                no_update if key == shown_key else fleet_map, key,
                 views.fleet_table(self.href, rows, listed, self._tag_column))
 
     def cluster(self, cluster_id: str) -> tuple[html.Div, go.Figure]:
@@ -392,9 +394,7 @@ def _register_callbacks(app: Dash, engine: Engine, pages: Pages) -> None:
                  tag_values: list[list[str] | None], tag_ids: list[dict[str, str]],
                  shown_key: str | None) -> tuple[Any, ...]:
         selected = {i["key"]: v or [] for i, v in zip(tag_ids, tag_values, strict=True)}
-        summary, fleet_map, key, table = pages.overview(search or "", bool(show), selected, group)
-        # The browser already shows this map: do not send it again.
-        return summary, no_update if key == shown_key else fleet_map, key, table
+        return pages.overview(search or "", bool(show), selected, group, shown_key)
 
     app.clientside_callback(
         _replace_query_js(app.get_relative_path("/"), """

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dash import no_update
 from test_dashboard import SCREENSHOTS, STYLESHEET, T0, _alert, _broker, _screenshot, _wait_for_url
 
 from dashboard import queries, views
@@ -132,11 +133,13 @@ def test_unchanged_map_is_not_sent_again(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     _fill(store)
     pages = Pages(store, lambda p: p, TAGS)
-    first = pages.overview()[2]
-    assert pages.overview()[2] == first
-    assert pages.overview(group_by="region")[2] != first
+    _, fleet_map, first, _ = pages.overview()
+    assert _tiles(fleet_map)
+    assert pages.overview(shown_key=first)[1:3] == (no_update, first)  # the browser shows it already
+    assert pages.overview(group_by="region", shown_key=first)[2] != first
     store.record_alerts([_alert("bil-new", "broker.fenced", "warning", BIL, "billing", broker_id=1)])
-    assert pages.overview()[2] != first
+    _, fleet_map, key, _ = pages.overview(shown_key=first)
+    assert key != first and _tiles(fleet_map)
     store.close()
 
 
@@ -234,4 +237,19 @@ def test_map_of_a_thousand_clusters(dash_duo, tmp_path: Path) -> None:
     assert dash_duo.find_element("#overview-body").location["y"] < 1000
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     dash_duo.driver.save_screenshot(str(SCREENSHOTS / "overview-map-1000.png"))
+    store.close()
+
+
+@pytest.mark.browser
+def test_map_follows_the_store_live(dash_duo, tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'live.db'}")
+    _fill(store)
+    dash_duo.start_server(create_app(store.url, refresh_ms=300, tags=TAGS))
+    billing = f'#fleet-map a.tile[href="/cluster/{BIL}"]'
+    dash_duo.wait_for_element(f"{billing}.sev-healthy")
+    store.record_alerts([_alert("bil-live", "broker.fenced", "warning", BIL, "billing", broker_id=1)])
+    # The map is sent again only when it changed: the next refresh after a change recolours the tile.
+    dash_duo.wait_for_element(f"{billing}.sev-warning")
+    assert len(dash_duo.find_elements("#fleet-map a.tile")) == len(FLEET)
+    assert dash_duo.get_logs() == []
     store.close()
