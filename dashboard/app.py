@@ -19,7 +19,6 @@ it shows): at 1,000 clusters it is ~190 KB, and most refreshes change nothing on
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import logging
@@ -32,7 +31,6 @@ from urllib.parse import parse_qs, unquote
 import flask
 import plotly.graph_objects as go
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
-from plotly.io.json import to_json_plotly
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -91,8 +89,7 @@ class Pages:
         names = queries.tagged_targets(self.tags, selected or {})
         rows = queries.fleet_overview(self.engine, search, names)
         group_by = self.default_group if group_by is None else group_by
-        fleet_map = views.fleet_map(self.href, rows, queries.worst_alerts(self.engine), self.tags, group_by)
-        key = hashlib.blake2b(to_json_plotly(fleet_map).encode(), digest_size=16).hexdigest()
+        fleet_map, key = views.fleet_map(self.href, rows, queries.worst_alerts(self.engine), self.tags, group_by)
         # A search narrows the list enough to show healthy matches one by one.
         listed = show_healthy or bool(search.strip())
         return (views.summary_strip(queries.fleet_summary(self.engine, names)),

@@ -8,11 +8,14 @@ text node; strings that go into a plotly figure, which understands a little HTML
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import html as html_text
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
+import orjson
 import pandas as pd
 import plotly.graph_objects as go
 from dash import dcc, html
@@ -232,8 +235,9 @@ def _group_head(group_by: str, value: str | None, states: Sequence[str]) -> html
 
 
 def fleet_map(href: Href, rows: Sequence[Mapping[str, Any]], worst: Mapping[str, Mapping[str, Any]],
-              tags: Mapping[str, Mapping[str, str]], group_by: str) -> html.Div:
-    """One tile per cluster, coloured by its worst state (`tile_state`), linking to its page.
+              tags: Mapping[str, Mapping[str, str]], group_by: str) -> tuple[html.Div, str]:
+    """One tile per cluster, coloured by its worst state (`tile_state`), linking to its page; and
+    a digest of the map (same digest, same map).
 
     Grouped by the value of the `group_by` tag of the cluster's target (groups by value, the
     clusters without that tag last), all in one group when `group_by` is empty. Within a group
@@ -241,27 +245,30 @@ def fleet_map(href: Href, rows: Sequence[Mapping[str, Any]], worst: Mapping[str,
     `worst` maps a cluster id to its worst firing alert (`queries.worst_alerts`).
     """
     if not rows:
-        return html.Div([])
+        return html.Div([]), ""
     labelled = len(rows) <= LABELLED_TILES_LIMIT
     groups: dict[str | None, list[Mapping[str, Any]]] = {}
     for row in rows:
         value = (tags.get(row["target"] or "") or {}).get(group_by) if group_by else None
         groups.setdefault(value, []).append(row)
     order = sorted(v for v in groups if v is not None) + ([None] if None in groups else [])
-    sections, every_state = [], []
+    sections, every_state, every_tile = [], [], []
     for value in order:
         members = sorted(groups[value], key=lambda r: (r["target"] or r["cluster_id"], r["cluster_id"]))
         states = [tile_state(r) for r in members]
         every_state += states
         tiles = [_tile(href, r, state, _problem(r, worst.get(r["cluster_id"])), labelled)
                  for r, state in zip(members, states, strict=True)]
+        every_tile.append((value, tiles))
         sections.append(html.Div([_group_head(group_by, value, states),
                                   html.Div(tiles, className="tiles labelled" if labelled else "tiles")],
                                  className="map-group", **{"data-group": value or ""}))
     legend = html.Div([html.Span([html.Span(className=f"swatch sev-{s}"), f"{n:,} {_MAP_STATE_LABEL[s]}"],
                                  className="legend-item")
                        for s, n in _state_counts(every_state).items()], className="map-legend")
-    return html.Div([legend, *sections])
+    # The tiles decide everything else on the map (headers and legend count their states).
+    digest = hashlib.blake2b(orjson.dumps([group_by, every_tile]), digest_size=16).hexdigest()
+    return html.Div([legend, *sections]), digest
 
 
 def cluster_header(cluster_id: str, info: dict[str, Any] | None, n_brokers: int) -> html.Div:
@@ -394,31 +401,37 @@ _PIPELINE_CHARTS = (("input_rows_per_s", "Input rows/s"), ("processed_rows_per_s
 _QUERY_COLOURS = ("#1e6fd9", "#d9730d", "#2e9d4f", "#8e44ad")
 
 
-def _chart_values(batch: Mapping[str, Any]) -> dict[str, float | None]:
-    duration, watermark = batch["batch_duration_ms"], batch["watermark_ms"]
-    return {"input_rows_per_s": batch["input_rows_per_s"], "processed_rows_per_s": batch["processed_rows_per_s"],
-            "batch_duration_s": None if duration is None else duration / 1000,
+def _chart_values(batches: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Each chart's values (NaN where missing: a gap in the line)."""
+    def column(values: Iterable[float | None]) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+    return {"input_rows_per_s": column(b["input_rows_per_s"] for b in batches),
+            "processed_rows_per_s": column(b["processed_rows_per_s"] for b in batches),
+            "batch_duration_s": column(b["batch_duration_ms"] for b in batches) / 1000,
             # As /metrics reads it: how far detection trails the wall clock (the allowed lateness included).
-            "watermark_lag_s": None if watermark is None else (batch["recorded_at"] - watermark) / 1000}
+            "watermark_lag_s": (np.array([b["recorded_at"] for b in batches], dtype=float)
+                                - column(b["watermark_ms"] for b in batches)) / 1000}
 
 
 def pipeline_figure(batches: Sequence[Mapping[str, Any]]) -> go.Figure:
-    """Input and processed rows/s, batch duration and watermark lag over wall-clock time, one
-    line per streaming query, from `queries.pipeline_series` (oldest first)."""
+    """Input and processed rows/s, batch duration and watermark lag over wall-clock time (UTC),
+    one line per streaming query, from `queries.pipeline_series` (oldest first)."""
     fig = make_subplots(rows=2, cols=2, shared_xaxes=True, subplot_titles=[t for _, t in _PIPELINE_CHARTS],
                         vertical_spacing=0.14, horizontal_spacing=0.08)
     names = list(dict.fromkeys(b["query"] for b in batches))
     for i, query in enumerate(names):
         mine = [b for b in batches if b["query"] == query]
-        x = [dt.datetime.fromtimestamp(b["recorded_at"] / 1000, dt.UTC) for b in mine]
-        values = [_chart_values(b) for b in mine]
+        # numpy arrays: plotly checks and encodes them whole (2,000 points as lists cost ~25x more).
+        x = np.array([b["recorded_at"] for b in mine], dtype="datetime64[ms]")
+        batch_ids = np.array([b["batch_id"] for b in mine], dtype=np.int64)
+        values = _chart_values(mine)
         name = html_text.escape(query)  # plotly reads a little HTML in names
         for n, (key, _) in enumerate(_PIPELINE_CHARTS):
             fig.add_trace(go.Scatter(
-                x=x, y=[v[key] for v in values], name=name, meta=key, legendgroup=name,
+                x=x, y=values[key], name=name, meta=key, legendgroup=name,
                 showlegend=n == 0 and len(names) > 1, mode="lines+markers", marker={"size": 4},
-                line={"color": _QUERY_COLOURS[i % len(_QUERY_COLOURS)], "width": 1.5},
-                customdata=[b["batch_id"] for b in mine],
+                line={"color": _QUERY_COLOURS[i % len(_QUERY_COLOURS)], "width": 1.5}, customdata=batch_ids,
                 hovertemplate=f"%{{y:,.2f}} at %{{x}}<br>batch %{{customdata}}<extra>{name}</extra>"),
                 row=n // 2 + 1, col=n % 2 + 1)
     fig.update_layout(

@@ -90,7 +90,7 @@ def test_worst_alert_per_cluster_is_the_most_severe_then_newest(map_url: str) ->
 def test_map_tiles_carry_state_group_and_problem(map_url: str) -> None:
     store = Store(map_url)
     rows = queries.fleet_overview(store.engine)
-    fleet_map = views.fleet_map(lambda p: p, rows, queries.worst_alerts(store.engine), TAGS, "env")
+    fleet_map, _ = views.fleet_map(lambda p: p, rows, queries.worst_alerts(store.engine), TAGS, "env")
     store.close()
     tiles = _tiles(fleet_map)
     assert len(tiles) == len(FLEET)
@@ -115,7 +115,7 @@ def test_map_tiles_carry_state_group_and_problem(map_url: str) -> None:
 def test_map_without_grouping_is_one_group(map_url: str) -> None:
     store = Store(map_url)
     rows = queries.fleet_overview(store.engine)
-    fleet_map = views.fleet_map(lambda p: p, rows, {}, TAGS, "")
+    fleet_map, _ = views.fleet_map(lambda p: p, rows, {}, TAGS, "")
     store.close()
     assert {t["group"] for t in _tiles(fleet_map)} == {""}
 
@@ -124,7 +124,7 @@ def test_big_fleet_map_is_squares_without_labels(tmp_path: Path) -> None:
     rows = [{"cluster_id": f"c{c:04d}", "target": f"team-{c:04d}", "brokers": 3, "online": 3, "fenced": 0,
              "stopping": 0, "offline": 0, "unknown": 0, "firing": 0, "severity": None,
              "stalest_heartbeat_age_ms": 10} for c in range(1000)]
-    tiles = _tiles(views.fleet_map(lambda p: p, rows, {}, {}, ""))
+    tiles = _tiles(views.fleet_map(lambda p: p, rows, {}, {}, "")[0])
     assert len(tiles) == 1000
     assert all("children" not in t for t in tiles)
 

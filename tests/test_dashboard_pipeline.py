@@ -53,8 +53,10 @@ def test_series_keep_the_recent_window_oldest_first(tmp_path: Path) -> None:
     assert [r["recorded_at"] for r in series] == sorted(r["recorded_at"] for r in rows)
 
 
+# What plotly drew: its traces as it read them (the figure sends numbers as typed arrays).
 CHART_JS = """const gd = document.querySelector('#pipeline-charts .js-plotly-plot');
-return gd && gd.data ? gd.data.map(t => [t.name, t.meta, t.x.length, t.y]) : null;"""
+return gd && gd._fullData ? gd._fullData.map(t => [t.name, t.meta, t.x.length,
+                                                   Array.from(t.y, v => Number.isNaN(v) ? null : v)]) : null;"""
 
 
 def _charted(dash_duo) -> dict[tuple[str, str], tuple[int, list[Any]]]:
