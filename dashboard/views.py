@@ -85,6 +85,11 @@ def format_ts(ms: int | None) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def _watermark(ms: int | None) -> int | None:
+    """A recorded watermark, None before the first one: Spark reports the epoch (0) until then."""
+    return ms if ms is not None and ms > 0 else None
+
+
 def _number(value: float | None, digits: int = 0) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
@@ -411,7 +416,7 @@ def _chart_values(batches: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]
             "batch_duration_s": column(b["batch_duration_ms"] for b in batches) / 1000,
             # As /metrics reads it: how far detection trails the wall clock (the allowed lateness included).
             "watermark_lag_s": (np.array([b["recorded_at"] for b in batches], dtype=float)
-                                - column(b["watermark_ms"] for b in batches)) / 1000}
+                                - column(_watermark(b["watermark_ms"]) for b in batches)) / 1000}
 
 
 def pipeline_figure(batches: Sequence[Mapping[str, Any]]) -> go.Figure:
@@ -458,7 +463,8 @@ def pipeline_tables(batches: list[dict[str, Any]], reasons: list[dict[str, Any]]
          html.Td(_number(b["input_rows"]), className="num"),
          html.Td(_number(b["input_rows_per_s"], 1), className="num"),
          html.Td(_number(b["processed_rows_per_s"], 1), className="num"),
-         html.Td(format_age(b["batch_duration_ms"]), className="num"), html.Td(format_ts(b["watermark_ms"])),
+         html.Td(format_age(b["batch_duration_ms"]), className="num"),
+         html.Td(format_ts(_watermark(b["watermark_ms"]))),
          html.Td(_number(b["state_rows"]), className="num"),
          html.Td(_number(None if b["state_memory_bytes"] is None else b["state_memory_bytes"] / 2**20, 1),
                  className="num")],

@@ -19,11 +19,13 @@ OLD = T0 - 2 * 3600_000  # two hours before the newest batch: outside the charts
 
 
 def _batch(query: str, i: int, recorded_at: int) -> dict[str, Any]:
-    # Batch 3 of each query has no watermark yet and Spark gave no input rate for batch 4.
+    # Batch 0 has Spark's watermark before the first data (the epoch), batch 3 none recorded, and
+    # Spark gave no input rate for batch 4.
+    watermark = 0 if i == 0 else None if i == 3 else recorded_at - 6000 - 100 * i
     return {"query": query, "batch_id": i, "recorded_at": recorded_at, "input_rows": 1000 + i,
             "input_rows_per_s": None if i == 4 else 1000.0 + 50 * i, "processed_rows_per_s": 3000.0 + 100 * i,
-            "batch_duration_ms": 500 + 10 * i, "watermark_ms": None if i == 3 else recorded_at - 6000 - 100 * i,
-            "state_rows": 40, "state_memory_bytes": 2**20}
+            "batch_duration_ms": 500 + 10 * i, "watermark_ms": watermark, "state_rows": 40,
+            "state_memory_bytes": 2**20}
 
 
 def _fill(store: Store) -> list[dict[str, Any]]:
@@ -39,7 +41,8 @@ def _expected(rows: list[dict[str, Any]], query: str) -> dict[str, list[float | 
         "input_rows_per_s": [r["input_rows_per_s"] for r in mine],
         "processed_rows_per_s": [r["processed_rows_per_s"] for r in mine],
         "batch_duration_s": [r["batch_duration_ms"] / 1000 for r in mine],
-        "watermark_lag_s": [None if r["watermark_ms"] is None else (r["recorded_at"] - r["watermark_ms"]) / 1000
+        # No lag before the first watermark: not 56 years of it.
+        "watermark_lag_s": [(r["recorded_at"] - r["watermark_ms"]) / 1000 if r["watermark_ms"] else None
                             for r in mine],
     }
 
