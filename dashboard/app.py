@@ -223,8 +223,9 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
 
 
 def _query(search: str | None) -> Query:
-    """A URL's query string as lists of values; "a,b" counts as two values of a list filter."""
-    return parse_qs((search or "").removeprefix("?"))
+    """A URL's query string as lists of values; "a,b" counts as two values of a list filter.
+    An empty value is kept: `group=` asks for no grouping."""
+    return parse_qs((search or "").removeprefix("?"), keep_blank_values=True)
 
 
 def _listed(query: Query, key: str) -> list[str]:
@@ -256,7 +257,7 @@ def _overview_page(tag_options: Mapping[str, list[str]], default_group: str, que
         dcc.Store(id="fleet-map-key"),
         html.Div([html.H2("Clusters"),
                   dcc.Checklist(id="show-healthy", options=[{"label": " list healthy clusters", "value": "show"}],
-                                value=["show"] if query.get("healthy") else [])],
+                                value=["show"] if query.get("healthy", [""])[0] not in ("", "0") else [])],
                  className="table-head"),
         html.Div(id="overview-body"),
     ])

@@ -207,6 +207,11 @@ def test_map_group_by_another_tag_and_the_link(dash_duo, map_url: str) -> None:
     dash_duo.find_element("#search").send_keys("pay")
     dash_duo.wait_for_no_elements(f'#fleet-map a.tile[href="/cluster/{ORD}"]')
     assert [t[0] for t in dash_duo.driver.execute_script(TILES_JS)] == [PAY]
+    # A link asking for no grouping opens the map in one group.
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/?group=")
+    dash_duo.wait_for_contains_text("#fleet-map .group-head", "all clusters")
+    assert {t[3] for t in dash_duo.driver.execute_script(TILES_JS)} == {""}
+    assert len(dash_duo.find_elements("#fleet-map .map-group")) == 1
     assert dash_duo.get_logs() == []
 
 
