@@ -11,7 +11,7 @@ alerts to webhook receivers this script serves on 127.0.0.1: `ops` takes everyth
 (A `fleetwatch replay` would fill the same tables, but runs a whole file as one micro-batch:
 the pipeline charts would have one point.) Every third cluster gets no tags, the others an env
 and a region. Then headless Chromium (Debian's `chromium` and `chromium-driver`) opens each page
-and saves its first 1360 x 900 pixels as `<out>/<page>.png`. Needs Java; takes about 4 minutes.
+and saves its first 1360 x 900 pixels as `<out>/<page>.png`. Needs Java; takes about 3 minutes.
 """
 
 from __future__ import annotations
