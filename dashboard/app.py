@@ -1,6 +1,7 @@
 """The SRE dashboard: a Dash app over the store, one page per URL, refreshed by an interval.
 
-Pages: `/` fleet overview, `/cluster/<cluster_id>`, `/alerts`, `/identity`, `/pipeline`.
+Pages: `/` fleet overview (fleet map and table), `/cluster/<cluster_id>`, `/alerts`, `/deliveries`,
+`/identity`, `/pipeline` (charts and tables).
 Navigation renders a page's skeleton (its controls) once; the interval and the controls then
 refresh only the page's data, so a live refresh never steals the focus from the search box.
 
@@ -8,8 +9,12 @@ The alerts page silences a firing alert (its cluster, rule and broker, 2 h, with
 way `fleetwatch silence add` does.
 
 Filters live in the URL's query string (`/alerts?rule=broker.fenced&severity=critical&cluster=pay`,
-`/?env=prod&region=eu&q=pay&healthy=1`): a page opened from a pasted link starts filtered, and
+`/alerts?alert=<alert id>`, `/?env=prod&region=eu&q=pay&healthy=1&group=region`,
+`/deliveries?receiver=ops&state=dead`): a page opened from a pasted link starts filtered, and
 changing a filter rewrites the address in place (no history entry per keystroke).
+
+The fleet map is sent to the browser only when it changed (the browser keeps the key of the map
+it shows): at 1,000 clusters it is ~220 KB, and most refreshes change nothing on it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ __all__ = ["Pages", "create_app"]
 log = logging.getLogger(__name__)
 
 _ALERT_LIMIT = 200
+_DELIVERY_LIMIT = 200
 _CLUSTER_PREFIX = "cluster/"
 _TAG = "tag-filter"
 _IDENTITY_RULES = ("cluster.id_changed", "cluster.id_duplicate", "cluster.id_invalid")
@@ -62,6 +68,9 @@ class Pages:
         self.tags = {name: dict(t) for name, t in (tags or {}).items()}
         # The Tags column only when some target has a tag.
         self._tag_column = self.tags if any(self.tags.values()) else None
+        keys = self.tag_options()
+        # The fleet map groups by env when there is such a tag, else by the first tag key.
+        self.default_group = "env" if "env" in keys else next(iter(keys), "")
 
     def tag_options(self) -> dict[str, list[str]]:
         """Every tag key of the configured targets, with its values."""
@@ -72,12 +81,19 @@ class Pages:
         return {key: sorted(values) for key, values in sorted(options.items())}
 
     def overview(self, search: str = "", show_healthy: bool = False,
-                 selected: Mapping[str, Sequence[str]] | None = None) -> tuple[html.Div, html.Div]:
+                 selected: Mapping[str, Sequence[str]] | None = None, group_by: str | None = None,
+                 shown_key: str | None = None) -> tuple[html.Div, Any, str, html.Div]:
+        """Summary, fleet map, the map's key (a digest of it) and the table. The filters narrow
+        both map and table; `group_by` (a tag key, "" for none, None for the default) groups the
+        map. The map is no_update when its key is `shown_key`: the browser already shows it."""
         names = queries.tagged_targets(self.tags, selected or {})
         rows = queries.fleet_overview(self.engine, search, names)
+        group_by = self.default_group if group_by is None else group_by
+        fleet_map, key = views.fleet_map(self.href, rows, queries.worst_alerts(self.engine), self.tags, group_by)
         # A search narrows the list enough to show healthy matches one by one.
         listed = show_healthy or bool(search.strip())
         return (views.summary_strip(queries.fleet_summary(self.engine, names)),
+                no_update if key == shown_key else fleet_map, key,
                 views.fleet_table(self.href, rows, listed, self._tag_column))
 
     def cluster(self, cluster_id: str) -> tuple[html.Div, go.Figure]:
@@ -98,9 +114,10 @@ class Pages:
         ])
         return body, views.timeline_figure(queries.broker_timeline(engine, cluster_id), cluster_id)
 
-    def alerts(self, rules: Sequence[str] = (), severities: Sequence[str] = (), cluster: str = "") -> html.Div:
+    def alerts(self, rules: Sequence[str] = (), severities: Sequence[str] = (), cluster: str = "",
+               alert_id: str = "") -> html.Div:
         filters: dict[str, Any] = {"rules": rules, "severities": severities, "cluster": cluster,
-                                   "limit": _ALERT_LIMIT}
+                                   "alert_id": alert_id, "limit": _ALERT_LIMIT}
         clock = queries.fleet_clock_ms(self.engine)
         firing = queries.alert_list(self.engine, "firing", **filters)
         return html.Div([
@@ -155,9 +172,16 @@ class Pages:
             views.alerts_table(href, id_alerts, clock, table_id="identity-alerts", limit=70),
         ])
 
-    def pipeline(self) -> html.Div:
-        return views.pipeline_tables(queries.pipeline_batches(self.engine), queries.quarantine_reasons(self.engine),
-                                     queries.outbox_backlog(self.engine), int(time.time() * 1000))
+    def deliveries(self, receivers: Sequence[str] = (), states: Sequence[str] = ()) -> tuple[html.Div, html.Div]:
+        """Counts by state and the latest deliveries (receivers by name only)."""
+        rows = queries.delivery_list(self.engine, receivers=receivers, states=states, limit=_DELIVERY_LIMIT)
+        return (views.delivery_summary(queries.delivery_counts(self.engine)),
+                views.deliveries_table(self.href, rows, int(time.time() * 1000), _DELIVERY_LIMIT))
+
+    def pipeline(self) -> tuple[go.Figure, html.Div]:
+        return (views.pipeline_figure(queries.pipeline_series(self.engine)),
+                views.pipeline_tables(queries.pipeline_batches(self.engine), queries.quarantine_reasons(self.engine),
+                                      queries.outbox_backlog(self.engine), int(time.time() * 1000)))
 
 
 def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = None) -> Dash:
@@ -169,9 +193,9 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     """
     store = Store(store_url)
     engine = store.engine
-    # No "Updating..." flicker in the tab title on every refresh.
+    # No "Updating..." flicker in the tab title on every refresh. The style sheet (and the fleet
+    # map's click handler) are served from dashboard/assets/.
     app = Dash(__name__, title="fleetwatch", update_title=None)
-    app.index_string = app.index_string.replace("{%css%}", "{%css%}<style>" + views.CSS + "</style>")
     href = app.get_relative_path
     pages = Pages(store, href, tags)
     app.layout = html.Div([
@@ -179,14 +203,16 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
         dcc.Interval(id="tick", interval=refresh_ms),
         html.Nav([dcc.Link("fleetwatch", href=href("/"), className="brand"),
                   dcc.Link("Fleet", href=href("/")), dcc.Link("Alerts", href=href("/alerts")),
+                  dcc.Link("Deliveries", href=href("/deliveries")),
                   dcc.Link("Identity & routing", href=href("/identity")),
                   dcc.Link("Pipeline", href=href("/pipeline")),
                   html.Span(id="status", className="status")]),
         html.Main(id="page"),
     ])
     # Every page's controls, so Dash can check callbacks against components not yet shown.
-    app.validation_layout = html.Div([app.layout, _overview_page(pages.tag_options(), {}), _cluster_page(),
-                                      _alerts_page([], {}), _identity_page(), _pipeline_page()])
+    app.validation_layout = html.Div([app.layout, _overview_page(pages.tag_options(), pages.default_group, {}),
+                                      _cluster_page(), _alerts_page([], {}), _deliveries_page([], {}),
+                                      _identity_page(), _pipeline_page()])
     _register_callbacks(app, engine, pages)
     user = os.environ.get("FLEETWATCH_DASHBOARD_USER")
     password = os.environ.get("FLEETWATCH_DASHBOARD_PASSWORD")
@@ -197,29 +223,42 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
 
 
 def _query(search: str | None) -> Query:
-    """A URL's query string as lists of values; "a,b" counts as two values of a list filter."""
-    return parse_qs((search or "").removeprefix("?"))
+    """A URL's query string as lists of values; "a,b" counts as two values of a list filter.
+    An empty value is kept: `group=` asks for no grouping."""
+    return parse_qs((search or "").removeprefix("?"), keep_blank_values=True)
 
 
 def _listed(query: Query, key: str) -> list[str]:
     return [part for value in query.get(key, []) for part in value.split(",") if part]
 
 
-def _overview_page(tag_options: Mapping[str, list[str]], query: Query) -> html.Div:
+def _overview_page(tag_options: Mapping[str, list[str]], default_group: str, query: Query) -> html.Div:
     tag_filters = [html.Div(dcc.Dropdown(id={"type": _TAG, "key": key}, options=values, multi=True,
                                          placeholder=key, value=[v for v in query.get(key, []) if v in values]),
                             className="tag-filter", **{"data-tag": key})
                    for key, values in tag_options.items()]
+    group = query.get("group", [default_group])[0]
+    group_options = [{"label": "no grouping", "value": ""}, *({"label": f"group by {k}", "value": k}
+                                                               for k in tag_options)]
     return html.Div([
         html.H1("Fleet"),
         html.Div(id="overview-summary"),
         html.Div([dcc.Input(id="search", type="search", placeholder="Search cluster name or id",
                             debounce=False, autoComplete="off", value=query.get("q", [""])[0]),
-                  *tag_filters,
-                  dcc.Checklist(id="show-healthy", options=[{"label": " list healthy clusters",
-                                                             "value": "show"}],
-                                value=["show"] if query.get("healthy") else [])],
+                  *tag_filters],
                  className="controls"),
+        html.Div([html.H2("Fleet map"),
+                  # Without tags there is nothing to group by: the control stays, hidden.
+                  html.Div(dcc.Dropdown(id="map-group", options=group_options, clearable=False,
+                                        value=group if group in tag_options or group == "" else default_group),
+                           className="map-group-control", hidden=not tag_options)],
+                 className="map-head"),
+        html.Div(id="fleet-map", className="fleet-map panel"),
+        dcc.Store(id="fleet-map-key"),
+        html.Div([html.H2("Clusters"),
+                  dcc.Checklist(id="show-healthy", options=[{"label": " list healthy clusters", "value": "show"}],
+                                value=["show"] if query.get("healthy", [""])[0] not in ("", "0") else [])],
+                 className="table-head"),
         html.Div(id="overview-body"),
     ])
 
@@ -242,12 +281,32 @@ def _alerts_page(rules: list[str], query: Query) -> html.Div:
                                placeholder="Severity",
                                value=[s for s in _listed(query, "severity") if s in queries.SEVERITIES]),
                   dcc.Input(id="alerts-cluster", type="search", placeholder="Cluster id or target",
-                            autoComplete="off", value=query.get("cluster", [""])[0])],
+                            autoComplete="off", value=query.get("cluster", [""])[0]),
+                  html.Div(dcc.Input(id="alerts-id", type="search", placeholder="Alert id", autoComplete="off",
+                                     value=query.get("alert", [""])[0]), className="alert-id-filter")],
                  className="controls"),
         html.Div([dcc.Input(id="silence-reason", type="text", autoComplete="off", maxLength=500,
                             placeholder="Reason for a silence (e.g. planned rolling restart)"),
                   html.Span(id="silence-result", className="muted")], className="controls"),
         html.Div(id="alerts-body"),
+    ])
+
+
+def _deliveries_page(receivers: list[str], query: Query) -> html.Div:
+    chosen = _listed(query, "receiver")
+    return html.Div([
+        html.H1("Deliveries"),
+        html.P("What the notifier did with each alert notification, per receiver (receivers by name only).",
+               className="muted"),
+        html.Div(id="deliveries-head"),
+        html.Div([dcc.Dropdown(id="deliveries-receiver", options=sorted({*receivers, *chosen}), multi=True,
+                               placeholder="Receiver", value=chosen),
+                  dcc.Dropdown(id="deliveries-state", multi=True, placeholder="State",
+                               options=[{"label": label, "value": state}
+                                        for state, label in views.DELIVERY_STATES.items()],
+                               value=[s for s in _listed(query, "state") if s in views.DELIVERY_STATES])],
+                 className="controls"),
+        html.Div(id="deliveries-body"),
     ])
 
 
@@ -261,7 +320,10 @@ def _identity_page() -> html.Div:
 
 
 def _pipeline_page() -> html.Div:
-    return html.Div([html.H1("Pipeline"), html.Div(id="pipeline-body")])
+    return html.Div([html.H1("Pipeline"),
+                     dcc.Graph(id="pipeline-charts", config={"displaylogo": False}, className="panel",
+                               responsive=True, style={"height": "460px"}),
+                     html.Div(id="pipeline-body")])
 
 
 def _cluster_id(app: Dash, pathname: str | None) -> str | None:
@@ -297,9 +359,11 @@ def _register_callbacks(app: Dash, engine: Engine, pages: Pages) -> None:
         path = app.strip_relative_path(pathname or "/") or ""
         query = _query(search)
         if path == "":
-            return _overview_page(tag_options, query)
+            return _overview_page(tag_options, pages.default_group, query)
         if path == "alerts":
             return _alerts_page(queries.alert_rules(engine), query)
+        if path == "deliveries":
+            return _deliveries_page(queries.delivery_receivers(engine), query)
         if path == "identity":
             return _identity_page()
         if path == "pipeline":
@@ -319,22 +383,27 @@ def _register_callbacks(app: Dash, engine: Engine, pages: Pages) -> None:
 
     tag_filter = {"type": _TAG, "key": ALL}
 
-    @app.callback(Output("overview-summary", "children"), Output("overview-body", "children"),
+    @app.callback(Output("overview-summary", "children"), Output("fleet-map", "children"),
+                  Output("fleet-map-key", "data"), Output("overview-body", "children"),
                   Input("tick", "n_intervals"), Input("search", "value"), Input("show-healthy", "value"),
-                  Input(tag_filter, "value"), State(tag_filter, "id"))
-    def overview(_n: int | None, search: str | None, show: list[str] | None, tag_values: list[list[str] | None],
-                 tag_ids: list[dict[str, str]]) -> tuple[html.Div, html.Div]:
+                  Input("map-group", "value"), Input(tag_filter, "value"), State(tag_filter, "id"),
+                  State("fleet-map-key", "data"))
+    def overview(_n: int | None, search: str | None, show: list[str] | None, group: str | None,
+                 tag_values: list[list[str] | None], tag_ids: list[dict[str, str]],
+                 shown_key: str | None) -> tuple[Any, ...]:
         selected = {i["key"]: v or [] for i, v in zip(tag_ids, tag_values, strict=True)}
-        return pages.overview(search or "", bool(show), selected)
+        return pages.overview(search or "", bool(show), selected, group, shown_key)
 
     app.clientside_callback(
         _replace_query_js(app.get_relative_path("/"), """
-        const [search, show, tagValues, tagIds] = args;
+        const [search, show, group, tagValues, tagIds] = args;
         (tagIds || []).forEach((id, i) => (tagValues[i] || []).forEach(v => q.append(id.key, v)));
         if (search) { q.set("q", search); }
-        if (show && show.length) { q.set("healthy", "1"); }"""),
-        Input("search", "value"), Input("show-healthy", "value"), Input(tag_filter, "value"),
-        State(tag_filter, "id"))
+        if (show && show.length) { q.set("healthy", "1"); }
+        if (group !== null && group !== undefined && group !== DEFAULT_GROUP) { q.set("group", group); }
+        """.replace("DEFAULT_GROUP", json.dumps(pages.default_group))),
+        Input("search", "value"), Input("show-healthy", "value"), Input("map-group", "value"),
+        Input(tag_filter, "value"), State(tag_filter, "id"))
 
     @app.callback(Output("cluster-body", "children"), Output("cluster-timeline", "figure"),
                   Input("tick", "n_intervals"), State("url", "pathname"))
@@ -343,10 +412,10 @@ def _register_callbacks(app: Dash, engine: Engine, pages: Pages) -> None:
 
     @app.callback(Output("alerts-body", "children"), Input("tick", "n_intervals"),
                   Input("alerts-rule", "value"), Input("alerts-severity", "value"),
-                  Input("alerts-cluster", "value"), Input("silence-result", "children"))
+                  Input("alerts-cluster", "value"), Input("alerts-id", "value"), Input("silence-result", "children"))
     def alerts(_n: int | None, rules: list[str] | None, severities: list[str] | None,
-               cluster: str | None, _silenced: Any) -> html.Div:
-        return pages.alerts(rules or (), severities or (), cluster or "")
+               cluster: str | None, alert_id: str | None, _silenced: Any) -> html.Div:
+        return pages.alerts(rules or (), severities or (), cluster or "", alert_id or "")
 
     @app.callback(Output("silence-result", "children"), Input({"type": "silence", "alert": ALL}, "n_clicks"),
                   State("silence-reason", "value"), prevent_initial_call=True)
@@ -361,19 +430,35 @@ def _register_callbacks(app: Dash, engine: Engine, pages: Pages) -> None:
 
     app.clientside_callback(
         _replace_query_js(app.get_relative_path("/alerts"), """
-        const [rules, severities, cluster] = args;
+        const [rules, severities, cluster, alertId] = args;
         (rules || []).forEach(v => q.append("rule", v));
         (severities || []).forEach(v => q.append("severity", v));
-        if (cluster) { q.set("cluster", cluster); }"""),
-        Input("alerts-rule", "value"), Input("alerts-severity", "value"), Input("alerts-cluster", "value"))
+        if (cluster) { q.set("cluster", cluster); }
+        if (alertId) { q.set("alert", alertId); }"""),
+        Input("alerts-rule", "value"), Input("alerts-severity", "value"), Input("alerts-cluster", "value"),
+        Input("alerts-id", "value"))
+
+    @app.callback(Output("deliveries-head", "children"), Output("deliveries-body", "children"),
+                  Input("tick", "n_intervals"), Input("deliveries-receiver", "value"),
+                  Input("deliveries-state", "value"))
+    def deliveries(_n: int | None, receivers: list[str] | None, states: list[str] | None) -> tuple[html.Div, html.Div]:
+        return pages.deliveries(receivers or (), states or ())
+
+    app.clientside_callback(
+        _replace_query_js(app.get_relative_path("/deliveries"), """
+        const [receivers, states] = args;
+        (receivers || []).forEach(v => q.append("receiver", v));
+        (states || []).forEach(v => q.append("state", v));"""),
+        Input("deliveries-receiver", "value"), Input("deliveries-state", "value"))
 
     @app.callback(Output("identity-body", "children"), Input("tick", "n_intervals"),
                   Input("identity-show-all", "value"))
     def identity(_n: int | None, show_all: list[str] | None) -> html.Div:
         return pages.identity(bool(show_all))
 
-    @app.callback(Output("pipeline-body", "children"), Input("tick", "n_intervals"))
-    def pipeline(_n: int | None) -> html.Div:
+    @app.callback(Output("pipeline-charts", "figure"), Output("pipeline-body", "children"),
+                  Input("tick", "n_intervals"))
+    def pipeline(_n: int | None) -> tuple[go.Figure, html.Div]:
         return pages.pipeline()
 
 

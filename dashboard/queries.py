@@ -8,6 +8,7 @@ not the wall clock, so a store filled by a replay of last week's file still read
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -15,10 +16,14 @@ import pandas as pd
 from sqlalchemy import (
     ColumnElement,
     Engine,
+    MetaData,
     Select,
+    Table,
     and_,
     case,
+    exists,
     func,
+    literal,
     or_,
     select,
     union,
@@ -49,15 +54,20 @@ __all__ = [
     "cluster_brokers",
     "cluster_info",
     "controller_changes",
+    "delivery_counts",
+    "delivery_list",
+    "delivery_receivers",
     "endpoint_alerts",
     "fleet_clock_ms",
     "fleet_overview",
     "fleet_summary",
     "outbox_backlog",
     "pipeline_batches",
+    "pipeline_series",
     "quarantine_reasons",
     "tagged_targets",
     "target_registry",
+    "worst_alerts",
 ]
 
 Row = dict[str, Any]
@@ -191,6 +201,18 @@ def fleet_overview(engine: Engine, search: str = "", targets_in: Collection[str]
     return rows
 
 
+def worst_alerts(engine: Engine) -> dict[str, Row]:
+    """Each cluster's worst firing alert (as attributed on the overview): the most severe, then the
+    newest. Keys: cluster_id, rule, severity, summary."""
+    order = (_rank(alerts.c.severity).desc(), alerts.c.starts_at.desc(), alerts.c.alert_id)
+    ranked = (select(_attributed_cluster.label("cluster_id"), alerts.c.rule, alerts.c.severity, alerts.c.summary,
+                     func.row_number().over(partition_by=_attributed_cluster, order_by=order).label("n"))
+              .select_from(_alerts_with_target)
+              .where(alerts.c.status == "firing", _attributed_cluster.is_not(None)).subquery())
+    stmt = select(ranked.c.cluster_id, ranked.c.rule, ranked.c.severity, ranked.c.summary).where(ranked.c.n == 1)
+    return {row["cluster_id"]: row for row in _rows(engine, stmt)}
+
+
 def cluster_info(engine: Engine, cluster_id: str) -> Row | None:
     """The cluster's row (target, controller_id, last response age), or None if unknown."""
     stmt = select(clusters.c.cluster_id, clusters.c.target, clusters.c.controller_id,
@@ -243,13 +265,16 @@ def _alerts_stmt(status: str, limit: int) -> Select[Any]:
             .order_by(*order, alerts.c.alert_id).limit(limit))
 
 
-def alert_list(engine: Engine, status: str, *, rules: Sequence[str] = (),
-               severities: Sequence[str] = (), cluster: str = "", limit: int = 200) -> list[Row]:
+def alert_list(engine: Engine, status: str, *, rules: Sequence[str] = (), severities: Sequence[str] = (),
+               cluster: str = "", alert_id: str = "", limit: int = 200) -> list[Row]:
     """Firing (worst, newest first) or resolved (latest ended first) alerts, filtered.
 
-    `cluster` matches a substring of the (attributed) cluster id or of the target name.
+    `cluster` matches a substring of the (attributed) cluster id or of the target name;
+    `alert_id`, when given, keeps only that alert.
     """
     stmt = _alerts_stmt(status, limit)
+    if alert_id.strip():
+        stmt = stmt.where(alerts.c.alert_id == alert_id.strip())
     if rules:
         stmt = stmt.where(alerts.c.rule.in_(rules))
     if severities:
@@ -300,6 +325,24 @@ def pipeline_batches(engine: Engine, limit: int = 30) -> list[Row]:
                    p.c.state_memory_bytes)
             .order_by(p.c.recorded_at.desc(), p.c.id.desc()).limit(limit))
     return _rows(engine, stmt)
+
+
+def pipeline_series(engine: Engine, window_ms: int = 30 * 60_000, limit: int = 2000) -> list[Row]:
+    """Every streaming query's batches over the `window_ms` before the newest one, oldest first
+    (at most the newest `limit`): what the pipeline charts draw.
+
+    Read newest first by id (the table's only index), so the cost does not grow with its history.
+    Keys: query, batch_id, recorded_at, input_rows_per_s, processed_rows_per_s, batch_duration_ms,
+    watermark_ms.
+    """
+    p = pipeline_progress
+    stmt = (select(p.c.query, p.c.batch_id, p.c.recorded_at, p.c.input_rows_per_s, p.c.processed_rows_per_s,
+                   p.c.batch_duration_ms, p.c.watermark_ms).order_by(p.c.id.desc()).limit(limit))
+    rows = _rows(engine, stmt)
+    if not rows:
+        return []
+    since = max(r["recorded_at"] for r in rows) - window_ms
+    return sorted((r for r in rows if r["recorded_at"] >= since), key=lambda r: (r["recorded_at"], r["batch_id"]))
 
 
 def quarantine_reasons(engine: Engine) -> list[Row]:
@@ -383,3 +426,82 @@ def active_silences(engine: Engine, now_ms: int) -> list[Row]:
     stmt = (select(s).where(s.c.expired_at.is_(None), s.c.starts_at <= now_ms, s.c.ends_at > now_ms)
             .order_by(s.c.ends_at.desc()))
     return _rows(engine, stmt)
+
+
+# The columns of `deliveries` the deliveries page shows or derives from. The notifier owns the
+# table and may add or drop columns: they are read by name from the table as the database has
+# it, and a missing one reads as None.
+DELIVERY_COLUMNS = ("id", "outbox_id", "receiver", "alert_id", "status", "rule", "subject", "state", "attempts",
+                    "next_attempt_at", "last_attempt_at", "last_error", "dead_letter", "silence_id", "created_at",
+                    "delivered_at")
+
+
+@functools.lru_cache(maxsize=16)
+def _reflected(engine: Engine, name: str) -> Table:
+    """A table as the database has it (its columns read once per engine)."""
+    return Table(name, MetaData(), autoload_with=engine)
+
+
+def _delivery_state(d: Table) -> ColumnElement[Any]:
+    """pending, delivered, dead or silenced: the state column, or what the other columns tell."""
+    if "state" in d.c:
+        return d.c.state
+    whens = ([(d.c.dead_letter.is_(True), "dead")] if "dead_letter" in d.c else []) + (
+        [(d.c.delivered_at.is_not(None), "delivered")] if "delivered_at" in d.c else [])
+    return case(*whens, else_="pending") if whens else literal("pending")
+
+
+def _last_activity(d: Table) -> list[ColumnElement[Any]]:
+    present = [d.c[n] for n in ("delivered_at", "last_attempt_at", "created_at") if n in d.c]
+    return [func.coalesce(*present) if len(present) > 1 else present[0]] if present else []
+
+
+def delivery_list(engine: Engine, *, receivers: Sequence[str] = (), states: Sequence[str] = (),
+                  limit: int = 200) -> list[Row]:
+    """The latest deliveries (latest activity first), filtered by receiver and state, with
+    their alert's severity and summary. Keys: DELIVERY_COLUMNS, severity, summary."""
+    d = _reflected(engine, "deliveries")
+    activity = _last_activity(d)
+    state = _delivery_state(d)
+    stmt = (select(*(d.c[n] for n in DELIVERY_COLUMNS if n in d.c and n != "state"), state.label("state"),
+                   alerts.c.severity, alerts.c.summary)
+            .select_from(d.outerjoin(alerts, alerts.c.alert_id == d.c.alert_id))
+            .order_by(*(a.desc() for a in activity), *([d.c.id.desc()] if "id" in d.c else [])).limit(limit))
+    if receivers:
+        stmt = stmt.where(d.c.receiver.in_(receivers))
+    if states:
+        stmt = stmt.where(state.in_(states))
+    rows = _rows(engine, stmt)
+    for row in rows:
+        for name in DELIVERY_COLUMNS:
+            row.setdefault(name, None)
+    return rows
+
+
+def delivery_counts(engine: Engine) -> Row:
+    """Deliveries by state (delivered, retrying: pending after a failed attempt, queued: pending
+    and not tried yet, dead, silenced) and `unplanned`: undelivered outbox rows the notifier has
+    not picked up yet (no delivery row)."""
+    d = _reflected(engine, "deliveries")
+    tried = case((d.c.attempts > 0, 1), else_=0) if "attempts" in d.c else None
+    keys = [_delivery_state(d).label("state"), *([] if tried is None else [tried.label("tried")])]
+    unplanned = (select(func.count()).select_from(outbox).where(
+        outbox.c.delivered_at.is_(None), ~exists().where(d.c.outbox_id == outbox.c.id))
+        if "outbox_id" in d.c else None)
+    with engine.connect() as conn:
+        by_state = conn.execute(select(*keys, func.count()).group_by(*keys)).all()
+        n_unplanned = conn.scalar(unplanned) if unplanned is not None else 0
+    counts = {"delivered": 0, "retrying": 0, "queued": 0, "dead": 0, "silenced": 0}
+    for row in by_state:
+        name, n = row[0], row[-1]
+        if name == "pending":
+            name = "retrying" if tried is not None and row[1] else "queued"
+        counts[name] = counts.get(name, 0) + n
+    return {**counts, "unplanned": n_unplanned or 0}
+
+
+def delivery_receivers(engine: Engine) -> list[str]:
+    """Receivers (by name) that have deliveries, for the filter."""
+    d = _reflected(engine, "deliveries")
+    with engine.connect() as conn:
+        return list(conn.scalars(select(d.c.receiver).distinct().order_by(d.c.receiver)))

@@ -8,21 +8,27 @@ text node; strings that go into a plotly figure, which understands a little HTML
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import html as html_text
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
+import orjson
 import pandas as pd
 import plotly.graph_objects as go
 from dash import dcc, html
+from plotly.subplots import make_subplots
 
 from dashboard.queries import SEVERITIES, STATES
+from streaming.notify.redact import redact_text
 
 __all__ = [
-    "CSS",
+    "DELIVERY_STATES",
     "HEALTHY_LIST_LIMIT",
     "LISTED_LIMIT",
+    "MAP_STATES",
     "Href",
     "alerts_table",
     "brokers_table",
@@ -30,14 +36,19 @@ __all__ = [
     "cluster_path",
     "collisions_table",
     "controller_table",
+    "deliveries_table",
+    "delivery_summary",
+    "fleet_map",
     "fleet_table",
     "format_age",
     "format_ts",
     "misrouted_table",
+    "pipeline_figure",
     "pipeline_tables",
     "registry_table",
     "summary_strip",
     "tag_text",
+    "tile_state",
     "timeline_figure",
 ]
 
@@ -48,73 +59,8 @@ Href = Callable[[str], str]
 HEALTHY_LIST_LIMIT = 20
 # Asked for, at most this many healthy rows (a refresh of 1,000 rows every 2 s is ~1.4 MB).
 LISTED_LIMIT = 200
-
-CSS = """
-:root {
-  color-scheme: light dark;
-  --bg: #f5f6f8; --fg: #1d2330; --panel: #ffffff; --border: #e3e6eb; --th-bg: #eef0f4;
-  --muted: #5b6475; --link: #1a5fb4; --nav-bg: #1d2330; --nav-fg: #e8ebf0; --brand: #8fb3ff;
-  --nav-muted: #aab2c0; --down: #ff8a80;
-  --crit: #d32f2f; --crit-bg: #fde2e1; --crit-fg: #c62828;
-  --warn: #b57900; --warn-bg: #fff3d6; --warn-fg: #8a5a00;
-  --info: #1e6fd9; --info-bg: #e3efff; --info-fg: #1a5fb4;
-  --ok: #2e9d4f; --ok-bg: #edf7ee; --ok-fg: #2e7d32;
-}
-@media (prefers-color-scheme: dark) {
-  :root, body {
-    --bg: #12161d; --fg: #e6e9ef; --panel: #1a1f28; --border: #2c3340; --th-bg: #222936;
-    --muted: #a3acbb; --link: #8fb3ff; --nav-bg: #0b0e13;
-    --crit: #ff6b6b; --crit-bg: #4a1c1f; --crit-fg: #ff8a80;
-    --warn: #f0b429; --warn-bg: #41320f; --warn-fg: #f5c451;
-    --info: #5a9bff; --info-bg: #16294a; --info-fg: #8fb3ff;
-    --ok: #3fbf6a; --ok-bg: #153322; --ok-fg: #6fcf87;
-    /* Dash's own inputs and dropdowns */
-    --Dash-Fill-Inverse-Strong: #1a1f28; --Dash-Text-Primary: #e6e9ef; --Dash-Text-Strong: #f2f4f8;
-    --Dash-Text-Weak: #a3acbb; --Dash-Text-Disabled: #7d8696; --Dash-Stroke-Strong: #5d6677;
-    --Dash-Stroke-Weak: #2c3340; --Dash-Fill-Interactive-Weak: rgba(143, 179, 255, .08);
-    --Dash-Fill-Primary-Hover: rgba(143, 179, 255, .10); --Dash-Fill-Primary-Active: rgba(143, 179, 255, .18);
-    --Dash-Fill-Interactive-Strong: #a98bff; --Dash-Fill-Disabled: #2c3340;
-  }
-  /* plotly writes its colours inline: axis labels, legend and grid follow the page */
-  .js-plotly-plot .cartesianlayer text, .js-plotly-plot .infolayer text { fill: var(--fg) !important; }
-  .js-plotly-plot .gridlayer path, .js-plotly-plot .zerolinelayer path { stroke: var(--border) !important; }
-}
-body { font-family: system-ui, sans-serif; margin: 0; color: var(--fg); background: var(--bg); }
-a { color: var(--link); }
-nav { display: flex; gap: 1.2rem; align-items: baseline; padding: .6rem 1.2rem; background: var(--nav-bg); }
-nav a { color: var(--nav-fg); text-decoration: none; font-weight: 600; }
-nav .brand { color: var(--brand); }
-nav .status { margin-left: auto; color: var(--nav-muted); font-size: .85rem; }
-nav .status.down { color: var(--down); font-weight: 600; }
-main { padding: 1rem 1.2rem; }
-h1 { font-size: 1.3rem; margin: .2rem 0 .8rem; } h2 { font-size: 1.05rem; margin: 1.2rem 0 .4rem; }
-table { border-collapse: collapse; width: 100%; background: var(--panel); font-size: .88rem; }
-th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--border); vertical-align: top; }
-th { background: var(--th-bg); font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.sev-critical { background: var(--crit-bg); } tr.sev-critical td:first-child { border-left: 5px solid var(--crit); }
-tr.sev-warning { background: var(--warn-bg); } tr.sev-warning td:first-child { border-left: 5px solid var(--warn); }
-tr.sev-info { background: var(--info-bg); } tr.sev-info td:first-child { border-left: 5px solid var(--info); }
-tr.sev-healthy td:first-child { border-left: 5px solid var(--ok); }
-tr.healthy-count td { color: var(--ok-fg); font-weight: 600; background: var(--ok-bg); }
-td.differs { font-weight: 700; }
-.strip { display: flex; flex-wrap: wrap; gap: .6rem; margin-bottom: .8rem; }
-.card { background: var(--panel); border: 1px solid var(--border); border-radius: 6px; padding: .4rem .8rem; }
-.card .n { font-size: 1.3rem; font-weight: 700; display: block; }
-.card .label { font-size: .78rem; color: var(--muted); }
-.card.critical .n { color: var(--crit-fg); } .card.warning .n { color: var(--warn-fg); }
-.card.info .n { color: var(--info-fg); } .card.healthy .n { color: var(--ok-fg); }
-.panel { background: var(--panel); border: 1px solid var(--border); }
-.controls { display: flex; gap: .8rem; align-items: center; margin-bottom: .8rem; flex-wrap: wrap; }
-.controls .dash-input-container { width: 22rem; flex: 0 0 auto; }
-.controls .dash-dropdown-wrapper { width: 18rem; flex: 0 0 auto; }
-.controls .tag-filter .dash-dropdown-wrapper, .controls .tag-filter { width: 12rem; }
-.muted { color: var(--muted); } .empty { color: var(--muted); padding: .6rem 0; }
-.mono { font-family: ui-monospace, monospace; font-size: .82rem; }
-.silence-btn { font: inherit; font-size: .8rem; padding: .1rem .5rem; border: 1px solid var(--border);
-               border-radius: 4px; background: var(--panel); color: var(--fg); cursor: pointer; white-space: nowrap; }
-td.silenced { color: var(--muted); white-space: nowrap; }
-"""
+# Up to this many clusters, fleet map tiles carry their name; more are plain squares.
+LABELLED_TILES_LIMIT = 120
 
 _STATE_LABEL = {"ONLINE": "online", "FENCED": "fenced", "STOPPING": "stopping", "OFFLINE": "offline",
                 "UNKNOWN": "no state"}
@@ -139,6 +85,11 @@ def format_ts(ms: int | None) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def _watermark(ms: int | None) -> int | None:
+    """A recorded watermark, None before the first one: Spark reports the epoch (0) until then."""
+    return ms if ms is not None and ms > 0 else None
+
+
 def _number(value: float | None, digits: int = 0) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
@@ -158,7 +109,7 @@ def _cluster_link(href: Href, cluster_id: str) -> dcc.Link:
                     className="cluster-link mono")
 
 
-def _table(head: Sequence[str | tuple[str, str]], rows: list[html.Tr], empty: str) -> html.Div:
+def _table(head: Sequence[str | tuple[str, str]], rows: Sequence[html.Tr | dict[str, Any]], empty: str) -> html.Div:
     if not rows:
         return html.Div(empty, className="empty")
     cells = [html.Th(h) if isinstance(h, str) else html.Th(h[0], className=h[1]) for h in head]
@@ -186,17 +137,34 @@ def tag_text(tags: Mapping[str, str] | None) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted((tags or {}).items()))
 
 
-def _cluster_row(href: Href, row: dict[str, Any], tags: Mapping[str, Mapping[str, str]] | None) -> html.Tr:
+def _element(tag: str, children: Any = None, *, namespace: str = "dash_html_components",
+             **props: Any) -> dict[str, Any]:
+    """An element written as the JSON Dash sends for it (`_element("Td", x, className="num")`
+    is what `html.Td(x, className="num")` serialises to).
+
+    For the views that build hundreds or thousands of elements on every refresh, the fleet map
+    and the clusters table (a region outage puts 1,000 clusters in it): Dash's component classes
+    cost ~25 us per element to build and serialise, this ~1.5 us. The page is the same.
+    """
+    if children is not None:
+        props["children"] = children
+    return {"type": tag, "namespace": namespace, "props": props}
+
+
+def _cluster_row(href: Href, row: dict[str, Any], tags: Mapping[str, Mapping[str, str]] | None) -> dict[str, Any]:
     severity = row["severity"] or "healthy"
-    counts = [html.Td(row[k] or "", className="num") for k in ("online", "fenced", "stopping",
-                                                                "offline", "unknown")]
-    tag_cell = [] if tags is None else [html.Td(tag_text(tags.get(row["target"] or "")), className="tags")]
-    return html.Tr(
-        [html.Td(_cluster_link(href, row["cluster_id"])), html.Td(row["target"] or "—"), *tag_cell,
-         html.Td(row["brokers"], className="num"), *counts,
-         html.Td(row["firing"] or "", className="num"), html.Td(row["severity"] or "healthy"),
-         html.Td(format_age(row["stalest_heartbeat_age_ms"]), className="num")],
-        className=f"cluster-row sev-{severity}", **{"data-cluster": row["cluster_id"]})
+    cluster_id = row["cluster_id"]
+    link = _element("Link", _cluster_label(cluster_id), namespace="dash_core_components",
+                    href=href(cluster_path(cluster_id)), className="cluster-link mono")
+    counts = [_element("Td", row[k] or "", className="num") for k in ("online", "fenced", "stopping",
+                                                                       "offline", "unknown")]
+    tag_cell = [] if tags is None else [_element("Td", tag_text(tags.get(row["target"] or "")), className="tags")]
+    return _element("Tr", [
+        _element("Td", link), _element("Td", row["target"] or "—"), *tag_cell,
+        _element("Td", row["brokers"], className="num"), *counts,
+        _element("Td", row["firing"] or "", className="num"), _element("Td", row["severity"] or "healthy"),
+        _element("Td", format_age(row["stalest_heartbeat_age_ms"]), className="num")],
+        className=f"cluster-row sev-{severity}", **{"data-cluster": cluster_id})
 
 
 def fleet_table(href: Href, rows: list[dict[str, Any]], show_healthy: bool,
@@ -222,6 +190,100 @@ def fleet_table(href: Href, rows: list[dict[str, Any]], show_healthy: bool,
                                     "\"list healthy clusters\" or search to see them", colSpan=len(head)),
                             className="healthy-count", id="healthy-count"))
     return _table(head, body, "No cluster matches." if rows else "The store holds no cluster yet.")
+
+
+# A fleet map tile's state, worst first: its worst firing alert's severity; else "degraded" when
+# not every broker is ONLINE (or none is known) though no alert fires; else "healthy".
+MAP_STATES = ("critical", "warning", "info", "degraded", "healthy")
+_MAP_STATE_LABEL = {"critical": "critical", "warning": "warning", "info": "info",
+                    "degraded": "not every broker online, no alert", "healthy": "healthy"}
+_NOT_ONLINE = (("fenced", "fenced"), ("stopping", "stopping"), ("offline", "offline"), ("unknown", "with no state"))
+
+
+def tile_state(row: Mapping[str, Any]) -> str:
+    """The state of a cluster's tile on the fleet map (MAP_STATES), from its overview row."""
+    if row["severity"]:
+        return row["severity"]
+    return "healthy" if row["brokers"] and row["online"] == row["brokers"] else "degraded"
+
+
+def _brokers(n: int) -> str:
+    return f"{n} broker{'s' if n != 1 else ''}"
+
+
+def _problem(row: Mapping[str, Any], worst: Mapping[str, Any] | None) -> str:
+    """A cluster's worst problem in one line, for its tile's tooltip."""
+    more = row["firing"] - 1
+    if worst is not None:
+        line = f"{worst['severity']}: {worst['rule']}: {worst['summary']}"
+        return line + (f" (and {more} more firing)" if more > 0 else "")
+    if row["severity"]:  # its alert fired between the two reads
+        return f"{row['severity']}: {row['firing']} firing"
+    if not row["brokers"]:
+        return "no broker seen yet"
+    off = [f"{_brokers(row[key])} {label}" for key, label in _NOT_ONLINE if row[key]]
+    if off:
+        return "no alert firing; " + ", ".join(off)
+    return f"healthy: all {_brokers(row['brokers'])} online"
+
+
+def _tile(href: Href, row: Mapping[str, Any], state: str, problem: str, labelled: bool) -> dict[str, Any]:
+    """One tile: a link to the cluster's page, its name and worst problem as its tooltip."""
+    cluster_id, name = row["cluster_id"], row["target"] or _cluster_label(row["cluster_id"])
+    title = f"{name}\n{cluster_id}\n{problem}" if row["target"] else f"{name}\n{problem}"
+    return _element("A", name if labelled else None, href=href(cluster_path(cluster_id)),
+                    className=f"tile sev-{state}", title=title)
+
+
+def _state_counts(states: Sequence[str]) -> dict[str, int]:
+    return {s: states.count(s) for s in MAP_STATES}
+
+
+def _group_head(group_by: str, value: str | None, states: Sequence[str]) -> html.Div:
+    name = ("all clusters" if not group_by
+            else f"{group_by}={value}" if value is not None else f"no {group_by} tag")
+    trouble = [f"{n:,} {s}" for s, n in _state_counts(states).items() if n and s not in ("healthy", "degraded")]
+    size = f"{len(states):,} cluster{'s' if len(states) != 1 else ''}"
+    return html.Div([html.Span(name, className="group-name"),
+                     html.Span(" · ".join([size, *trouble]), className="muted")],
+                    className="group-head")
+
+
+def fleet_map(href: Href, rows: Sequence[Mapping[str, Any]], worst: Mapping[str, Mapping[str, Any]],
+              tags: Mapping[str, Mapping[str, str]], group_by: str) -> tuple[html.Div, str]:
+    """One tile per cluster, coloured by its worst state (`tile_state`), linking to its page; and
+    a digest of the map (same digest, same map).
+
+    Grouped by the value of the `group_by` tag of the cluster's target (groups by value, the
+    clusters without that tag last), all in one group when `group_by` is empty. Within a group
+    tiles keep their place (by name), whatever their state: the eye finds a cluster where it was.
+    `worst` maps a cluster id to its worst firing alert (`queries.worst_alerts`).
+    """
+    if not rows:
+        return html.Div([]), ""
+    labelled = len(rows) <= LABELLED_TILES_LIMIT
+    groups: dict[str | None, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        value = (tags.get(row["target"] or "") or {}).get(group_by) if group_by else None
+        groups.setdefault(value, []).append(row)
+    order = sorted(v for v in groups if v is not None) + ([None] if None in groups else [])
+    sections, every_state, every_tile = [], [], []
+    for value in order:
+        members = sorted(groups[value], key=lambda r: (r["target"] or r["cluster_id"], r["cluster_id"]))
+        states = [tile_state(r) for r in members]
+        every_state += states
+        tiles = [_tile(href, r, state, _problem(r, worst.get(r["cluster_id"])), labelled)
+                 for r, state in zip(members, states, strict=True)]
+        every_tile.append((value, tiles))
+        sections.append(html.Div([_group_head(group_by, value, states),
+                                  html.Div(tiles, className="tiles labelled" if labelled else "tiles")],
+                                 className="map-group", **{"data-group": value or ""}))
+    legend = html.Div([html.Span([html.Span(className=f"swatch sev-{s}"), f"{n:,} {_MAP_STATE_LABEL[s]}"],
+                                 className="legend-item")
+                       for s, n in _state_counts(every_state).items()], className="map-legend")
+    # The tiles decide everything else on the map (headers and legend count their states).
+    digest = hashlib.blake2b(orjson.dumps([group_by, every_tile]), digest_size=16).hexdigest()
+    return html.Div([legend, *sections]), digest
 
 
 def cluster_header(cluster_id: str, info: dict[str, Any] | None, n_brokers: int) -> html.Div:
@@ -347,6 +409,62 @@ def timeline_figure(segments: pd.DataFrame, cluster_id: str) -> go.Figure:
     return fig
 
 
+# The pipeline charts: (key of the value, panel title), in reading order (left to right, top down).
+_PIPELINE_CHARTS = (("input_rows_per_s", "Input rows/s"), ("processed_rows_per_s", "Processed rows/s"),
+                    ("batch_duration_s", "Batch duration (s)"),
+                    ("watermark_lag_s", "Watermark lag (s): wall clock - watermark"))
+_QUERY_COLOURS = ("#1e6fd9", "#d9730d", "#2e9d4f", "#8e44ad")
+
+
+def _chart_values(batches: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Each chart's values (NaN where missing: a gap in the line)."""
+    def column(values: Iterable[float | None]) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+    return {"input_rows_per_s": column(b["input_rows_per_s"] for b in batches),
+            "processed_rows_per_s": column(b["processed_rows_per_s"] for b in batches),
+            "batch_duration_s": column(b["batch_duration_ms"] for b in batches) / 1000,
+            # As /metrics reads it: how far detection trails the wall clock (the allowed lateness included).
+            "watermark_lag_s": (np.array([b["recorded_at"] for b in batches], dtype=float)
+                                - column(_watermark(b["watermark_ms"]) for b in batches)) / 1000}
+
+
+def pipeline_figure(batches: Sequence[Mapping[str, Any]]) -> go.Figure:
+    """Input and processed rows/s, batch duration and watermark lag over wall-clock time (UTC),
+    one line per streaming query, from `queries.pipeline_series` (oldest first)."""
+    fig = make_subplots(rows=2, cols=2, shared_xaxes=True, subplot_titles=[t for _, t in _PIPELINE_CHARTS],
+                        vertical_spacing=0.14, horizontal_spacing=0.08)
+    names = list(dict.fromkeys(b["query"] for b in batches))
+    for i, query in enumerate(names):
+        mine = [b for b in batches if b["query"] == query]
+        # numpy arrays: plotly checks and encodes them whole (2,000 points as lists cost ~25x more).
+        x = np.array([b["recorded_at"] for b in mine], dtype="datetime64[ms]")
+        batch_ids = np.array([b["batch_id"] for b in mine], dtype=np.int64)
+        values = _chart_values(mine)
+        name = html_text.escape(query)  # plotly reads a little HTML in names
+        for n, (key, _) in enumerate(_PIPELINE_CHARTS):
+            fig.add_trace(go.Scatter(
+                x=x, y=values[key], name=name, meta=key, legendgroup=name,
+                showlegend=n == 0 and len(names) > 1, mode="lines+markers", marker={"size": 4},
+                line={"color": _QUERY_COLOURS[i % len(_QUERY_COLOURS)], "width": 1.5}, customdata=batch_ids,
+                hovertemplate=f"%{{y:,.2f}} at %{{x}}<br>batch %{{customdata}}<extra>{name}</extra>"),
+                row=n // 2 + 1, col=n % 2 + 1)
+    fig.update_layout(
+        # The height comes from the page (the graph fills its box): see app._pipeline_page.
+        margin={"l": 50, "r": 20, "t": 50, "b": 30},
+        # Top left: plotly's tool bar takes the top right on hover.
+        legend={"orientation": "h", "x": 0, "y": 1.06, "yanchor": "bottom"},
+        paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", hovermode="closest",
+        # Keep the user's zoom across live refreshes.
+        uirevision="pipeline")
+    fig.update_xaxes(type="date")
+    fig.update_yaxes(rangemode="tozero")
+    if not batches:
+        fig.add_annotation(text="No batch recorded yet.", showarrow=False, xref="paper", yref="paper",
+                           x=0.5, y=0.5)
+    return fig
+
+
 def pipeline_tables(batches: list[dict[str, Any]], reasons: list[dict[str, Any]],
                     backlog: dict[str, Any], now_ms: int) -> html.Div:
     """Latest micro-batches, quarantine by reason and the notifier's backlog."""
@@ -355,7 +473,8 @@ def pipeline_tables(batches: list[dict[str, Any]], reasons: list[dict[str, Any]]
          html.Td(_number(b["input_rows"]), className="num"),
          html.Td(_number(b["input_rows_per_s"], 1), className="num"),
          html.Td(_number(b["processed_rows_per_s"], 1), className="num"),
-         html.Td(format_age(b["batch_duration_ms"]), className="num"), html.Td(format_ts(b["watermark_ms"])),
+         html.Td(format_age(b["batch_duration_ms"]), className="num"),
+         html.Td(format_ts(_watermark(b["watermark_ms"]))),
          html.Td(_number(b["state_rows"]), className="num"),
          html.Td(_number(None if b["state_memory_bytes"] is None else b["state_memory_bytes"] / 2**20, 1),
                  className="num")],
@@ -489,3 +608,59 @@ def collisions_table(href: Href, rows: list[dict[str, Any]], clock_ms: int | Non
             className=_alert_class("collision-row", a), **{"data-alert": a["alert_id"]}))
     head = ["Status", "Address", "Advertised by (cluster/node)", "Started", "Ended"]
     return html.Div(_table(head, body, "No address is advertised by two brokers."), id="collisions")
+
+
+# A delivery's state as shown: (label, row severity). A pending one is "queued" until its first
+# attempt, then "retrying".
+_DELIVERY_SHOWN = {"delivered": ("delivered", "healthy"), "dead": ("dead letter", "critical"),
+                   "silenced": ("silenced", "quiet")}
+DELIVERY_STATES = {"pending": "pending", "delivered": "delivered", "dead": "dead letter", "silenced": "silenced"}
+
+
+def _delivery_shown(row: Mapping[str, Any], now_ms: int) -> tuple[str, str]:
+    state = row["state"]
+    if state in _DELIVERY_SHOWN:
+        return _DELIVERY_SHOWN[state]
+    if state != "pending":
+        return str(state), "info"
+    if not row["attempts"]:
+        return "queued", "info"
+    due = row["next_attempt_at"]
+    return ("retrying" + (f", next in {format_age(due - now_ms)}" if due is not None and due > now_ms else ""),
+            "warning")
+
+
+def delivery_summary(counts: Mapping[str, Any]) -> html.Div:
+    """Deliveries by state, and what waits in the outbox for the notifier (`queries.delivery_counts`)."""
+    cards = [_card(counts["delivered"], "delivered", "healthy" if counts["delivered"] else ""),
+             _card(counts["retrying"], "retrying", "warning" if counts["retrying"] else ""),
+             _card(counts["queued"], "queued", "info" if counts["queued"] else ""),
+             _card(counts["dead"], "dead letters", "critical" if counts["dead"] else ""),
+             _card(counts["silenced"], "silenced"),
+             _card(counts["unplanned"], "in the outbox, not picked up by the notifier yet",
+                   "warning" if counts["unplanned"] else "")]
+    return html.Div(cards, className="strip", id="deliveries-summary")
+
+
+def deliveries_table(href: Href, rows: Sequence[Mapping[str, Any]], now_ms: int, limit: int) -> html.Div:
+    """Deliveries, latest activity first: receiver (its name only: a receiver's URL may hold a
+    token), the alert (rule linking to it, subject), the notification (firing or resolved), state,
+    attempts, last attempt and last error."""
+    body = []
+    for d in rows:
+        label, severity = _delivery_shown(d, now_ms)
+        alert = dcc.Link(d["rule"] or d["alert_id"], href=href("/alerts?alert=" + quote(d["alert_id"], safe="")),
+                         className="alert-link mono", title=d["summary"] or d["alert_id"])
+        body.append(html.Tr(
+            [html.Td(d["receiver"]), html.Td(alert), html.Td(d["subject"] or "—", className="mono"),
+             html.Td(d["status"] or "—"), html.Td(label), html.Td(_number(d["attempts"]), className="num"),
+             html.Td(format_ts(d["last_attempt_at"])),
+             # The notifier scrubs errors before it stores them; scrub again, the page is no place for a secret.
+             html.Td(redact_text(d["last_error"]) if d["last_error"] else "—", className="error")],
+            className=f"delivery-row sev-{severity}", **{"data-receiver": d["receiver"], "data-alert": d["alert_id"]}))
+    head = ["Receiver", "Alert", "Subject", "Notification", "State", ("Attempts", "num"), "Last attempt",
+            "Last error"]
+    note = ([html.P(f"Showing the latest {limit}; narrow the filters to see others.", className="muted")]
+            if len(rows) >= limit else [])
+    empty = "No delivery recorded: the notifier (fleetwatch notify) has delivered nothing from this store yet."
+    return html.Div([_table(head, body, empty), *note], id="deliveries-list")

@@ -1,0 +1,114 @@
+"""The pipeline page's charts: input and processed rates, batch duration and watermark lag over time,
+from the `pipeline_progress` rows of a real SQLite store, drawn by plotly in headless Chromium."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.webdriver.support.wait import WebDriverWait
+from test_dashboard import T0, _screenshot
+
+from dashboard import queries
+from dashboard.app import create_app
+from streaming.sinks.store import Store
+
+METRICS = ("input_rows_per_s", "processed_rows_per_s", "batch_duration_s", "watermark_lag_s")
+OLD = T0 - 2 * 3600_000  # two hours before the newest batch: outside the charts' window
+
+
+def _batch(query: str, i: int, recorded_at: int) -> dict[str, Any]:
+    # Batch 0 has Spark's watermark before the first data (the epoch), batch 3 none recorded, and
+    # Spark gave no input rate for batch 4.
+    watermark = 0 if i == 0 else None if i == 3 else recorded_at - 6000 - 100 * i
+    return {"query": query, "batch_id": i, "recorded_at": recorded_at, "input_rows": 1000 + i,
+            "input_rows_per_s": None if i == 4 else 1000.0 + 50 * i, "processed_rows_per_s": 3000.0 + 100 * i,
+            "batch_duration_ms": 500 + 10 * i, "watermark_ms": watermark, "state_rows": 40,
+            "state_memory_bytes": 2**20}
+
+
+def _fill(store: Store) -> list[dict[str, Any]]:
+    rows = ([_batch("fleetwatch", i, T0 + i * 2000) for i in range(20)]
+            + [_batch("fleetwatch_replay", i, T0 + 500 + i * 3000) for i in range(5)])
+    store.write({"pipeline_progress": [*rows, _batch("fleetwatch", 99, OLD)]})
+    return rows
+
+
+def _expected(rows: list[dict[str, Any]], query: str) -> dict[str, list[float | None]]:
+    mine = sorted((r for r in rows if r["query"] == query), key=lambda r: r["recorded_at"])
+    return {
+        "input_rows_per_s": [r["input_rows_per_s"] for r in mine],
+        "processed_rows_per_s": [r["processed_rows_per_s"] for r in mine],
+        "batch_duration_s": [r["batch_duration_ms"] / 1000 for r in mine],
+        # No lag before the first watermark: not 56 years of it.
+        "watermark_lag_s": [(r["recorded_at"] - r["watermark_ms"]) / 1000 if r["watermark_ms"] else None
+                            for r in mine],
+    }
+
+
+def test_series_keep_the_recent_window_oldest_first(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    rows = _fill(store)
+    series = queries.pipeline_series(store.engine)
+    store.close()
+    assert len(series) == len(rows)  # the batch of two hours ago is left out
+    assert [r["recorded_at"] for r in series] == sorted(r["recorded_at"] for r in rows)
+
+
+# What plotly drew: its traces as it read them (the figure sends numbers as typed arrays).
+CHART_JS = """const gd = document.querySelector('#pipeline-charts .js-plotly-plot');
+return gd && gd._fullData ? gd._fullData.map(t => [t.name, t.meta, t.x.length,
+                                                   Array.from(t.y, v => Number.isNaN(v) ? null : v)]) : null;"""
+
+
+def _charted(dash_duo) -> dict[tuple[str, str], tuple[int, list[Any]]]:
+    data = dash_duo.driver.execute_script(CHART_JS) or []
+    return {(name, metric): (n, y) for name, metric, n, y in data}
+
+
+@pytest.mark.browser
+def test_pipeline_charts_draw_the_stored_batches_and_refresh(dash_duo, tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'pipeline.db'}")
+    rows = _fill(store)
+    dash_duo.start_server(create_app(store.url, refresh_ms=300))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/pipeline")
+    dash_duo.wait_for_element("#pipeline-charts .scatterlayer .trace")
+    charted = _charted(dash_duo)
+    for query in ("fleetwatch", "fleetwatch_replay"):
+        for metric, values in _expected(rows, query).items():
+            n, y = charted[(query, metric)]
+            assert (n, y) == (len(values), values), (query, metric)
+    # One atomic look at the SVG: the page refreshes every 300 ms.
+    titles, points = dash_duo.driver.execute_script(
+        "const c = document.querySelector('#pipeline-charts');"
+        "return [Array.from(c.querySelectorAll('.annotation-text'), t => t.textContent),"
+        " c.querySelectorAll('.scatterlayer .point').length];")
+    assert titles == ["Input rows/s", "Processed rows/s", "Batch duration (s)",
+                      "Watermark lag (s): wall clock - watermark"]
+    # Every value is drawn as a point (a missing one leaves a gap), and the table is still below the charts.
+    assert points == sum(v is not None for query in ("fleetwatch", "fleetwatch_replay")
+                         for values in _expected(rows, query).values() for v in values)
+    assert len(dash_duo.find_elements(".batch-row")) == 26
+    charts_y, table_y = (dash_duo.find_element(s).location["y"] for s in ("#pipeline-charts", "#pipeline-body"))
+    assert charts_y < table_y
+    _screenshot(dash_duo, "pipeline-charts")
+
+    # A new batch is drawn on the next refresh, as the rest of the page is.
+    store.write({"pipeline_progress": [_batch("fleetwatch", 20, T0 + 20 * 2000)]})
+    WebDriverWait(dash_duo.driver, 5).until(
+        lambda _: _charted(dash_duo)[("fleetwatch", "processed_rows_per_s")][1][-1] == 3000.0 + 100 * 20,
+        "the new batch never reached the chart")
+    assert dash_duo.get_logs() == []
+    store.close()
+
+
+@pytest.mark.browser
+def test_pipeline_charts_say_when_nothing_is_recorded(dash_duo, tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'empty.db'}")
+    dash_duo.start_server(create_app(store.url, refresh_ms=60_000))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/pipeline")
+    dash_duo.wait_for_contains_text("#pipeline-charts", "No batch recorded yet.")
+    dash_duo.wait_for_contains_text("#pipeline-body", "No batch recorded yet.")
+    assert dash_duo.get_logs() == []
+    store.close()
