@@ -618,6 +618,23 @@ case(ID_DUPLICATE, "a non-bootstrap answer does not hold an id",
       resp(t(1), "logs-dr", "d1:9092", L_ID, (L_ID, 11), responder=11, brokers=[bk(11, "d1:9092")])],
      [], "quiet")
 
+# Cases that cross keys: a target whose reported id changes leaves one id's holders and joins another's.
+M_ID = "MetMetMetMetMetMetMetA"
+case(ID_DUPLICATE, "a target that reports another id leaves the first id's duplicate and joins the second's",
+     [boot(0, "logs", L_ID, "l1:9092", [bk(1, "l1:9092")]),
+      boot(1, "logs-dr", L_ID, "d1:9092", [bk(11, "d1:9092")]),
+      boot(2, "meta", M_ID, "m1:9092", [bk(1, "m1:9092")]),
+      boot(10, "logs-dr", M_ID, "d2:9092", [bk(12, "d2:9092")]),
+      boot(20, "logs-dr", M_ID, "d2:9092", [bk(12, "d2:9092"), bk(1, "m1:9092")])],
+     [F(ID_DUPLICATE, L_ID, t(1)), R(ID_DUPLICATE, L_ID, t(1), t(10)), F(ID_CHANGED, "logs-dr", t(10)),
+      F(ID_DUPLICATE, M_ID, t(10)), R(ID_DUPLICATE, M_ID, t(10), t(20))], "fires", "resolves", "tricky")
+case(ID_DUPLICATE, "two names for one cluster drift apart (shared, then disjoint endpoints) and back",
+     [boot(0, "logs", L_ID, "l1:9092", [bk(1, "l1:9092"), bk(2, "l2:9092")]),
+      boot(1, "logs-alias", L_ID, "l2:9092", [bk(2, "l2:9092")]),
+      boot(10, "logs-alias", L_ID, "a9:9092", [bk(9, "a9:9092")]),
+      boot(20, "logs", L_ID, "l1:9092", [bk(1, "l1:9092"), bk(2, "l2:9092"), bk(9, "a9:9092")])],
+     [F(ID_DUPLICATE, L_ID, t(10)), R(ID_DUPLICATE, L_ID, t(10), t(20))], "fires", "resolves")
+
 # cluster.id_invalid ---------------------------------------------------------------------------
 G_ID = "GoodGoodGoodGoodGoodGA"
 case(ID_INVALID, "an id outside [A-Za-z0-9_-]; resolves at a valid one",
@@ -723,6 +740,29 @@ case(COLLISION, "one pair moving between two addresses does not collide with its
      [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]), boot(5, "pay", C, "b1:9092", [bk(1, "x2:9092")]),
       boot(10, "pay", C, "b1:9092", [bk(1, "x1:9092")])],
      [], "quiet")
+
+
+# Cases that cross keys: one event withdraws a pair from one address and counts it at another.
+E = "EchoEchoEchoEchoEchoEA"  # a third cluster
+case(COLLISION, "an advertisement that moves is withdrawn from its old address and counted at the new one",
+     [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]), boot(5, "doc", D, "d1:9092", [bk(5, "x2:9092")]),
+      boot(10, "pay", C, "b1:9092", [bk(1, "x2:9092")]),
+      boot(15, "doc", D, "d1:9092", [bk(5, "x2:9092"), bk(7, "x1:9092")]),
+      boot(20, "pay", C, "b1:9092", [bk(1, "x1:9092")])],
+     [F(COLLISION, "x2:9092", t(10)), R(COLLISION, "x2:9092", t(10), t(20)), F(COLLISION, "x1:9092", t(20))],
+     "fires", "resolves", "tricky")
+case(COLLISION, "two clusters collide, one moves away, and a third takes the address it moved to",
+     [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]), boot(5, "doc", D, "d1:9092", [bk(5, "x1:9092")]),
+      boot(10, "doc", D, "d1:9092", [bk(5, "x2:9092")]), boot(15, "echo", E, "e1:9092", [bk(3, "x2:9092")]),
+      boot(20, "pay", C, "b1:9092", [bk(1, "x1:9092")])],
+     [F(COLLISION, "x1:9092", t(5)), R(COLLISION, "x1:9092", t(5), t(10)), F(COLLISION, "x2:9092", t(15))],
+     "fires", "resolves", "tricky")
+case(COLLISION, "a registration moves a pair onto an address another pair holds",
+     [hb(t(0), 1, kind="registration", endpoints=["x1:9092", "x2:9093"]),
+      boot(5, "doc", D, "d1:9092", [bk(5, "x3:9092")]),
+      hb(t(8), 1, kind="registration", epoch=2, endpoints=["x3:9092"]),
+      boot(10, "doc", D, "d1:9092", [bk(5, "x1:9092")])],
+     [F(COLLISION, "x3:9092", t(8)), R(COLLISION, "x3:9092", t(8), t(10))], "fires", "resolves")
 
 
 # -- the table tests ----------------------------------------------------------------------------

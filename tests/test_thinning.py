@@ -74,9 +74,38 @@ def test_kept_heartbeats_are_never_further_apart_than_the_gap() -> None:
     assert max(b - a for a, b in pairwise(kept)) <= GAP_MS
 
 
-def test_changes_registrations_and_disorder_are_kept() -> None:
+def test_changes_registrations_and_the_last_of_each_run_are_kept_in_event_time() -> None:
     events = [hb(0), hb(2_000), hb(4_000, epoch=4), hb(6_000, epoch=4), hb(7_000, kind="registration", epoch=6),
               hb(8_000), hb(10_000, fenced=True), hb(12_000, fenced=True), hb(14_000, fenced=True),
               hb(13_000, fenced=True), hb(15_000, fenced=True), hb(2_000, broker=2), hb(4_000, broker=2)]
-    # Dropped: 2,000 (as 0), 6,000 (as 4,000), 12,000 (as 10,000); 14,000 and 13,000 are out of order.
-    assert redundant_heartbeats(events, GAP_MS) == {1, 3, 7}
+    # Kept: every change, and the last of each run before one (2,000; 6,000, a stale epoch, whose time
+    # decides when the regression resolves). Dropped: 12,000, 13,000 and 14,000 (as 10,000: in event
+    # time, 13,000 comes between 12,000 and 14,000).
+    assert redundant_heartbeats(events, GAP_MS) == {7, 8, 9}
+    assert alert_facts([e for i, e in enumerate(events) if i not in {7, 8, 9}]) == alert_facts(events)
+
+
+def later_than(ts: int) -> Event:
+    """A heartbeat of another broker far enough on for every timer of broker 1 to fire."""
+    return hb(ts, broker=9)
+
+
+def test_the_last_of_a_run_of_stale_epoch_heartbeats_is_kept() -> None:
+    # A zombie process of broker 1 (epoch 5) heartbeats every 0.5 s beside the live one (epoch 7):
+    # the regression resolves 60 s after the zombie's LAST heartbeat, at 61.5 s.
+    events = [hb(0, epoch=7), hb(500), hb(1_000), hb(1_500), hb(2_000, epoch=7), later_than(70_000)]
+    expected = alert_facts(events)
+    assert [(a["status"], a["ends_at"]) for a in expected if a["rule"] == "broker.epoch_regression"] == [
+        ("firing", None), ("resolved", 61_500)]
+    assert alert_facts(thinned(events, len(events))) == expected
+
+
+def test_thinning_follows_event_time_not_arrival_order() -> None:
+    # Seen in a simulated fleet with 800 ms of jitter: the zombie's heartbeats (epoch 5) arrive
+    # just after the live process's (epoch 7) of nearly the same moment. In arrival order the
+    # zombie's 46.0 s heartbeat repeats its 44.0 s one; in event time a live heartbeat is between.
+    arrival = [42_233, 42_000, 44_075, 44_000, 46_000, 46_164, 48_046]
+    events = [hb(ts, epoch=5 if ts % 1_000 == 0 else 7) for ts in arrival] + [later_than(120_000)]
+    expected = alert_facts(sorted(events, key=lambda e: e.ts))
+    assert [a["ends_at"] for a in expected if a["status"] == "resolved"] == [106_000]
+    assert alert_facts(thinned(events, len(events))) == expected

@@ -1,10 +1,12 @@
 """Which heartbeats the rules cannot tell from their neighbours, so the job can drop them early.
 
 Heartbeats are two thirds of a fleet's telemetry (one per broker every 2 s) and nearly all of
-them only say "still alive, nothing changed". In a chunk of events, a plain heartbeat is
-redundant when the previous heartbeat (or registration) of its broker kept in the chunk says
-the same thing and the next one comes at most `max_gap_ms` after that kept one. Give
-`max_gap_ms` less than the shortest session timeout and every rule decides as before:
+them only say "still alive, nothing changed". In a chunk of events, taken in event-time order
+(the order the engine applies them in), a plain heartbeat is redundant when it says the same
+thing as the previous heartbeat (or registration) of its broker kept in the chunk and as the next
+one, and that next one comes at most `max_gap_ms` after the kept one. Give `max_gap_ms` less than
+the shortest session timeout (and than the shortest `resolve_after_ms`, for the epoch argument
+below) and every rule decides as before:
 
 - heartbeat lost: between kept heartbeats that had dropped ones between them, no moment is
   `session_timeout_ms` after the last kept one, and a real gap longer than `max_gap_ms` keeps
@@ -12,10 +14,19 @@ the same thing and the next one comes at most `max_gap_ms` after that kept one. 
   at the same times;
 - partitioned (answering while heartbeat-lost or fenced): "heartbeat-lost" holds at exactly
   the same moments, by the argument above; fenced flags are content;
-- epoch regression, fenced, rack and endpoints: any change of content is kept, and so is
-  every registration (it bumps the epoch); the last heartbeat of each broker is always kept.
+- epoch regression: a dropped heartbeat is a regression exactly when the next one is (same
+  epoch, later, and the highest epoch only grows), and that next one moves the last regression
+  on past it, so the alert resolves at the same moment; the last of a run of equal heartbeats is
+  never dropped, nor is any change of content (fenced, rack, endpoints), nor a registration (it
+  bumps the epoch); the first and the last heartbeat of each broker in a chunk are always kept.
 
-Out-of-order heartbeats are never dropped.
+Event-time order, not arrival order: with heartbeats of two processes of one broker (a stale
+one and its successor) interleaved by a bus's jitter, arrival order showed the stale process's
+heartbeats back to back where event time has the successor's between them.
+What a chunk cannot see: a heartbeat of the same broker in another chunk of the micro-batch that
+falls, in event time, between two kept heartbeats with a different epoch; the next kept one of
+the chunk then stands for the dropped ones. Each broker's heartbeats come from its agent in order,
+so this takes two processes of one broker, out of order across a chunk boundary.
 """
 
 from __future__ import annotations
@@ -42,11 +53,13 @@ def redundant_heartbeats(events: Sequence[Event], max_gap_ms: int) -> set[int]:
             by_broker[(event.cluster_id, event.broker_id)].append((i, event))
     drop: set[int] = set()
     for heartbeats in by_broker.values():
+        heartbeats.sort(key=lambda item: (item[1].ts, item[0]))  # as the engine applies them
         kept = heartbeats[0][1]
         # The first and the last heartbeat of a broker are always kept.
         for (i, hb), (_, following) in pairwise(heartbeats[1:]):
-            if (hb.kind == "heartbeat" and _content(hb) == _content(kept)
-                    and kept.ts <= hb.ts <= following.ts and following.ts - kept.ts <= max_gap_ms):
+            content = _content(hb)
+            if (hb.kind == "heartbeat" and content == _content(kept) == _content(following)
+                    and following.ts - kept.ts <= max_gap_ms):
                 drop.add(i)
             else:
                 kept = hb

@@ -1,0 +1,67 @@
+"""What the fleet-wide rules decide across keys, which any split of the fleet-wide shard must keep.
+
+`endpoint.collision` compares pairs at one address and `cluster.id_duplicate` targets holding one
+id, but an advertisement or a held id moves between addresses and ids, and the state TTL forgets
+per cluster and per target (streaming/detect/README.md, "Shards and scale-out"). The moves are
+rule scenarios in test_rules.py; here the forgetting, with the default TTL of one day, checked on
+the engine (every batching, pickled) and on the reference detector of bench/.
+"""
+
+from __future__ import annotations
+
+from test_reference_detector import as_lines, reference_alerts
+from test_rules import COLLISION, ID_CHANGED, ID_DUPLICATE, L_ID, M_ID, C, D, E, F, R, bk, boot, later, lines, run, t
+
+from streaming.config import RuleSettings
+
+TTL_S = RuleSettings().state_ttl_ms // 1000
+
+
+def filler(until: float) -> list:
+    """Events of an unrelated target every 40,000 s: the fleet-wide state keeps hearing something."""
+    return [later(t(s)) for s in range(40_000, int(until), 40_000)]
+
+
+def same_on_the_reference(events: list) -> None:
+    assert reference_alerts(as_lines(events)) == run(events)
+
+
+def test_an_open_collision_keeps_every_advertisement_of_its_cluster():
+    # C's x1 collides, so none of C's advertisements is withdrawn, x2 neither: the cluster is kept.
+    events = [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092"), bk(2, "x2:9092")]),
+              boot(5, "doc", D, "d1:9092", [bk(5, "x1:9092")]), *filler(TTL_S + 100),
+              boot(TTL_S + 100, "echo", E, "e1:9092", [bk(3, "x2:9092")])]
+    assert lines(events) == [F(COLLISION, "x1:9092", t(5)), F(COLLISION, "x2:9092", t(TTL_S + 100))]
+    same_on_the_reference(events)
+
+
+def test_a_cluster_quiet_for_longer_than_the_ttl_is_withdrawn_from_every_address():
+    def then_d_at(s: float) -> list:
+        return [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092"), bk(2, "x2:9092")]), *filler(s),
+                boot(s, "doc", D, "d1:9092", [bk(5, "x1:9092"), bk(6, "x2:9092")])]
+
+    assert lines(then_d_at(TTL_S + 1)) == []
+    assert lines(then_d_at(TTL_S)) == [F(COLLISION, "x1:9092", t(TTL_S)), F(COLLISION, "x2:9092", t(TTL_S))]
+    same_on_the_reference(then_d_at(TTL_S + 1))
+    same_on_the_reference(then_d_at(TTL_S))
+
+
+def test_a_target_that_moved_to_another_id_and_went_quiet_holds_neither():
+    events = [boot(0, "a", L_ID, "a1:9092", [bk(1, "a1:9092")]), boot(1, "b", L_ID, "b1:9092", [bk(2, "b1:9092")]),
+              boot(10, "b", M_ID, "b2:9092", [bk(3, "b2:9092")]), *filler(TTL_S + 20),
+              boot(TTL_S + 20, "c", M_ID, "c1:9092", [bk(4, "c1:9092")]),
+              boot(TTL_S + 30, "d", L_ID, "d1:9092", [bk(5, "d1:9092")])]
+    assert lines(events) == [F(ID_DUPLICATE, L_ID, t(1)), F(ID_CHANGED, "b", t(10)),
+                             R(ID_DUPLICATE, L_ID, t(1), t(10))]
+    same_on_the_reference(events)
+
+
+def test_an_open_duplicate_keeps_its_holders_however_long_they_are_quiet():
+    # b still shares nothing with a (kept, quiet for two TTLs) after its endpoints change at 2 TTL;
+    # only sharing a1 with it resolves the duplicate.
+    events = [boot(0, "a", L_ID, "a1:9092", [bk(1, "a1:9092")]), boot(1, "b", L_ID, "b1:9092", [bk(2, "b1:9092")]),
+              *filler(2 * TTL_S),
+              boot(2 * TTL_S, "b", L_ID, "b1:9092", [bk(2, "b1:9092"), bk(9, "b9:9092")]),
+              boot(2 * TTL_S + 10, "b", L_ID, "b1:9092", [bk(2, "b1:9092"), bk(1, "a1:9092")])]
+    assert lines(events) == [F(ID_DUPLICATE, L_ID, t(1)), R(ID_DUPLICATE, L_ID, t(1), t(2 * TTL_S + 10))]
+    same_on_the_reference(events)
