@@ -685,7 +685,7 @@ class BusPublisher:
     def __init__(self, bootstrap_servers: str, partitions: int = 1) -> None:
         from kafka import KafkaProducer
 
-        from streaming.collect.bus import ensure_topics
+        from streaming.bus import ensure_topics
 
         ensure_topics(bootstrap_servers, (topics.METADATA, topics.HEARTBEATS, topics.BROKER_STATES), partitions)
         self._producer = KafkaProducer(bootstrap_servers=bootstrap_servers, client_id="fleetwatch-probe",
@@ -756,7 +756,7 @@ def command(args: argparse.Namespace) -> int:
         if bus is None:
             raise ConfigError("no bus to publish to: set bus.bootstrap_servers in the config, "
                               "pass --bootstrap-servers, or write to a file with --out")
-        from streaming.collect.bus import BusError
+        from streaming.bus import BusError
 
         try:
             sink = BusPublisher(bus, config.bus.partitions)
