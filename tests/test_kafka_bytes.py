@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from streaming.collect import probe
-from streaming.collect.probe import ProbeOptions, Prober, Target, parse_address
+from streaming.collect.probe import ProbeOptions, Prober, Target, exchange, parse_address
 from streaming.collect.protocol.client import Connection, KafkaErrorResponse
 from streaming.collect.protocol.codec import (
     API_VERSIONS_KEY,
@@ -265,7 +264,7 @@ def scenario(kafka: str, layout: str, name: str) -> list[dict[str, Any]]:
 def probe_round(monkeypatch, fixtures: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], _Replay]:
     """One probe round over the recorded cluster, bootstrapped at its first broker."""
     replay = _Replay(fixtures)
-    monkeypatch.setattr(probe, "Connection", replay.connection_class())
+    monkeypatch.setattr(exchange, "Connection", replay.connection_class())
     first = fixtures[0]["cluster"]["brokers"][0]
     address = next(f["to"]["address"] for f in fixtures if f["to"]["node_id"] == first)
     target = Target(name="real", bootstrap=(parse_address(address),))
@@ -372,7 +371,7 @@ def test_a_misrouted_identity_check_is_refused_by_real_kafka(variant, node, code
         await conn.negotiate()  # the broker's own table says it takes v5
         with pytest.raises(KafkaErrorResponse) as refused:
             # The probe's own check: a refusal is a misroute, not "cannot check".
-            await Prober._check_identity(conn, {"cluster_id": fx["request"]["ClusterId"], "node_id": node})
+            await exchange.check_identity(conn, {"cluster_id": fx["request"]["ClusterId"], "node_id": node})
         return refused.value
 
     refused = asyncio.run(check())
@@ -389,9 +388,9 @@ def test_an_identity_check_kafka_cannot_take_turns_the_check_off():
         conn = replay.open(fx["to"]["address"])
         await conn.open()
         await conn.negotiate()
-        await Prober._check_identity(conn, {"cluster_id": fx["request"]["ClusterId"], "node_id": -1})
+        await exchange.check_identity(conn, {"cluster_id": fx["request"]["ClusterId"], "node_id": -1})
 
-    with pytest.raises(probe._IdentityCheckUnusable) as unusable:
+    with pytest.raises(exchange.IdentityCheckUnusable) as unusable:
         asyncio.run(check())
     assert unusable.value.__cause__.error_code == 42  # type: ignore[union-attr]
 
