@@ -33,6 +33,7 @@ from streaming.collect.protocol.codec import (
     encode_response,
     spec,
 )
+from streaming.contract import Expected, event_from_dict, event_to_dict
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kafka"
 RECORDED = sorted(FIXTURES.glob("4.*/*.json"))
@@ -294,6 +295,20 @@ def fetch_windows(fixtures: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
     return out
 
 
+@pytest.mark.parametrize(("kafka", "layout", "name"), [("4.4.0", "separate", "healthy"),
+                                                      ("4.4.0", "separate", "fenced"),
+                                                      ("4.3.1", "combined", "healthy")])
+def test_probe_events_are_the_wire_form_of_contract_records(monkeypatch, kafka, layout, name):
+    # One way from a record to the wire (contract.event_to_dict): every contract field, null when
+    # unknown, in the contract's order; a failed exchange adds its error_detail after them.
+    events, _ = probe_round(monkeypatch, scenario(kafka, layout, name))
+    assert {ev["type"] for ev in events} >= {"metadata_response", "broker_heartbeat"}
+    for ev in events:
+        wire = event_to_dict(event_from_dict(ev))
+        assert {k: v for k, v in ev.items() if k != "error_detail"} == wire
+        assert list(ev)[:len(wire)] == list(wire) and list(ev)[len(wire):] in ([], ["error_detail"])
+
+
 def test_the_probe_reads_a_healthy_separate_quorum(monkeypatch):
     fixtures = scenario("4.4.0", "separate", "healthy")
     cluster = fixtures[0]["cluster"]
@@ -371,7 +386,7 @@ def test_a_misrouted_identity_check_is_refused_by_real_kafka(variant, node, code
         await conn.negotiate()  # the broker's own table says it takes v5
         with pytest.raises(KafkaErrorResponse) as refused:
             # The probe's own check: a refusal is a misroute, not "cannot check".
-            await exchange.check_identity(conn, {"cluster_id": fx["request"]["ClusterId"], "node_id": node})
+            await exchange.check_identity(conn, Expected(fx["request"]["ClusterId"], node))
         return refused.value
 
     refused = asyncio.run(check())
@@ -388,7 +403,7 @@ def test_an_identity_check_kafka_cannot_take_turns_the_check_off():
         conn = replay.open(fx["to"]["address"])
         await conn.open()
         await conn.negotiate()
-        await exchange.check_identity(conn, {"cluster_id": fx["request"]["ClusterId"], "node_id": -1})
+        await exchange.check_identity(conn, Expected(fx["request"]["ClusterId"], -1))
 
     with pytest.raises(exchange.IdentityCheckUnusable) as unusable:
         asyncio.run(check())

@@ -8,13 +8,23 @@ recorded in the `Answer` (a Metadata answer stands when an optional request fail
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from streaming.collect.probe.targets import Target
 from streaming.collect.protocol.client import TIMEOUT, Connection, KafkaErrorResponse, ProbeFailure
+from streaming.contract import Broker, Expected, MetadataResponse, event_to_dict
 
-__all__ = ["METADATA_LOG", "NO_CONTROLLER", "Answer", "IdentityCheckUnusable", "Quorum", "check_identity", "converse"]
+__all__ = [
+    "METADATA_LOG",
+    "NO_CONTROLLER",
+    "Answer",
+    "IdentityCheckUnusable",
+    "Quorum",
+    "check_identity",
+    "converse",
+    "response_event",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +56,7 @@ class Answer:
     """What one exchange with one address produced."""
 
     endpoint: str
-    expected: dict[str, Any] | None
+    expected: Expected | None
     latency_ms: int = 0
     done_s: float = 0.0  # loop time when it finished
     error: str | None = None
@@ -54,7 +64,7 @@ class Answer:
     cluster_id: str | None = None
     controller_id: int | None = None
     controller_known: bool = True
-    brokers: list[dict[str, Any]] | None = None
+    brokers: tuple[Broker, ...] | None = None
     responder_node_id: int | None = None
     kraft: bool = False  # the broker offers DescribeQuorum
     quorum: Quorum | None = None  # None: not asked, or not answered (then the broker's view may be stale)
@@ -78,16 +88,16 @@ async def converse(target: Target, host: str, port: int, deadline: float, answer
         if bootstrap:
             await _describe_cluster(conn, answer, target)
         await _describe_quorum(conn, answer, target)
-        answer.responder_node_id = (answer.expected["node_id"] if verified and answer.expected
+        answer.responder_node_id = (answer.expected.node_id if verified and answer.expected
                                     else _listed_at(answer.brokers, host, port))
         if answer.kraft and answer.quorum is None and answer.brokers:
             # A broker cut off from the controller serves a stale image: its fenced flags say nothing.
-            answer.brokers = [{k: v for k, v in b.items() if k != "fenced"} for b in answer.brokers]
+            answer.brokers = tuple(replace(b, fenced=None) for b in answer.brokers)
     finally:
         conn.close()
 
 
-async def check_identity(conn: Connection, expected: dict[str, Any] | None) -> bool:
+async def check_identity(conn: Connection, expected: Expected | None) -> bool:
     """KIP-1242 (ApiVersions v5) when the broker offers it and we know what to expect.
 
     Sent after SASL: an unauthenticated ApiVersions is answered by the authenticator, which
@@ -95,11 +105,11 @@ async def check_identity(conn: Connection, expected: dict[str, Any] | None) -> b
     INVALID_REQUEST mean the broker cannot take the request (`IdentityCheckUnusable`); any
     other failure (a connection closed during a restart, a timeout) fails this exchange only.
     """
-    if (expected is None or not expected.get("cluster_id") or expected.get("node_id") is None
+    if (expected is None or not expected.cluster_id or expected.node_id is None
             or conn.supported(API_VERSIONS, 5, 5) is None):
         return False
     try:
-        await conn.check_identity(expected["cluster_id"], expected["node_id"])
+        await conn.check_identity(expected.cluster_id, expected.node_id)
     except KafkaErrorResponse as refused:
         if refused.error_code in _IDENTITY_REFUSALS:
             raise IdentityCheckUnusable from refused
@@ -120,7 +130,7 @@ async def _metadata(conn: Connection, answer: Answer) -> None:
         raise KafkaErrorResponse("Metadata", body["ErrorCode"])
     answer.cluster_id = body["ClusterId"] if version >= 2 else None
     answer.controller_id = body["ControllerId"]
-    answer.brokers = [_broker(b["NodeId"], b["Host"], b["Port"], b["Rack"]) for b in body["Brokers"]]
+    answer.brokers = tuple(Broker(b["NodeId"], b["Host"], b["Port"], b["Rack"]) for b in body["Brokers"])
 
 
 async def _describe_cluster(conn: Connection, answer: Answer, target: Target) -> None:
@@ -138,8 +148,8 @@ async def _describe_cluster(conn: Connection, answer: Answer, target: Target) ->
         _optional_failed("DescribeCluster", target, answer, KafkaErrorResponse(
             "DescribeCluster", body["ErrorCode"], body["ErrorMessage"]))
         return
-    answer.brokers = [_broker(b["BrokerId"], b["Host"], b["Port"], b["Rack"], b["IsFenced"])
-                      for b in body["Brokers"]]
+    answer.brokers = tuple(Broker(b["BrokerId"], b["Host"], b["Port"], b["Rack"], b["IsFenced"])
+                           for b in body["Brokers"])
 
 
 async def _describe_quorum(conn: Connection, answer: Answer, target: Target) -> None:
@@ -177,17 +187,21 @@ async def _describe_quorum(conn: Connection, answer: Answer, target: Target) -> 
                            fetches(partition["Observers"]) if version >= 1 else {})
 
 
-def _broker(node_id: int, host: str, port: int, rack: str | None, fenced: bool | None = None) -> dict[str, Any]:
-    broker: dict[str, Any] = {"node_id": node_id, "host": host, "port": port}
-    if rack is not None:
-        broker["rack"] = rack
-    if fenced is not None:
-        broker["fenced"] = fenced
-    return broker
+def response_event(answer: Answer, target: str, ts: int, source: str) -> dict[str, Any]:
+    """The `metadata_response` event of an exchange, in its wire form; a failed exchange adds its
+    `error_detail` (not in the contract; the job ignores it, a reader of the JSONL does not)."""
+    event = event_to_dict(MetadataResponse(
+        ts=ts, source=source, cluster_id=answer.cluster_id, target=target, endpoint=answer.endpoint,
+        expected=answer.expected, responder_node_id=answer.responder_node_id, controller_id=answer.controller_id,
+        error=answer.error, latency_ms=answer.latency_ms, brokers=answer.brokers,
+        controller_known=answer.controller_known))
+    if answer.error is not None and answer.detail:
+        event["error_detail"] = answer.detail
+    return event
 
 
-def _listed_at(brokers: list[dict[str, Any]] | None, host: str, port: int) -> int | None:
-    ids = {b["node_id"] for b in brokers or () if b["port"] == port and b["host"].lower() == host.lower()}
+def _listed_at(brokers: tuple[Broker, ...] | None, host: str, port: int) -> int | None:
+    ids = {b.node_id for b in brokers or () if b.port == port and b.host.lower() == host.lower()}
     return ids.pop() if len(ids) == 1 else None
 
 

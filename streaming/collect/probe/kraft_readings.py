@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.collect.probe.exchange import Answer
+from streaming.contract import BrokerHeartbeat, BrokerState, event_to_dict
 
 __all__ = ["LastReadings", "heartbeats", "registrations"]
 
-SCHEMA = "fleetwatch.event/v1"
 UNKNOWN_EPOCH = -1  # Kafka's "no broker epoch"; DescribeQuorum does not report one
 
 
@@ -25,7 +25,7 @@ class LastReadings:
 
 def heartbeats(boot: Answer, answers: list[Answer], seen: LastReadings, source: str) -> list[dict[str, Any]]:
     """New last-fetch times of the cluster's brokers, merged over the round's quorum views."""
-    brokers = {b["node_id"] for a in answers if a.cluster_id == boot.cluster_id for b in a.brokers or ()}
+    brokers = {b.node_id for a in answers if a.cluster_id == boot.cluster_id for b in a.brokers or ()}
     brokers |= {node for (cluster, node) in seen.registrations if cluster == boot.cluster_id}
     latest: dict[int, tuple[int, int]] = {}
     for answer in answers:
@@ -42,14 +42,10 @@ def heartbeats(boot: Answer, answers: list[Answer], seen: LastReadings, source: 
         if fetched < 0 or seen.last_fetch.get(key, -1) >= fetched:
             continue  # unknown, or no fetch since the last round: not a new heartbeat
         seen.last_fetch[key] = fetched
-        event = {
-            "schema": SCHEMA, "type": "broker_heartbeat", "ts": fetched, "source": source,
-            "cluster_id": boot.cluster_id, "broker_id": replica, "kind": "heartbeat",
-            "broker_epoch": UNKNOWN_EPOCH,
-        }
-        if offset >= 0:
-            event["metadata_offset"] = offset
-        out.append(event)
+        out.append(event_to_dict(BrokerHeartbeat(
+            ts=fetched, source=source, cluster_id=boot.cluster_id, broker_id=replica, kind="heartbeat",
+            broker_epoch=UNKNOWN_EPOCH, metadata_offset=offset if offset >= 0 else None, fenced=None, rack=None,
+            endpoints=None)))
     return out
 
 
@@ -59,9 +55,9 @@ def registrations(boot: Answer, seen: LastReadings, ts: int, source: str) -> lis
     Only DescribeCluster v2 (which lists fenced brokers) from a broker in touch with the
     controller is a current view of the registrations; anything else says nothing.
     """
-    if boot.quorum is None or not boot.brokers or any("fenced" not in b for b in boot.brokers):
+    if boot.quorum is None or not boot.brokers or any(b.fenced is None for b in boot.brokers):
         return []
-    now = {(boot.cluster_id, b["node_id"]): "FENCED" if b["fenced"] else "ONLINE" for b in boot.brokers}
+    now = {(boot.cluster_id, b.node_id): "FENCED" if b.fenced else "ONLINE" for b in boot.brokers}
     out = []
     gone = [key for key in seen.registrations if key[0] == boot.cluster_id and key not in now]
     for key in sorted(now, key=lambda k: k[1]):
@@ -75,12 +71,7 @@ def registrations(boot: Answer, seen: LastReadings, ts: int, source: str) -> lis
 
 def _state_event(ts: int, key: tuple[str | None, int], new: str, previous: str | None,
                  source: str) -> dict[str, Any]:
-    event: dict[str, Any] = {
-        "schema": SCHEMA, "type": "broker_state", "ts": ts, "source": source,
-        "cluster_id": key[0], "broker_id": key[1], "state": new,
-        "reason": "no longer registered" if new == "OFFLINE" else "DescribeCluster registration",
-    }
-    if previous is not None:
-        event["previous_state"] = previous
-    return event
+    return event_to_dict(BrokerState(
+        ts=ts, source=source, cluster_id=key[0], broker_id=key[1], state=new, previous_state=previous,
+        broker_epoch=None, reason="no longer registered" if new == "OFFLINE" else "DescribeCluster registration"))
 

@@ -11,16 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse
+from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
 from streaming.collect.probe.targets import ProbeOptions, Target, format_address, parse_address
 from streaming.collect.protocol.client import ProbeFailure, classify
+from streaming.contract import Expected
 
 __all__ = ["IDENTITY_RETRY_S", "Emit", "Prober"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "fleetwatch.event/v1"
 # After a broker refused ApiVersions v5 (see exchange.py), its endpoint is compared by cluster id
 # for this long before the KIP-1242 check is tried again.
 IDENTITY_RETRY_S = 300.0
@@ -157,7 +157,7 @@ class Prober:
             index = (state.preferred + attempt) % count
             host, port = target.bootstrap[index]
             answer = await self._exchange(target, host, port, None, slots, bootstrap=True)
-            events.append(self._metadata_event(target, answer, ts(answer)))
+            events.append(response_event(answer, target.name, ts(answer), self.options.source))
             if answer.error is None:
                 boot, state.preferred = answer, index
                 break
@@ -166,8 +166,8 @@ class Prober:
 
         if boot is not None:
             for broker in boot.brokers or ():
-                address = format_address(broker["host"], broker["port"])
-                state.endpoints[address] = Advert(boot.cluster_id, broker["node_id"], now_ms)
+                address = format_address(broker.host, broker.port)
+                state.endpoints[address] = Advert(boot.cluster_id, broker.node_id, now_ms)
             if boot.kraft and boot.quorum is None:
                 # Cut off from the controller: ask another bootstrap address first next round.
                 state.preferred = (state.preferred + 1) % count
@@ -178,11 +178,11 @@ class Prober:
         probes = []
         for address, advert in state.endpoints.items():
             host, port = parse_address(address)
-            expected = {"cluster_id": advert.cluster_id, "node_id": advert.node_id}
+            expected = Expected(advert.cluster_id, advert.node_id)
             probes.append(self._exchange(target, host, port, expected, slots, bootstrap=False))
         answers = await asyncio.gather(*probes)
         for answer in answers:
-            events.append(self._metadata_event(target, answer, ts(answer)))
+            events.append(response_event(answer, target.name, ts(answer), self.options.source))
         if boot is not None:
             events.extend(registrations(boot, state.seen, ts(boot), self.options.source))
             events.extend(heartbeats(boot, [boot, *answers], state.seen, self.options.source))
@@ -201,7 +201,7 @@ class Prober:
                 log.info("target answers again", extra={"target": target.name})
         state.failing = failing
 
-    async def _exchange(self, target: Target, host: str, port: int, expected: dict[str, Any] | None,
+    async def _exchange(self, target: Target, host: str, port: int, expected: Expected | None,
                         slots: asyncio.Semaphore, *, bootstrap: bool) -> Answer:
         loop = asyncio.get_running_loop()
         answer = Answer(endpoint=format_address(host, port), expected=expected)
@@ -237,22 +237,6 @@ class Prober:
             answer.cluster_id = answer.controller_id = answer.brokers = answer.responder_node_id = None
             answer.quorum = None
         return answer
-
-    # ------------------------------------------------------------ events
-
-    def _metadata_event(self, target: Target, answer: Answer, ts: int) -> dict[str, Any]:
-        event: dict[str, Any] = {
-            "schema": SCHEMA, "type": "metadata_response", "ts": ts, "source": self.options.source,
-            "cluster_id": answer.cluster_id, "target": target.name, "endpoint": answer.endpoint,
-            "expected": answer.expected, "responder_node_id": answer.responder_node_id,
-            "controller_id": answer.controller_id, "error": answer.error, "latency_ms": answer.latency_ms,
-            "brokers": answer.brokers,
-        }
-        if not answer.controller_known:
-            event["controller_known"] = False
-        if answer.error is not None and answer.detail:
-            event["error_detail"] = answer.detail  # not in the contract; ignored by the job
-        return event
 
 
 def _wall_ms() -> int:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from streaming import topics
+from streaming.contract import topic_of
 
 __all__ = ["BusPublisher", "JsonlWriter"]
 
 log = logging.getLogger(__name__)
 
-_TOPIC_OF = {"metadata_response": topics.METADATA, "broker_heartbeat": topics.HEARTBEATS,
-             "broker_state": topics.BROKER_STATES}
 
 
 class JsonlWriter:
@@ -23,11 +23,11 @@ class JsonlWriter:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] = self.path.open("w", encoding="utf-8")
+        self._fh: IO[bytes] = self.path.open("wb")
         self.written = 0
 
     def __call__(self, events: list[dict[str, Any]]) -> None:
-        self._fh.writelines(json.dumps(ev, separators=(",", ":")) + "\n" for ev in events)
+        self._fh.writelines(orjson.dumps(ev, option=orjson.OPT_APPEND_NEWLINE) for ev in events)
         self._fh.flush()
         self.written += len(events)
 
@@ -55,8 +55,8 @@ class BusPublisher:
 
     def __call__(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
-            value = json.dumps(ev, separators=(",", ":")).encode()
-            future = self._producer.send(_TOPIC_OF[ev["type"]], key=(ev["cluster_id"] or "").encode(), value=value)
+            future = self._producer.send(topic_of(ev["type"]), key=(ev["cluster_id"] or "").encode(),
+                                         value=orjson.dumps(ev))
             future.add_errback(self._failed)
             self.sent += 1
 

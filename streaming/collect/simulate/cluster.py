@@ -6,23 +6,26 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from streaming import topics
 from streaming.collect.simulate.identities import DOMAIN, PORT, RACKS, ClusterIdentity
 from streaming.collect.simulate.labels import Label, RuleTrackers
 from streaming.collect.simulate.spec import ERROR_TIMEOUT, FleetSpec
+from streaming.contract import (
+    Broker,
+    BrokerHeartbeat,
+    BrokerState,
+    Endpoint,
+    Expected,
+    MetadataResponse,
+    event_to_dict,
+    topic_of,
+)
 
 __all__ = ["HB_JITTER_MS", "ClusterSim", "PlannedFault", "SimBroker", "TimedAction"]
 
-SCHEMA = "fleetwatch.event/v1"
-_TOPIC_OF = {
-    "metadata_response": topics.METADATA,
-    "broker_state": topics.BROKER_STATES,
-    "broker_heartbeat": topics.HEARTBEATS,
-}
 HB_JITTER_MS = 200
 _PROBE_STEP_MS = 5  # responses of one probe round, a few ms apart
 _FIRST_ROUND_MS = 2500  # the first probe round finds every broker ONLINE
@@ -116,22 +119,23 @@ class ClusterSim:
             action(at)
             for ev in self.out:
                 emitted += 1
-                yield ev["ts"], self.index, emitted, _TOPIC_OF[ev["type"]], ev
+                yield ev["ts"], self.index, emitted, topic_of(ev["type"]), ev
             self.out.clear()
 
     def finish(self, watermark: int) -> list[dict[str, Any]]:
         self.trackers.finish(watermark)
         return [label.as_dict() for label in self.labels]
 
-    def emit(self, event_type: str, at: int, source: str, **fields: Any) -> None:
-        """Emit an event of this cluster's agents and controller, and show it to the trackers."""
-        ev = {"schema": SCHEMA, "type": event_type, "ts": at, "source": source,
-              "cluster_id": self.info.cluster_id, **fields}
+    def emit(self, event: BrokerState | BrokerHeartbeat, **agent_fields: Any) -> None:
+        """Emit an event of this cluster's agents and controller in its wire form (with what an
+        agent sends beyond the contract), and show it to the trackers."""
+        ev = event_to_dict(event)
+        ev.update(agent_fields)
         self.out.append(ev)
-        if event_type == "broker_state":
+        if event.type == "broker_state":
             self.trackers.on_state(ev)
         else:
-            self.trackers.touch_broker(ev["broker_id"], at)
+            self.trackers.touch_broker(event.broker_id, event.ts)
 
     def offset(self, at: int) -> int:
         """The cluster's metadata log end offset: it grows by a few records a second."""
@@ -141,13 +145,10 @@ class ClusterSim:
 
     def report_state(self, at: int, b: SimBroker, state: str, reason: str, *, by_agent: bool = False,
                      previous: str | None = None) -> None:
-        fields: dict[str, Any] = {"broker_id": b.node, "state": state}
-        if previous is not None:
-            fields["previous_state"] = previous
-        fields |= {"broker_epoch": b.epoch, "reason": reason}
         source = b.source if by_agent else f"controller-{self.info.target}"
         b.state = state
-        self.emit("broker_state", at, source, **fields)
+        self.emit(BrokerState(ts=at, source=source, cluster_id=self.info.cluster_id, broker_id=b.node, state=state,
+                              previous_state=previous, broker_epoch=b.epoch, reason=reason))
 
     def transition(self, b: SimBroker, state: str, reason: str, *, by_agent: bool = False) -> Callable[[int], None]:
         """An action that moves `b` to `state`, naming the state it leaves."""
@@ -159,11 +160,11 @@ class ClusterSim:
         b.probe_error = None
         b.last_hb = at
         advertised = endpoints or (b.address,)
-        self.emit("broker_heartbeat", at, b.source, broker_id=b.node, kind="registration",
-                  broker_epoch=b.epoch, metadata_offset=self.offset(at) - 1, rack=b.rack,
-                  endpoints=[{"listener": "PLAINTEXT", "host": e.rsplit(":", 1)[0],
-                              "port": int(e.rsplit(":", 1)[1]), "security_protocol": "PLAINTEXT"}
-                             for e in advertised])
+        self.emit(BrokerHeartbeat(
+            ts=at, source=b.source, cluster_id=self.info.cluster_id, broker_id=b.node, kind="registration",
+            broker_epoch=b.epoch, metadata_offset=self.offset(at) - 1, fenced=None, rack=b.rack,
+            endpoints=tuple(Endpoint(e.rsplit(":", 1)[0], int(e.rsplit(":", 1)[1]), "PLAINTEXT", "PLAINTEXT")
+                            for e in advertised)))
         b.chain += 1
         self.at(at + self._beat_gap(b), partial(self.heartbeat_loop, b, b.chain))
 
@@ -176,17 +177,24 @@ class ClusterSim:
     def _beat_gap(self, b: SimBroker) -> int:
         return self.spec.heartbeat_interval_ms + self.rng.randint(-HB_JITTER_MS, HB_JITTER_MS)
 
-    def _heartbeat(self, at: int, b: SimBroker) -> None:
+    def send_heartbeat(self, at: int, b: SimBroker, *, epoch: int, metadata_offset: int, fenced: bool,
+                       want_fence: bool, want_shutdown: bool, caught_up: bool) -> None:
+        """A heartbeat of `b`'s process, with the fields KRaft's BrokerHeartbeatRequest carries."""
+        self.emit(BrokerHeartbeat(ts=at, source=b.source, cluster_id=self.info.cluster_id, broker_id=b.node,
+                                  kind="heartbeat", broker_epoch=epoch, metadata_offset=metadata_offset,
+                                  fenced=fenced, rack=b.rack, endpoints=None),
+                  want_fence=want_fence, want_shutdown=want_shutdown, caught_up=caught_up)
+
+    def _regular_heartbeat(self, at: int, b: SimBroker) -> None:
         offset = self.offset(at) - self.rng.randrange(3) if b.caught_up else b.lag_from
         b.last_hb = at
-        self.emit("broker_heartbeat", at, b.source, broker_id=b.node, kind="heartbeat", broker_epoch=b.epoch,
-                  metadata_offset=offset, want_fence=b.want_fence, want_shutdown=b.want_shutdown,
-                  fenced=b.state == "FENCED", caught_up=b.caught_up, rack=b.rack)
+        self.send_heartbeat(at, b, epoch=b.epoch, metadata_offset=offset, fenced=b.state == "FENCED",
+                            want_fence=b.want_fence, want_shutdown=b.want_shutdown, caught_up=b.caught_up)
 
     def heartbeat_loop(self, b: SimBroker, chain: int, at: int) -> None:
         if chain != b.chain:
             return
-        self._heartbeat(at, b)
+        self._regular_heartbeat(at, b)
         self.at(at + self._beat_gap(b), partial(self.heartbeat_loop, b, chain))
 
     def stop(self, b: SimBroker, error: str | None) -> int:
@@ -215,14 +223,15 @@ class ClusterSim:
 
     def _probe_broker(self, node: int, at: int) -> None:
         address = self.info.address(node)
-        self._respond(at, self.info.target, address, {"cluster_id": self.info.cluster_id, "node_id": node},
+        self._respond(at, self.info.target, address, self.info.expectations[node - 1],
                       *self._reach(address, node, bootstrap=False))
 
-    def _listed(self) -> list[dict[str, Any]]:
-        return [self.info.entry(b.node) for b in self.brokers.values() if b.state in _LISTED_STATES]
+    def _listed(self) -> tuple[Broker, ...]:
+        listed = self.info.brokers
+        return tuple(listed[b.node - 1] for b in self.brokers.values() if b.state in _LISTED_STATES)
 
     def _reach(self, address: str, node: int, *, bootstrap: bool
-               ) -> tuple[int | None, str | None, int | None, str | None, list[dict[str, Any]] | None]:
+               ) -> tuple[int | None, str | None, int | None, str | None, tuple[Broker, ...] | None]:
         """Who answers a request to `address`: (responder, cluster id, controller, error, brokers)."""
         if self.unreachable:
             return None, None, None, ERROR_TIMEOUT, None
@@ -233,7 +242,7 @@ class ClusterSim:
             # request names none, so it gets the other cluster's metadata.
             if error is not None and not bootstrap:
                 return None, None, None, error, None
-            return (None if bootstrap else node), other.cluster_id, other.controller, None, other.broker_list()
+            return (None if bootstrap else node), other.cluster_id, other.controller, None, other.brokers
         b = self.brokers[node]
         if b.probe_error is not None:
             return None, None, None, b.probe_error, None
@@ -241,19 +250,19 @@ class ClusterSim:
         return ((None if bootstrap else node), None if self.no_id else self.info.cluster_id,
                 -1 if controller is None else controller, None, self._listed())
 
-    def _respond(self, at: int, target: str, endpoint: str, expected: dict[str, Any] | None,
+    def _respond(self, at: int, target: str, endpoint: str, expected: Expected | None,
                  responder: int | None, cluster_id: str | None, controller: int | None, error: str | None,
-                 brokers: list[dict[str, Any]] | None) -> None:
+                 brokers: tuple[Broker, ...] | None) -> None:
         if error == ERROR_TIMEOUT:
             latency = _TIMEOUT_LATENCY_MS
         elif error is not None:
             latency = self.rng.randint(0, 2)
         else:
             latency = self.rng.randint(1, 15)
-        ev = {"schema": SCHEMA, "type": "metadata_response", "ts": at,
-              "source": f"probe-{self.index % 4 + 1}", "cluster_id": cluster_id, "target": target,
-              "endpoint": endpoint, "expected": expected, "responder_node_id": responder,
-              "controller_id": controller, "error": error, "latency_ms": latency, "brokers": brokers}
+        ev = event_to_dict(MetadataResponse(
+            ts=at, source=f"probe-{self.index % 4 + 1}", cluster_id=cluster_id, target=target, endpoint=endpoint,
+            expected=expected, responder_node_id=responder, controller_id=controller, error=error,
+            latency_ms=latency, brokers=brokers))
         self.out.append(ev)
         if error is None and responder is not None and cluster_id == self.info.cluster_id:
             self.brokers[responder].answered_at = at
@@ -264,13 +273,13 @@ class ClusterSim:
     def _alias_target(self) -> str:
         return f"{self.info.target}-dr"
 
-    def _clone_entry(self, node: int) -> dict[str, Any]:
-        return self.info.entry(node) | {"host": f"{self.info.target}-dr-b{node}.{DOMAIN}"}
+    def _clone_entry(self, node: int) -> Broker:
+        return replace(self.info.brokers[node - 1], host=f"{self.info.target}-dr-b{node}.{DOMAIN}")
 
     def _alias_bootstrap(self, at: int) -> None:
         endpoint = f"{self._alias_target()}.{DOMAIN}:{PORT}"
         if self.alias == "clone":
-            clones = [self._clone_entry(n) for n in self.brokers]
+            clones = tuple(self._clone_entry(n) for n in self.brokers)
             self._respond(at, self._alias_target(), endpoint, None, None, self.info.cluster_id,
                           -1 if self.controller is None else self.controller, None, clones)
         elif self.alias == "primary":
@@ -282,7 +291,6 @@ class ClusterSim:
             return
         entry = self._clone_entry(node)
         # The clone was made from this cluster's storage: same id, same node ids, same controller.
-        self._respond(at, self._alias_target(), f"{entry['host']}:{PORT}",
-                      {"cluster_id": self.info.cluster_id, "node_id": node}, node, self.info.cluster_id,
-                      -1 if self.controller is None else self.controller, None,
-                      [self._clone_entry(n) for n in self.brokers])
+        self._respond(at, self._alias_target(), f"{entry.host}:{PORT}", self.info.expectations[node - 1], node,
+                      self.info.cluster_id, -1 if self.controller is None else self.controller, None,
+                      tuple(self._clone_entry(n) for n in self.brokers))

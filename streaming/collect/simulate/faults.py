@@ -175,10 +175,9 @@ def _epoch_regression(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     _designed_label(sim, "broker.epoch_regression", zombie[0], broker=b,
                     ends_at=zombie[-1] + RULES.resolve_after_ms)
     for when in zombie:
-        sim.at(when, lambda at: sim.emit(
-            "broker_heartbeat", at, b.source, broker_id=b.node, kind="heartbeat", broker_epoch=old_epoch,
-            metadata_offset=stale_offset, want_fence=False, want_shutdown=False, fenced=False,
-            caught_up=False, rack=b.rack))
+        sim.at(when, lambda at: sim.send_heartbeat(
+            at, b, epoch=old_epoch, metadata_offset=stale_offset, fenced=False, want_fence=False,
+            want_shutdown=False, caught_up=False))
 
 
 def _flapping(sim: ClusterSim, t: int, planned: PlannedFault) -> None:

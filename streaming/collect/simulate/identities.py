@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+
+from streaming.contract import Broker, Expected
 
 __all__ = ["DOMAIN", "PORT", "RACKS", "ClusterIdentity", "cluster_id_of", "make_identity"]
 
@@ -26,12 +28,15 @@ class ClusterIdentity:
     def address(self, node: int) -> str:
         return f"{self.hosts[node - 1]}:{PORT}"
 
-    def entry(self, node: int) -> dict[str, Any]:
-        return {"node_id": node, "host": self.hosts[node - 1], "port": PORT,
-                "rack": RACKS[(node - 1) % len(RACKS)]}
+    @cached_property
+    def brokers(self) -> tuple[Broker, ...]:
+        """Every broker as a Metadata answer lists it (made once: every answer lists them)."""
+        return tuple(Broker(n, host, PORT, RACKS[(n - 1) % len(RACKS)]) for n, host in enumerate(self.hosts, 1))
 
-    def broker_list(self) -> list[dict[str, Any]]:
-        return [self.entry(n) for n in range(1, len(self.hosts) + 1)]
+    @cached_property
+    def expectations(self) -> tuple[Expected, ...]:
+        """What the prober expects behind each broker's endpoint, by node - 1."""
+        return tuple(Expected(self.cluster_id, n) for n in range(1, len(self.hosts) + 1))
 
 
 def cluster_id_of(seed: int, name: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter
@@ -31,8 +30,10 @@ class LiveRun:
     by_type: dict[str, int] = field(default_factory=dict)
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
+def _line(obj: dict[str, Any]) -> bytes:
+    # orjson writes what json.dumps(obj, separators=(",", ":")) does for the simulator's ASCII
+    # values, at a fraction of the cost (most of write_events' time was json.dumps).
+    return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def write_events(sim: Simulation, path: str | Path, *,
@@ -41,9 +42,9 @@ def write_events(sim: Simulation, path: str | Path, *,
     (events written, event time covered in ms) every few seconds."""
     counts: Counter[str] = Counter()
     written, last_report = 0, time.monotonic()
-    with open(path, "w", encoding="utf-8") as fh:
+    with open(path, "wb") as fh:
         for _, ev in sim.events():
-            fh.write(_dumps(ev) + "\n")
+            fh.write(_line(ev))
             counts[ev["type"]] += 1
             written += 1
             if progress is not None and written % 10_000 == 0 and time.monotonic() - last_report >= _PROGRESS_EVERY_S:
@@ -55,9 +56,9 @@ def write_events(sim: Simulation, path: str | Path, *,
 def write_labels(sim: Simulation, path: str | Path) -> int:
     """Write the labels as JSONL; returns how many."""
     labels = sim.labels()
-    with open(path, "w", encoding="utf-8") as fh:
+    with open(path, "wb") as fh:
         for label in labels:
-            fh.write(_dumps(label) + "\n")
+            fh.write(_line(label))
     return len(labels)
 
 
