@@ -1,5 +1,5 @@
 """Test doubles for the probe tests (no tests here): real Tansu processes, a Kafka 4.4-like fake
-broker, a blackhole listener and a TLS terminator. Imported by tests/test_probe.py."""
+broker, a blackhole listener and a TLS terminator. Imported by tests/collect/test_probe.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.bus import answers_api_versions, free_port, tansu_binary
-from streaming.collect.protocol.codec import decode_request, encode_response
+from streaming.collect.protocol import decode_request, encode_response
 
 HOST = "127.0.0.1"
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from streaming.collect.probe import ProbeOptions, Prober, Target, exchange, parse_address
-from streaming.collect.protocol.client import Connection, KafkaErrorResponse
+from streaming.collect.protocol import Connection, KafkaErrorResponse
 from streaming.collect.protocol.codec import (
     API_VERSIONS_KEY,
     UNSUPPORTED_VERSION,
@@ -35,7 +35,7 @@ from streaming.collect.protocol.codec import (
 )
 from streaming.contract import Expected, event_from_dict, event_to_dict
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kafka"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka"
 RECORDED = sorted(FIXTURES.glob("4.*/*.json"))
 METADATA_LOG = "__cluster_metadata"
 # The software fields name our client, not the request: a version bump must not break the replay.
