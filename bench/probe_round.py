@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from streaming.collect.bus import EmbeddedBus, _free_port
+from streaming.bus import EmbeddedBus, free_port
 from streaming.collect.probe import ProbeOptions, Prober, Target
 
 
@@ -51,7 +51,7 @@ def main() -> int:
 
     buses = [EmbeddedBus(topics=()).start() for _ in range(args.brokers)]
     holes = [_blackhole() for _ in range(args.dead - args.dead // 2)]
-    refused = [_free_port() for _ in range(args.dead // 2)]
+    refused = [free_port() for _ in range(args.dead // 2)]
     try:
         dead_addresses = [f"127.0.0.1:{h.getsockname()[1]}" for h in holes] + [f"127.0.0.1:{p}" for p in refused]
         targets = []

@@ -34,7 +34,7 @@ from typing import Any
 from sqlalchemy import select
 
 from streaming import topics
-from streaming.collect.bus import EmbeddedBus
+from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig
 from streaming.job import spark_session

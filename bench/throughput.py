@@ -55,7 +55,7 @@ from pyspark.sql.streaming import StreamingQuery
 from sqlalchemy import select
 
 from streaming import topics
-from streaming.collect.bus import EmbeddedBus
+from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import FleetwatchConfig, RuleSettings
 from streaming.job import build_pipeline, parse_stage, spark_session

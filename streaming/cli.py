@@ -25,7 +25,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from streaming.collect.bus import EmbeddedBus
+    from streaming.bus import EmbeddedBus
     from streaming.job import spark_session
     from streaming.live import AlertPublisher, start_job, stop_gracefully, stop_on_signals
     from streaming.ops.metrics import serve_metrics_from_args

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from streaming import topics
-from streaming.collect.bus import EmbeddedBus
+from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import FleetwatchConfig
 from streaming.job import spark_session

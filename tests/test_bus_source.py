@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streaming import topics
-from streaming.collect.bus import BusError, EmbeddedBus, ensure_topics
+from streaming.bus import BusError, EmbeddedBus, ensure_topics
 from streaming.config import BusConfig
 from streaming.source.kafka_reader import (
     KafkaReaderOptions,

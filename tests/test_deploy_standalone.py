@@ -29,7 +29,7 @@ from sqlalchemy import func, select
 from test_deploy_support import PostgresServer, free_port, pg_binaries, poll
 
 from streaming import topics
-from streaming.collect.bus import EmbeddedBus
+from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.sinks.store import Store, alerts, quarantine
 

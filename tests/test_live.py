@@ -22,7 +22,7 @@ from kafka import KafkaProducer
 from sqlalchemy import func, select
 
 from streaming import topics
-from streaming.collect.bus import EmbeddedBus
+from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
 from streaming.contract import event_from_dict
 from streaming.detect.engine import detect

@@ -24,7 +24,7 @@ import pytest
 from sqlalchemy import select
 
 from streaming import topics
-from streaming.collect.bus import EmbeddedBus
+from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig
 from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of

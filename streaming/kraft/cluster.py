@@ -390,7 +390,7 @@ class KRaftCluster:
         return asyncio.run(self._describe(via, timeout_s))
 
     async def _describe(self, via: int | None, timeout_s: float) -> dict[int, bool]:
-        from streaming.collect.protocol.client import Connection
+        from streaming.collect.protocol import Connection
 
         candidates = [self.nodes[via]] if via is not None else [b for b in self.brokers if b.running]
         last: Exception | None = None
@@ -415,7 +415,7 @@ class KRaftCluster:
         return asyncio.run(self._quorum_leader(timeout_s))
 
     async def _quorum_leader(self, timeout_s: float) -> int:
-        from streaming.collect.protocol.client import Connection
+        from streaming.collect.protocol import Connection
 
         for node in (c for c in self.controllers if c.running):
             loop = asyncio.get_running_loop()

@@ -1,6 +1,14 @@
 """The few Kafka protocol requests the probe speaks, built from Kafka's JSON message specs."""
 
-from streaming.collect.protocol.client import Connection, ProbeFailure, Security, error_name
+from streaming.collect.protocol.client import (
+    CLIENT_SOFTWARE_NAME,
+    CLIENT_SOFTWARE_VERSION,
+    Connection,
+    KafkaErrorResponse,
+    ProbeFailure,
+    Security,
+    error_name,
+)
 from streaming.collect.protocol.codec import (
     DecodeError,
     decode_body,
@@ -13,8 +21,11 @@ from streaming.collect.protocol.codec import (
 )
 
 __all__ = [
+    "CLIENT_SOFTWARE_NAME",
+    "CLIENT_SOFTWARE_VERSION",
     "Connection",
     "DecodeError",
+    "KafkaErrorResponse",
     "ProbeFailure",
     "Security",
     "decode_body",

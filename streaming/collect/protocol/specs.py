@@ -5,7 +5,7 @@ taggedVersions, default, nested fields, commonStructs); comments and "about" tex
 The codec in `codec.py` interprets these dicts exactly as Kafka's generator does, so adding a
 message is a matter of pasting its JSON here.
 
-Where each one comes from (tests/test_probe_protocol.py checks the first point field by field):
+Where each one comes from (tests/collect/test_probe_protocol.py checks the first point field by field):
 - Every spec except ApiVersions v5 equals Kafka's own JSON as kafka-python 3.0.12 ships it,
   verbatim with its Apache header, in `kafka/protocol/schemas/resources/` (ApiVersions 0-4,
   Metadata 0-13, DescribeCluster 0-2 with KIP-1073's IncludeFencedBrokers/IsFenced,

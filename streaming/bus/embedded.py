@@ -30,7 +30,7 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streaming import topics as bus_topics
 
-__all__ = ["BusError", "EmbeddedBus", "ensure_topics", "tansu_binary"]
+__all__ = ["BusError", "EmbeddedBus", "answers_api_versions", "ensure_topics", "free_port", "tansu_binary"]
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,8 @@ def _partition_count(partitions: int | Mapping[str, int], topic: str) -> int:
     return count
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (another process may still take it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((_HOST, 0))
         return int(sock.getsockname()[1])
@@ -133,7 +134,7 @@ def _port_is_free(port: int) -> bool:
         return True
 
 
-def _answers_api_versions(port: int, timeout_s: float) -> bool:
+def answers_api_versions(port: int, timeout_s: float) -> bool:
     """True when a Kafka ApiVersions v0 request on `port` gets a well-formed answer.
 
     A raw request (not a kafka-python client) because clients retry and back off internally,
@@ -238,7 +239,7 @@ class EmbeddedBus:
     def _launch(self, binary: Path) -> None:
         attempts = 1 if self._requested_port is not None else _PORT_ATTEMPTS
         for attempt in range(1, attempts + 1):
-            port = self._requested_port or _free_port()
+            port = self._requested_port or free_port()
             url = f"tcp://{_HOST}:{port}"
             assert self._log_path is not None
             self._log_file = open(self._log_path, "ab")  # noqa: SIM115 - lives as long as the process
@@ -280,7 +281,7 @@ class EmbeddedBus:
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 return False
-            if _answers_api_versions(self._port, timeout_s=1.0):
+            if answers_api_versions(self._port, timeout_s=1.0):
                 return True
             time.sleep(0.02)
         return False

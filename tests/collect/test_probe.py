@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_probe_support import (
+from support.probe_doubles import (
     HOST,
     Blackhole,
     FakeCluster,
@@ -32,7 +32,7 @@ from test_probe_support import (
 
 from streaming.collect import probe
 from streaming.collect.probe import ProbeOptions, Prober, Target, targets_from_config
-from streaming.collect.protocol.client import Security
+from streaming.collect.protocol import Security
 from streaming.config import ConfigError, FleetwatchConfig
 from streaming.contract import BrokerHeartbeat, MetadataResponse, event_from_dict
 

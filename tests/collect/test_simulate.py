@@ -27,11 +27,13 @@ from streaming.collect.simulate import (
     parse_faults,
     produce_live,
 )
-from streaming.contract import event_from_dict
+from streaming.contract import event_from_dict, event_to_dict
 from streaming.detect.engine import detect
 
 TOPIC_OF = {"metadata_response": topics.METADATA, "broker_state": topics.BROKER_STATES,
             "broker_heartbeat": topics.HEARTBEATS}
+# What the simulated broker agents send beyond the contract with a heartbeat (SPEC section 3's example).
+AGENT_FIELDS = ("want_fence", "want_shutdown", "caught_up")
 
 
 def make_spec(**overrides: Any) -> FleetSpec:
@@ -138,6 +140,21 @@ def test_healthy_fleet_follows_the_contract_and_raises_nothing() -> None:
         assert all(1800 <= gap <= 2200 for gap in gaps)
     for (fenced_at, first), (online_at, second) in states.values():
         assert (first, second) == ("FENCED", "ONLINE") and online_at - fenced_at < 2000
+
+
+def test_events_are_the_wire_form_of_contract_records() -> None:
+    # One way from a record to the wire (contract.event_to_dict): every contract field, null when
+    # unknown, in the contract's order; heartbeats add the agent's own fields after them.
+    sim = Simulation(make_spec(clusters=4, faults=FAULT_KINDS, duration_ms=600_000))
+    kinds = set()
+    for _, ev in sim.events():
+        contract_part = {k: v for k, v in ev.items() if k not in AGENT_FIELDS}
+        wire = event_to_dict(event_from_dict(ev))
+        assert contract_part == wire and list(contract_part) == list(wire)
+        extra = list(ev)[len(wire):]
+        assert extra == (list(AGENT_FIELDS) if ev["type"] == "broker_heartbeat" and ev["kind"] == "heartbeat" else [])
+        kinds.add((ev["type"], ev.get("kind"), ev.get("error") is None))
+    assert len(kinds) == 5  # responses with and without an error, both heartbeat kinds, states
 
 
 # -- faults and their labels ----------------------------------------------------------------------

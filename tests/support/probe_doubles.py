@@ -1,5 +1,5 @@
 """Test doubles for the probe tests (no tests here): real Tansu processes, a Kafka 4.4-like fake
-broker, a blackhole listener and a TLS terminator. Imported by tests/test_probe.py."""
+broker, a blackhole listener and a TLS terminator. Imported by tests/collect/test_probe.py."""
 
 from __future__ import annotations
 
@@ -15,14 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from streaming.collect.bus import _answers_api_versions, _free_port, tansu_binary
-from streaming.collect.protocol.codec import decode_request, encode_response
+from streaming.bus import answers_api_versions, free_port, tansu_binary
+from streaming.collect.protocol import decode_request, encode_response
 
 HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    return _free_port()
 
 
 class Tansu:
@@ -53,7 +49,7 @@ class Tansu:
             env={**os.environ, "NO_COLOR": "1"}, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout_s
-        while not _answers_api_versions(self.port, timeout_s=1.0):  # poll readiness, no fixed sleep
+        while not answers_api_versions(self.port, timeout_s=1.0):  # poll readiness, no fixed sleep
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError(f"Tansu {self.cluster_id} did not start on {self.address}")

@@ -21,9 +21,8 @@ from typing import Any
 
 import pytest
 
-from streaming.collect import probe
-from streaming.collect.probe import ProbeOptions, Prober, Target, parse_address
-from streaming.collect.protocol.client import Connection, KafkaErrorResponse
+from streaming.collect.probe import ProbeOptions, Prober, Target, exchange, parse_address
+from streaming.collect.protocol import Connection, KafkaErrorResponse
 from streaming.collect.protocol.codec import (
     API_VERSIONS_KEY,
     UNSUPPORTED_VERSION,
@@ -34,8 +33,9 @@ from streaming.collect.protocol.codec import (
     encode_response,
     spec,
 )
+from streaming.contract import Expected, event_from_dict, event_to_dict
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kafka"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka"
 RECORDED = sorted(FIXTURES.glob("4.*/*.json"))
 METADATA_LOG = "__cluster_metadata"
 # The software fields name our client, not the request: a version bump must not break the replay.
@@ -265,7 +265,7 @@ def scenario(kafka: str, layout: str, name: str) -> list[dict[str, Any]]:
 def probe_round(monkeypatch, fixtures: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], _Replay]:
     """One probe round over the recorded cluster, bootstrapped at its first broker."""
     replay = _Replay(fixtures)
-    monkeypatch.setattr(probe, "Connection", replay.connection_class())
+    monkeypatch.setattr(exchange, "Connection", replay.connection_class())
     first = fixtures[0]["cluster"]["brokers"][0]
     address = next(f["to"]["address"] for f in fixtures if f["to"]["node_id"] == first)
     target = Target(name="real", bootstrap=(parse_address(address),))
@@ -293,6 +293,20 @@ def fetch_windows(fixtures: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
             known = out.get(int(replica), (low, high))
             out[int(replica)] = (min(known[0], low), max(known[1], high))
     return out
+
+
+@pytest.mark.parametrize(("kafka", "layout", "name"), [("4.4.0", "separate", "healthy"),
+                                                      ("4.4.0", "separate", "fenced"),
+                                                      ("4.3.1", "combined", "healthy")])
+def test_probe_events_are_the_wire_form_of_contract_records(monkeypatch, kafka, layout, name):
+    # One way from a record to the wire (contract.event_to_dict): every contract field, null when
+    # unknown, in the contract's order; a failed exchange adds its error_detail after them.
+    events, _ = probe_round(monkeypatch, scenario(kafka, layout, name))
+    assert {ev["type"] for ev in events} >= {"metadata_response", "broker_heartbeat"}
+    for ev in events:
+        wire = event_to_dict(event_from_dict(ev))
+        assert {k: v for k, v in ev.items() if k != "error_detail"} == wire
+        assert list(ev)[:len(wire)] == list(wire) and list(ev)[len(wire):] in ([], ["error_detail"])
 
 
 def test_the_probe_reads_a_healthy_separate_quorum(monkeypatch):
@@ -372,7 +386,7 @@ def test_a_misrouted_identity_check_is_refused_by_real_kafka(variant, node, code
         await conn.negotiate()  # the broker's own table says it takes v5
         with pytest.raises(KafkaErrorResponse) as refused:
             # The probe's own check: a refusal is a misroute, not "cannot check".
-            await Prober._check_identity(conn, {"cluster_id": fx["request"]["ClusterId"], "node_id": node})
+            await exchange.check_identity(conn, Expected(fx["request"]["ClusterId"], node))
         return refused.value
 
     refused = asyncio.run(check())
@@ -389,9 +403,9 @@ def test_an_identity_check_kafka_cannot_take_turns_the_check_off():
         conn = replay.open(fx["to"]["address"])
         await conn.open()
         await conn.negotiate()
-        await Prober._check_identity(conn, {"cluster_id": fx["request"]["ClusterId"], "node_id": -1})
+        await exchange.check_identity(conn, Expected(fx["request"]["ClusterId"], -1))
 
-    with pytest.raises(probe._IdentityCheckUnusable) as unusable:
+    with pytest.raises(exchange.IdentityCheckUnusable) as unusable:
         asyncio.run(check())
     assert unusable.value.__cause__.error_code == 42  # type: ignore[union-attr]
 

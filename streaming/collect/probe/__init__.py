@@ -1,0 +1,71 @@
+"""`fleetwatch probe`: poll real Kafka clusters and publish what they answer (SPEC section 3).
+
+Per target, every `interval_ms` (a *round*):
+
+1. Bootstrap: one connection to a configured bootstrap address (the last one that answered
+   first; on failure the next, while the round's timeout lasts): ApiVersions, SASL when
+   configured, Metadata at the highest version both sides support, DescribeCluster v2 with
+   IncludeFencedBrokers (Kafka 4.0+) for each broker's `fenced` flag, DescribeQuorum (KRaft)
+   for the active controller and, from v1, each observer's LastFetchTimestamp. One
+   `metadata_response` event with `expected` null per attempt.
+2. Endpoints: one connection to every endpoint advertised by a bootstrap answer within the
+   last `forget_after_ms` (so a fenced or partitioned broker that still answers is seen), with
+   `expected` = the cluster id and node id that advertisement named. Where the broker offers
+   ApiVersions v5 (Kafka 4.4+, KIP-1242) the expected identity is sent and a misroute answers
+   `REBOOTSTRAP_REQUIRED`; otherwise the event carries the cluster id the endpoint reports.
+3. Heartbeats: every exchange also asks DescribeQuorum (a broker forwards it to the active
+   controller). Each broker's LastFetchTimestamp (observers, and voters that are brokers: in the
+   combined layout every broker is a voter and there are no observers) that moved since the
+   last round becomes a `broker_heartbeat` event (`broker_epoch` -1: DescribeQuorum does not
+   carry the epoch; the detection rules read a negative epoch as unknown, see
+   streaming/detect/README.md). The views of all exchanges of the round are merged, so one
+   partitioned broker whose forwarded request times out does not hide everybody's heartbeats.
+4. Lifecycle: the bootstrap's DescribeCluster v2 registrations (fenced or not) become
+   `broker_state` events when they change: ONLINE, FENCED, and OFFLINE for a broker that is no
+   longer registered. Only a bootstrap in touch with the controller (its DescribeQuorum was
+   answered) speaks for registrations and fencing; a cut-off broker's view is stale, so its
+   `fenced` flags are dropped from the event.
+
+Only versions the broker advertises are sent. Every exchange (connect, TLS, SASL, all
+requests) is bounded by `timeout_ms`, exchanges run concurrently up to `concurrency`, and in a
+live run a target still busy from the previous tick is skipped, so one dead or slow cluster
+never delays the others.
+
+The controller id: in KRaft, Metadata's ControllerId is a random live broker (KIP-590), which
+would look like a controller that moves every round (measured on Kafka 4.4). When the broker
+offers DescribeQuorum (KRaft), Metadata's ControllerId is never used: DescribeQuorum's LeaderId is
+reported (-1 when the quorum has no leader); a DescribeQuorum that times out (the broker cannot
+reach an active controller: measured with two of three controllers killed) reports -1; any other
+refusal (authorization, version) reports the controller as unknown (`controller_known` false,
+`controller_id` null), which the controller rules ignore. Without DescribeQuorum (ZooKeeper-era
+brokers) Metadata's ControllerId is the real controller and is reported.
+
+`responder_node_id`: the expected node when ApiVersions v5 confirmed it; otherwise the one node
+that the answer itself lists at the address we connected to (null when none or several).
+
+The rooms: targets (configured clusters, addresses, options), exchange (one connection's
+requests and what they answer), kraft_readings (DescribeQuorum heartbeats and registrations as
+events), prober (rounds and the live loop), publish (JSONL file or the bus) and cli
+(`fleetwatch probe`).
+"""
+
+from streaming.collect.probe.cli import command, configure_parser
+from streaming.collect.probe.exchange import METADATA_LOG
+from streaming.collect.probe.prober import Emit, Prober
+from streaming.collect.probe.publish import BusPublisher, JsonlWriter
+from streaming.collect.probe.targets import ProbeOptions, Target, format_address, parse_address, targets_from_config
+
+__all__ = [
+    "METADATA_LOG",
+    "BusPublisher",
+    "Emit",
+    "JsonlWriter",
+    "ProbeOptions",
+    "Prober",
+    "Target",
+    "command",
+    "configure_parser",
+    "format_address",
+    "parse_address",
+    "targets_from_config",
+]

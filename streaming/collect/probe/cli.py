@@ -1,0 +1,100 @@
+"""`fleetwatch probe`: poll the configured clusters, publish (or write) what they answer."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from streaming.collect.probe.prober import Emit, Prober
+from streaming.collect.probe.publish import BusPublisher, JsonlWriter
+from streaming.collect.probe.targets import ProbeOptions, default_source, targets_from_config
+from streaming.config import ConfigError, load_config
+
+__all__ = ["command", "configure_parser"]
+
+log = logging.getLogger(__name__)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="config file with the clusters to probe")
+    p.add_argument("--once", action="store_true", help="probe every target once, then exit")
+    p.add_argument("--rounds", type=_positive, metavar="N", help="stop after N rounds (default: run until Ctrl-C)")
+    p.add_argument("--out", metavar="EVENTS.jsonl",
+                   help="write the events to this JSONL file instead of publishing them to the bus")
+    p.add_argument("--bootstrap-servers", metavar="HOST:PORT",
+                   help="the telemetry bus to publish to (default: bus.bootstrap_servers of the config)")
+    p.add_argument("--interval-ms", type=_positive, default=5000, help="time between rounds (default 5000)")
+    p.add_argument("--timeout-ms", type=_positive, default=3000,
+                   help="limit for one exchange with one address: connect, TLS, SASL, requests (default 3000)")
+    p.add_argument("--concurrency", type=_positive, default=256,
+                   help="connections in flight at once over all targets (default 256)")
+    p.add_argument("--target", action="append", metavar="NAME",
+                   help="probe only this configured cluster (repeatable)")
+    p.add_argument("--source", default=None, help="collector id in the events (default probe-<hostname>)")
+
+
+def command(args: argparse.Namespace) -> int:
+    """`fleetwatch probe`: poll the configured clusters, publish (or write) what they answer."""
+    config = load_config(args.config)
+    if args.timeout_ms >= args.interval_ms:
+        raise ConfigError(f"--timeout-ms ({args.timeout_ms}) must be below --interval-ms ({args.interval_ms})")
+    targets = targets_from_config(config, only=args.target)
+    if not targets:
+        raise ConfigError(f"{args.config}: no clusters to probe (clusters: is empty)")
+    options = ProbeOptions(interval_ms=args.interval_ms, timeout_ms=args.timeout_ms,
+                           concurrency=args.concurrency, source=args.source or default_source())
+    rounds = 1 if args.once else args.rounds
+    sink: JsonlWriter | BusPublisher
+    if args.out:
+        sink, where = JsonlWriter(args.out), args.out
+    else:
+        bus = args.bootstrap_servers or config.bus.bootstrap_servers
+        if bus is None:
+            raise ConfigError("no bus to publish to: set bus.bootstrap_servers in the config, "
+                              "pass --bootstrap-servers, or write to a file with --out")
+        from streaming.bus import BusError
+
+        try:
+            sink = BusPublisher(bus, config.bus.partitions)
+        except BusError as exc:
+            print(f"fleetwatch probe: {exc}", file=sys.stderr)
+            return 1
+        where = bus
+    prober = Prober(targets, options)
+    log.info("probe started", extra={"targets": len(targets), "interval_ms": options.interval_ms,
+                                     "timeout_ms": options.timeout_ms, "to": where})
+    try:
+        asyncio.run(_run_until_signalled(prober, sink, rounds))
+    finally:
+        sink.close()
+    failing = prober.failing_targets()
+    print(f"fleetwatch probe: {prober.rounds} round(s) over {len(targets)} target(s), "
+          f"{prober.events_emitted} events to {where}; failing now: {', '.join(failing) or 'none'}",
+          file=sys.stderr)
+    return 0
+
+
+async def _run_until_signalled(prober: Prober, sink: Emit, rounds: int | None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await prober.run(sink, stop=stop, rounds=rounds)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+

@@ -1,0 +1,243 @@
+"""The prober: rounds over every target (bootstrap, then every known endpoint), and the live loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
+from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
+from streaming.collect.probe.targets import ProbeOptions, Target, format_address, parse_address
+from streaming.collect.protocol.client import ProbeFailure, classify
+from streaming.contract import Expected
+
+__all__ = ["IDENTITY_RETRY_S", "Emit", "Prober"]
+
+log = logging.getLogger(__name__)
+
+# After a broker refused ApiVersions v5 (see exchange.py), its endpoint is compared by cluster id
+# for this long before the KIP-1242 check is tried again.
+IDENTITY_RETRY_S = 300.0
+
+
+@dataclass
+class Advert:
+    """An endpoint a bootstrap answer advertised: for which (cluster id, node id), last seen when."""
+
+    cluster_id: str | None
+    node_id: int
+    seen_ms: int
+
+
+@dataclass
+class TargetState:
+    """What the prober remembers of one target between rounds."""
+
+    preferred: int = 0  # index of the bootstrap address tried first
+    endpoints: dict[str, Advert] = field(default_factory=dict)
+    seen: LastReadings = field(default_factory=LastReadings)
+    failing: bool | None = None
+
+
+Emit = Callable[[list[dict[str, Any]]], Any]
+
+
+class Prober:
+    """Probes a fixed set of targets round after round; keeps what rounds must remember.
+
+    `probe_round(now_ms)` probes every target once and returns the events (their `ts` is
+    `now_ms` plus the time the answer took, so tests can drive event time explicitly);
+    `run(emit, stop=...)` is the live loop.
+    """
+
+    def __init__(self, targets: Sequence[Target], options: ProbeOptions | None = None) -> None:
+        names = [t.name for t in targets]
+        if len(set(names)) != len(names):
+            raise ValueError("target names must be unique")
+        self.targets = list(targets)
+        self.options = options or ProbeOptions()
+        self._state = {t.name: TargetState() for t in self.targets}
+        # Endpoints whose broker refused ApiVersions v5 with an error answer -> loop time to try again.
+        self._no_identity_check: dict[str, float] = {}
+        self.events_emitted = 0
+        self.rounds = 0
+
+    @property
+    def _timeout_s(self) -> float:
+        return self.options.timeout_ms / 1000
+
+    def failing_targets(self) -> list[str]:
+        return sorted(name for name, st in self._state.items() if st.failing)
+
+    # ------------------------------------------------------------ rounds
+
+    def probe_round(self, now_ms: int | None = None) -> list[dict[str, Any]]:
+        """Probe every target once (blocking) and return the events in time order."""
+        return asyncio.run(self.probe_round_async(now_ms))
+
+    async def probe_round_async(self, now_ms: int | None = None) -> list[dict[str, Any]]:
+        now_ms = _wall_ms() if now_ms is None else now_ms
+        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(self.options.concurrency)
+        started = loop.time()
+        per_target = await asyncio.gather(*(self.probe_target(t, now_ms, started, slots) for t in self.targets))
+        self.rounds += 1
+        events = [ev for evs in per_target for ev in evs]
+        events.sort(key=lambda ev: ev["ts"])
+        self.events_emitted += len(events)
+        return events
+
+    async def run(self, emit: Emit, *, stop: asyncio.Event | None = None, rounds: int | None = None) -> None:
+        """The live loop: a tick every `interval_ms`; each target's events are emitted as soon
+        as that target is done. A target still busy from the previous tick skips this one.
+
+        `emit` runs in a worker thread (it may block on a Kafka producer); with `rounds` the loop
+        stops after that many ticks, once their probes are done.
+        """
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(self.options.concurrency)
+        busy: dict[str, asyncio.Task[None]] = {}
+        interval = self.options.interval_ms / 1000
+        next_tick = loop.time()
+        ticks = 0
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-emit") as executor:
+            async def probe_and_emit(target: Target, now_ms: int, started: float) -> None:
+                try:
+                    events = await self.probe_target(target, now_ms, started, slots)
+                    if events:
+                        await loop.run_in_executor(executor, emit, events)
+                        self.events_emitted += len(events)
+                except Exception:  # one target's failure must not end the loop
+                    log.exception("probing or emitting failed", extra={"target": target.name})
+
+            while not stop.is_set():
+                now_ms, started = _wall_ms(), loop.time()
+                for target in self.targets:
+                    task = busy.get(target.name)
+                    if task is not None and not task.done():
+                        log.warning("target still busy from the previous tick; skipped",
+                                    extra={"target": target.name})
+                        continue
+                    busy[target.name] = loop.create_task(probe_and_emit(target, now_ms, started))
+                self.rounds += 1
+                ticks += 1
+                if rounds is not None and ticks >= rounds:
+                    break
+                next_tick = max(next_tick + interval, loop.time())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), next_tick - loop.time())
+            pending = [t for t in busy.values() if not t.done()]
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+
+    # ------------------------------------------------------------ one target
+
+    async def probe_target(self, target: Target, now_ms: int, started: float,
+                           slots: asyncio.Semaphore) -> list[dict[str, Any]]:
+        """One round for one target: bootstrap, then every known endpoint concurrently."""
+        loop = asyncio.get_running_loop()
+        state = self._state[target.name]
+        events: list[dict[str, Any]] = []
+
+        def ts(answer: Answer) -> int:
+            return now_ms + max(0, int((answer.done_s - started) * 1000))
+
+        boot: Answer | None = None
+        count = len(target.bootstrap)
+        for attempt in range(count):
+            if attempt and loop.time() - started >= self._timeout_s:
+                break  # the round's time for bootstrapping is spent
+            index = (state.preferred + attempt) % count
+            host, port = target.bootstrap[index]
+            answer = await self._exchange(target, host, port, None, slots, bootstrap=True)
+            events.append(response_event(answer, target.name, ts(answer), self.options.source))
+            if answer.error is None:
+                boot, state.preferred = answer, index
+                break
+        if boot is None:
+            state.preferred = (state.preferred + 1) % count
+
+        if boot is not None:
+            for broker in boot.brokers or ():
+                address = format_address(broker.host, broker.port)
+                state.endpoints[address] = Advert(boot.cluster_id, broker.node_id, now_ms)
+            if boot.kraft and boot.quorum is None:
+                # Cut off from the controller: ask another bootstrap address first next round.
+                state.preferred = (state.preferred + 1) % count
+        for address, advert in list(state.endpoints.items()):
+            if now_ms - advert.seen_ms > target.forget_after_ms:
+                del state.endpoints[address]
+
+        probes = []
+        for address, advert in state.endpoints.items():
+            host, port = parse_address(address)
+            expected = Expected(advert.cluster_id, advert.node_id)
+            probes.append(self._exchange(target, host, port, expected, slots, bootstrap=False))
+        answers = await asyncio.gather(*probes)
+        for answer in answers:
+            events.append(response_event(answer, target.name, ts(answer), self.options.source))
+        if boot is not None:
+            events.extend(registrations(boot, state.seen, ts(boot), self.options.source))
+            events.extend(heartbeats(boot, [boot, *answers], state.seen, self.options.source))
+        self._note_health(target, events)
+        return events
+
+    def _note_health(self, target: Target, events: list[dict[str, Any]]) -> None:
+        responses = [ev for ev in events if ev["type"] == "metadata_response"]
+        failing = bool(responses) and all(ev["error"] is not None for ev in responses)
+        state = self._state[target.name]
+        if state.failing is not None and failing != state.failing:
+            if failing:
+                errors = sorted({ev["error"] for ev in responses})
+                log.warning("target stopped answering", extra={"target": target.name, "errors": errors})
+            else:
+                log.info("target answers again", extra={"target": target.name})
+        state.failing = failing
+
+    async def _exchange(self, target: Target, host: str, port: int, expected: Expected | None,
+                        slots: asyncio.Semaphore, *, bootstrap: bool) -> Answer:
+        loop = asyncio.get_running_loop()
+        answer = Answer(endpoint=format_address(host, port), expected=expected)
+        async with slots:
+            begun = loop.time()
+            deadline = begun + self._timeout_s
+            retry_at = self._no_identity_check.get(answer.endpoint)
+            identity = retry_at is None or begun >= retry_at
+            try:
+                try:
+                    await converse(target, host, port, deadline, answer, client_id=self.options.client_id,
+                                   bootstrap=bootstrap, identity=identity)
+                except IdentityCheckUnusable as unusable:
+                    # The broker offers ApiVersions v5 but refused our KIP-1242 request with an error
+                    # answer: compare the reported cluster id instead, on a new connection, for a while.
+                    self._no_identity_check[answer.endpoint] = loop.time() + IDENTITY_RETRY_S
+                    log.warning("KIP-1242 identity check refused; comparing cluster ids instead for a while",
+                                extra={"target": target.name, "endpoint": answer.endpoint,
+                                       "error": str(unusable.__cause__), "retry_in_s": IDENTITY_RETRY_S})
+                    answer = Answer(endpoint=answer.endpoint, expected=expected)
+                    await converse(target, host, port, deadline, answer, client_id=self.options.client_id,
+                                   bootstrap=bootstrap, identity=False)
+            except ProbeFailure as failure:
+                answer.error, answer.detail = failure.code, failure.detail
+            except Exception as exc:  # a probe bug must not stop the round
+                failure = classify(exc)
+                log.warning("unexpected probe failure", exc_info=True,
+                            extra={"target": target.name, "endpoint": answer.endpoint})
+                answer.error, answer.detail = failure.code, failure.detail
+            answer.done_s = loop.time()
+            answer.latency_ms = int((answer.done_s - begun) * 1000)
+        if answer.error is not None:
+            answer.cluster_id = answer.controller_id = answer.brokers = answer.responder_node_id = None
+            answer.quorum = None
+        return answer
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)

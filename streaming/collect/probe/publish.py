@@ -1,0 +1,65 @@
+"""Where a round's events go: a JSONL file, or the telemetry topics of a Kafka bus."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from streaming import topics
+from streaming.contract import topic_of
+
+__all__ = ["BusPublisher", "JsonlWriter"]
+
+log = logging.getLogger(__name__)
+
+
+
+class JsonlWriter:
+    """Events to a JSONL file, one per line, flushed after every batch."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[bytes] = self.path.open("wb")
+        self.written = 0
+
+    def __call__(self, events: list[dict[str, Any]]) -> None:
+        self._fh.writelines(orjson.dumps(ev, option=orjson.OPT_APPEND_NEWLINE) for ev in events)
+        self._fh.flush()
+        self.written += len(events)
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class BusPublisher:
+    """Events to the telemetry topics of a Kafka bus, keyed by cluster id."""
+
+    def __init__(self, bootstrap_servers: str, partitions: int = 1) -> None:
+        from kafka import KafkaProducer
+
+        from streaming.bus import ensure_topics
+
+        ensure_topics(bootstrap_servers, (topics.METADATA, topics.HEARTBEATS, topics.BROKER_STATES), partitions)
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap_servers, client_id="fleetwatch-probe",
+                                       acks=1, linger_ms=20)
+        self.sent = 0
+        self.failures = 0
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        log.warning("publishing an event failed", extra={"error": str(exc)})
+
+    def __call__(self, events: list[dict[str, Any]]) -> None:
+        for ev in events:
+            future = self._producer.send(topic_of(ev["type"]), key=(ev["cluster_id"] or "").encode(),
+                                         value=orjson.dumps(ev))
+            future.add_errback(self._failed)
+            self.sent += 1
+
+    def close(self) -> None:
+        self._producer.flush()
+        self._producer.close()

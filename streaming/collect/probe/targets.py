@@ -1,0 +1,115 @@
+"""What to probe: the configured clusters as targets (addresses, TLS, SASL from the environment)
+and the probe's options."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from streaming.collect.protocol.client import Security
+from streaming.config import ClusterConfig, ConfigError, FleetwatchConfig, RuleSettings
+
+__all__ = ["ProbeOptions", "Target", "default_source", "format_address", "parse_address", "targets_from_config"]
+
+
+def default_source() -> str:
+    return f"probe-{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    interval_ms: int = 5000
+    timeout_ms: int = 3000  # one whole exchange with one address: connect, TLS, SASL, requests
+    concurrency: int = 256  # exchanges (connections) in flight at once, over all targets
+    source: str = field(default_factory=default_source)
+    client_id: str = "fleetwatch-probe"
+
+    def __post_init__(self) -> None:
+        if self.interval_ms <= 0 or self.timeout_ms <= 0 or self.concurrency <= 0:
+            raise ValueError("interval_ms, timeout_ms and concurrency must be positive")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One configured cluster, ready to probe."""
+
+    name: str
+    bootstrap: tuple[tuple[str, int], ...]
+    security: Security = field(default_factory=Security)
+    forget_after_ms: int = RuleSettings().forget_after_ms
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`host:port` or `[v6]:port` as (host, port)."""
+    text = text.strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not a host:port address: {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def format_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _security(cluster: ClusterConfig, where: str, environ: Mapping[str, str]) -> Security:
+    sec = cluster.security
+    context = None
+    if sec.protocol in ("SSL", "SASL_SSL"):
+        try:
+            context = ssl.create_default_context(cafile=sec.ssl_cafile)
+            if sec.ssl_certfile:
+                context.load_cert_chain(sec.ssl_certfile, sec.ssl_keyfile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"{where}.security: cannot load TLS files: {exc}") from None
+    username = password = None
+    if sec.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if sec.sasl_mechanism is None:
+            raise ConfigError(f"{where}.security.sasl_mechanism is required for {sec.protocol}")
+        missing = []
+        for key in ("username_env", "password_env"):
+            name = getattr(sec, key)
+            if not name:
+                missing.append(f"{where}.security.{key} is not set")
+            elif name not in environ:
+                missing.append(f"environment variable {name} ({where}.security.{key}) is not set")
+        if missing:
+            raise ConfigError("; ".join(missing))
+        username, password = environ[sec.username_env or ""], environ[sec.password_env or ""]
+    return Security(protocol=sec.protocol, ssl_context=context, sasl_mechanism=sec.sasl_mechanism,
+                    username=username, password=password)
+
+
+def targets_from_config(config: FleetwatchConfig, *, only: Iterable[str] | None = None,
+                        environ: Mapping[str, str] | None = None) -> list[Target]:
+    """The configured clusters as probe targets; secrets come from the environment.
+
+    Raises ConfigError (one line) for a missing bootstrap list, a bad address, unreadable TLS
+    files, or SASL credentials whose environment variables are not set.
+    """
+    environ = os.environ if environ is None else environ
+    wanted = set(only) if only else None
+    names = {c.name for c in config.clusters}
+    if wanted and (unknown := sorted(wanted - names)):
+        raise ConfigError(f"no configured cluster named {', '.join(unknown)}")
+    book = config.rule_book()
+    out = []
+    for i, cluster in enumerate(config.clusters):
+        if wanted is not None and cluster.name not in wanted:
+            continue
+        where = f"clusters[{i}]"
+        if not cluster.bootstrap:
+            raise ConfigError(f"{where}.bootstrap: the probe needs at least one host:port")
+        try:
+            bootstrap = tuple(parse_address(a) for a in cluster.bootstrap)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.bootstrap: {exc}") from None
+        out.append(Target(name=cluster.name, bootstrap=bootstrap,
+                          security=_security(cluster, where, environ),
+                          forget_after_ms=book.for_target(cluster.name).forget_after_ms))
+    return out

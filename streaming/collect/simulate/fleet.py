@@ -1,0 +1,94 @@
+"""The simulated fleet: every cluster's timeline merged into one stream, and its labels."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+from streaming.collect.simulate.cluster import ClusterSim
+from streaming.collect.simulate.faults import begin
+from streaming.collect.simulate.identities import ClusterIdentity, make_identity
+from streaming.collect.simulate.schedule import not_applicable, schedule
+from streaming.collect.simulate.spec import RULES, FleetSpec, InjectedFault
+
+__all__ = ["Simulation"]
+
+
+class Simulation:
+    """A simulated fleet: `events()` is the stream, `labels()` the alerts it must raise.
+
+    `faults` is the schedule of injected faults; `skipped` names the requested kinds that the
+    fleet's shape cannot show, with the reason. Targets are named c0000, c0001, ...; the
+    stream can be iterated any number of times and is the same each time.
+    """
+
+    def __init__(self, spec: FleetSpec) -> None:
+        self.spec = spec
+        width = max(4, len(str(spec.clusters - 1)))
+        self._identities = [make_identity(spec.seed, f"c{i:0{width}d}", spec.brokers) for i in range(spec.clusters)]
+        self.skipped: dict[str, str] = {k: r for k in spec.faults if (r := not_applicable(k, spec))}
+        self.faults: tuple[InjectedFault, ...]
+        self.faults, self._plan = schedule(spec, self._identities, tuple(self.skipped))
+        self._outcome: tuple[int, list[ClusterSim]] | None = None
+        self._labels: list[dict[str, Any]] | None = None
+
+    def emission(self) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """(time the event is sent, topic, event), in sending order."""
+        sims = [self._cluster(i, info) for i, info in enumerate(self._identities)]
+        merged = heapq.merge(*(sim.run(self.spec.end_ms) for sim in sims))
+        last = self.spec.start_ms
+        stream = self._jittered(merged) if self.spec.jitter_ms else (
+            (ts, topic, ev) for ts, _, _, topic, ev in merged)
+        for sent_at, topic, ev in stream:
+            last = max(last, ev["ts"])
+            yield sent_at, topic, ev
+        self._outcome = (last, sims)
+
+    def _cluster(self, index: int, info: ClusterIdentity) -> ClusterSim:
+        sim = ClusterSim(self.spec, index, info)
+        for planned in self._plan[index]:
+            sim.at(planned.start, partial(begin, sim, planned))
+        return sim
+
+    def _jittered(self, merged: Iterator[tuple[int, int, int, str, dict[str, Any]]]
+                  ) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """Delay each event by a deterministic 0..jitter_ms-1 ms and send in delayed order.
+
+        An event is held until no event still to come can be due before it; so an event is
+        never overtaken by one more than jitter_ms - 1 ms younger: the disorder stays within
+        the allowed lateness and no event is late.
+        """
+        rng = random.Random(f"fleetwatch-sim:{self.spec.seed}:jitter")
+        held: list[tuple[int, int, int, int, str, dict[str, Any]]] = []
+        for ts, index, seq, topic, ev in merged:
+            while held and held[0][0] < ts:
+                due, *_, held_topic, held_ev = heapq.heappop(held)
+                yield due, held_topic, held_ev
+            heapq.heappush(held, (ts + rng.randrange(self.spec.jitter_ms), ts, index, seq, topic, ev))
+        while held:
+            due, *_, held_topic, held_ev = heapq.heappop(held)
+            yield due, held_topic, held_ev
+
+    def events(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(topic, event) in emission order; nondecreasing ts unless `jitter_ms` is set."""
+        for _, topic, ev in self.emission():
+            yield topic, ev
+
+    def labels(self) -> list[dict[str, Any]]:
+        """Every alert the stream must raise, ordered by start: rule, severity, subject fields,
+        starts_at, ends_at (None while still open at the end), and the fault that caused it."""
+        if self._labels is None:
+            if self._outcome is None:
+                for _ in self.emission():
+                    pass
+            assert self._outcome is not None
+            last, sims = self._outcome
+            watermark = last - RULES.allowed_lateness_ms
+            found = [label for sim in sims for label in sim.finish(watermark)]
+            self._labels = sorted(found, key=lambda d: (
+                d["starts_at"], d["rule"], d["cluster_id"] or "", d["target"] or "", d["broker_id"] or 0,
+                d["endpoint"] or ""))
+        return [dict(label) for label in self._labels]

@@ -1,0 +1,50 @@
+"""The static identity of the simulated clusters: ids, target names, broker hosts."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+
+from streaming.contract import Broker, Expected
+
+__all__ = ["DOMAIN", "PORT", "RACKS", "ClusterIdentity", "cluster_id_of", "make_identity"]
+
+PORT = 9092
+DOMAIN = "fleet.local"
+RACKS = ("a", "b", "c")
+
+
+@dataclass(frozen=True)
+class ClusterIdentity:
+    """The static identity of one cluster: id, target name, brokers and usual controller."""
+
+    cluster_id: str
+    target: str
+    hosts: tuple[str, ...]
+    controller: int
+
+    def address(self, node: int) -> str:
+        return f"{self.hosts[node - 1]}:{PORT}"
+
+    @cached_property
+    def brokers(self) -> tuple[Broker, ...]:
+        """Every broker as a Metadata answer lists it (made once: every answer lists them)."""
+        return tuple(Broker(n, host, PORT, RACKS[(n - 1) % len(RACKS)]) for n, host in enumerate(self.hosts, 1))
+
+    @cached_property
+    def expectations(self) -> tuple[Expected, ...]:
+        """What the prober expects behind each broker's endpoint, by node - 1."""
+        return tuple(Expected(self.cluster_id, n) for n in range(1, len(self.hosts) + 1))
+
+
+def cluster_id_of(seed: int, name: str) -> str:
+    """A KIP-78 style id: 16 bytes in URL-safe base64 without padding (22 characters)."""
+    digest = hashlib.sha256(f"fleetwatch-sim:{seed}:{name}".encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def make_identity(seed: int, target: str, brokers: int) -> ClusterIdentity:
+    hosts = tuple(f"{target}-b{n}.{DOMAIN}" for n in range(1, brokers + 1))
+    return ClusterIdentity(cluster_id_of(seed, target), target, hosts, controller=1)

@@ -1,0 +1,130 @@
+"""What to simulate: the fleet's shape, the fault kinds and the schedule's timing, and the
+settings and names the whole simulation is built on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streaming.config import RuleSettings
+
+__all__ = [
+    "DEFAULT_START_MS",
+    "ERROR_REBOOTSTRAP",
+    "ERROR_REFUSED",
+    "ERROR_TIMEOUT",
+    "FAULT_KINDS",
+    "RULES",
+    "FleetSpec",
+    "InjectedFault",
+    "parse_faults",
+]
+
+# A fixed epoch for file output, so that recorded streams are byte-for-byte reproducible.
+DEFAULT_START_MS = 1_764_000_000_000
+
+FAULT_KINDS: tuple[str, ...] = (
+    "broker.heartbeat_lost",
+    "broker.fenced",
+    "broker.partitioned",
+    "broker.stuck_stopping",
+    "broker.epoch_regression",
+    "broker.flapping",
+    "broker.illegal_transition",
+    "cluster.no_controller",
+    "cluster.controller_flapping",
+    "cluster.controller_disagreement",
+    "cluster.id_changed",
+    "cluster.id_duplicate",
+    "cluster.id_invalid",
+    "cluster.unreachable",
+    "connection.misrouted",
+    "endpoint.collision",
+)
+_SHORT_NAMES = {kind.split(".", 1)[1]: kind for kind in FAULT_KINDS}
+
+# Labels are what the default rule settings produce; a replay with overrides differs.
+RULES = RuleSettings()
+# The errors the simulated prober reports, named as the real probe names them.
+ERROR_REFUSED = "CONNECTION_REFUSED"
+ERROR_TIMEOUT = "TIMEOUT"
+ERROR_REBOOTSTRAP = "REBOOTSTRAP_REQUIRED"
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    """`all`, `none`, or a comma list of fault kinds (the part after the dot is enough)."""
+    value = text.strip()
+    if value.lower() == "all":
+        return FAULT_KINDS
+    if value.lower() == "none":
+        return ()
+    kinds: list[str] = []
+    for raw in value.split(","):
+        name = raw.strip()
+        kind = name if name in FAULT_KINDS else _SHORT_NAMES.get(name)
+        if kind is None:
+            raise ValueError(f"unknown fault {name!r}: use all, none, or a comma list of "
+                             f"{', '.join(FAULT_KINDS)} (the part after the dot is enough)")
+        if kind not in kinds:
+            kinds.append(kind)
+    return tuple(kinds)
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """What to simulate. Times are epoch ms (`start_ms`) or ms offsets and durations."""
+
+    clusters: int
+    brokers: int
+    faults: tuple[str, ...]
+    start_ms: int
+    duration_ms: int
+    seed: int = 0
+    fault_every_ms: int = 60_000
+    first_fault_ms: int = 30_000
+    heartbeat_interval_ms: int = 2000
+    probe_interval_ms: int = 5000
+    jitter_ms: int = 0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.clusters < 1:
+            problems.append("clusters must be at least 1")
+        if self.brokers < 1:
+            problems.append("brokers must be at least 1")
+        if self.duration_ms <= 0:
+            problems.append("duration_ms must be positive")
+        if self.fault_every_ms <= 0:
+            problems.append("fault_every_ms must be positive")
+        # The fleet must be up and probed once before the first fault, so identities are pinned.
+        if self.first_fault_ms < 10_000:
+            problems.append("first_fault_ms must be at least 10000")
+        # Restart gaps are designed to stay under the 9 s session timeout with these intervals.
+        if not 1000 <= self.heartbeat_interval_ms <= 4000:
+            problems.append("heartbeat_interval_ms must be within 1000..4000")
+        # Controller views only count responders heard within 15 s: several rounds must fit.
+        if not 1000 <= self.probe_interval_ms <= 10_000:
+            problems.append("probe_interval_ms must be within 1000..10000")
+        if not 0 <= self.jitter_ms < RULES.allowed_lateness_ms:
+            problems.append(f"jitter_ms must be within 0..{RULES.allowed_lateness_ms - 1} "
+                            "(more would make events late)")
+        unknown = [f for f in self.faults if f not in FAULT_KINDS]
+        if unknown:
+            problems.append(f"unknown fault kinds {unknown}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def end_ms(self) -> int:
+        return self.start_ms + self.duration_ms
+
+
+@dataclass(frozen=True)
+class InjectedFault:
+    """One fault of the schedule: on which cluster, when, and the other cluster involved."""
+
+    kind: str
+    cluster_id: str
+    target: str
+    start_ms: int
+    partner: str | None = None
+
