@@ -154,7 +154,7 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
 
             config = tmp_path / "fleetwatch.yaml"
             config.write_text(yaml.safe_dump({
-                "bus": {"bootstrap_servers": bus.bootstrap},
+                "bus": {"bootstrap_servers": bus.bootstrap, "source": "python"},  # Tansu: see bus.source
                 "store": {"url": store_url},
                 # Not the standalone master: spark-submit's --master must override it.
                 "spark": {"master": "local[1]", "checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500,
@@ -163,7 +163,7 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
             metrics_port = free_port()
             env = {**os.environ, "FLEETWATCH_PYTHON": sys.executable, "SPARK_HOME": str(SPARK_HOME),
                    "SPARK_LOCAL_IP": "127.0.0.1",
-                   "FLEETWATCH_KAFKA_PACKAGE": ""}  # no Maven Central here: the job's own Kafka reader
+                   "FLEETWATCH_KAFKA_PACKAGE": ""}  # a Tansu bus: the job's own Kafka reader
             job_log = tmp_path / "job.log"
             job = subprocess.Popen(
                 ["bash", str(ROOT / "deploy" / "spark" / "submit.sh"), "--master", cluster.url,

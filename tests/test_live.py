@@ -146,7 +146,7 @@ def test_killed_job_restarts_from_checkpoint_without_losing_or_repeating(bus, tm
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     config_path = tmp_path / "fleetwatch.yaml"
     config_path.write_text(yaml.safe_dump({
-        "bus": {"bootstrap_servers": bus.bootstrap},
+        "bus": {"bootstrap_servers": bus.bootstrap, "source": "python"},  # Tansu: see bus.source
         "store": {"url": store_url},
         "spark": {"master": "local[2]", "shuffle_partitions": 2, "trigger_ms": 500,
                   "checkpoint_dir": str(tmp_path / "checkpoint")},
