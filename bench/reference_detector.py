@@ -311,8 +311,6 @@ class Controller:
         self.agreed: int | None = None
         self.changes: list[int] = []
         self.disagree_since: int | None = None
-        self.last_named: int | None = None
-        self.none_after_named = False
 
     def fire(self, rule: str, at: int, summary: str, target: str | None, **details: Any) -> None:
         self.inc.fire(rule, self.cluster_id, at, summary, cluster_id=self.cluster_id, target=target, **details)
@@ -350,14 +348,6 @@ class Controller:
     def advance(self, now: int) -> None:
         advance(self.deadlines, self.on_time, now, self.inc.alerts)
 
-    def takes_over(self, r: dict[str, Any]) -> bool:
-        """The first report of a new active controller: another one than the last named, or any
-        after a report of none."""
-        ctl = r.get("controller_id")
-        if r.get("controller_known") is False or ctl is None or ctl < 0 or self.last_named is None:
-            return False
-        return ctl != self.last_named or self.none_after_named
-
     def on_response(self, r: dict[str, Any]) -> None:
         if r.get("controller_known") is False:
             return  # the collector could not tell: says nothing about the controller
@@ -365,13 +355,12 @@ class Controller:
         ctl = r.get("controller_id")
         controller = ctl if ctl is not None and ctl >= 0 else None
         if controller is None:
-            self.none_after_named = self.last_named is not None
             # README: "the first no-controller response after one that named a controller"; the
             # engine also starts counting at a no-controller report with none named before it.
             if self.none_since is None:
                 self.none_since = ts
         else:
-            self.last_named, self.none_after_named, self.none_since = controller, False, None
+            self.none_since = None
             self.inc.resolve("cluster.no_controller", self.cluster_id, ts)
         if responder is None:
             return
@@ -426,13 +415,15 @@ class Cluster:
     def on_response(self, r: dict[str, Any]) -> None:
         ts = r["ts"]
         self.controller.advance(ts)
-        if self.controller.takes_over(r):
-            # Kafka's new active controller gives every registered broker a full session from now.
+        agreed = self.controller.agreed
+        self.controller.on_response(r)
+        if agreed is not None and self.controller.agreed != agreed:
+            # The responders agree on a new active controller: Kafka's gives every registered
+            # broker a full session from now.
             for broker in self.brokers.values():
                 broker.advance(ts)
                 if broker.last_hb is not None and not self.inc.firing("broker.heartbeat_lost", broker.subject):
                     broker.takeover = ts
-        self.controller.on_response(r)
         for entry in r.get("brokers") or ():
             self.broker(entry["node_id"], ts).on_listed(entry, r)
         if r.get("responder_node_id") is not None:

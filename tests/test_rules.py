@@ -260,11 +260,16 @@ case(HB_LOST, "a new active controller starts the session afresh",
       resp(t(5), "pay", "b2:9092", C, responder=2, controller=3001), hb(t(13), 1),
       later(past(t(13) + SESSION))],
      [F(HB_LOST, B1, t(13) + SESSION)], "quiet", "fires")
-case(HB_LOST, "a controller re-elected after a time without one starts it afresh too",
+case(HB_LOST, "a responder that cannot reach the controller is no takeover",
      [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
-      resp(t(4), "pay", "b2:9092", C, responder=2, controller=-1),
-      resp(t(6), "pay", "b2:9092", C, responder=2, controller=3000), later(past(t(6) + SESSION))],
-     [F(HB_LOST, B1, t(6) + SESSION)], "fires")
+      resp(t(4), "pay", "b3:9092", C, responder=3, controller=-1),
+      resp(t(6), "pay", "b2:9092", C, responder=2, controller=3000), later(past(t(0) + SESSION))],
+     [F(HB_LOST, B1, t(0) + SESSION)], "fires")
+case(HB_LOST, "responders that disagree on the controller are no takeover",
+     [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
+      resp(t(4), "pay", "b3:9092", C, responder=3, controller=3001),
+      resp(t(6), "pay", "b2:9092", C, responder=2, controller=3000), later(past(t(0) + SESSION))],
+     [F(HB_LOST, B1, t(0) + SESSION)], "fires")
 case(HB_LOST, "a deadline that passed before the takeover still fires at it",
      [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
       resp(t(10), "pay", "b2:9092", C, responder=2, controller=3001), hb(t(12), 1)],

@@ -29,10 +29,6 @@ class ClusterTracker:
     disagree_since: int | None = None
     target: str | None = None
     controller_id: int | None = None
-    # The last controller any response named (no-controller reports aside), and whether a
-    # no-controller report came after it: the next one named is then a new active controller.
-    last_named: int | None = None
-    none_after_named: bool = False
     last_response_ms: int | None = None
     # Controller changes not yet handed to the store: (ts, controller id or None for none).
     history: list[tuple[int, int | None]] = field(default_factory=list)
@@ -94,13 +90,6 @@ class ClusterTracker:
         window = rules.controller_window_ms
         return {ctl for heard, ctl in self.views.values() if ctl is not None and now - heard <= window}
 
-    def takes_over(self, r: MetadataResponse) -> bool:
-        """True when `r` is the first report of a new active controller: another one than the last
-        named, or any after a time with none (a re-elected controller is activated anew)."""
-        if not r.controller_known or r.controller_id is None or r.controller_id < 0 or self.last_named is None:
-            return False
-        return r.controller_id != self.last_named or self.none_after_named
-
     def on_response(self, r: MetadataResponse, rules: RuleSettings, incidents: Incidents,
                     out: Emitter) -> None:
         self.target = r.target
@@ -109,10 +98,6 @@ class ClusterTracker:
             return  # the collector could not tell: neither "no controller" nor a responder's view
         controller = r.controller_id if r.controller_id is not None and r.controller_id >= 0 else None
         self.controller_id = controller
-        if controller is None:
-            self.none_after_named = self.last_named is not None
-        else:
-            self.last_named, self.none_after_named = controller, False
         if controller is None:
             if self.none_since is None:
                 self.none_since = r.ts

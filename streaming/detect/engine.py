@@ -222,13 +222,14 @@ class ShardEngine:
                 self.cluster = ClusterTracker(self.cluster_id)
             self.cluster.advance_to(event.ts, rules, inc, timers)
             touched: set[int] = set()
-            if self.cluster.takes_over(event):
-                # Kafka's new active controller starts every broker's session afresh; what fell
-                # due before this moment fires first.
+            agreed = self.cluster.agreed
+            self.cluster.on_response(event, rules, inc, out)
+            if agreed is not None and self.cluster.agreed != agreed:
+                # The responders agree on a new active controller: Kafka's starts every broker's
+                # session afresh. What fell due before this moment fires first.
                 for broker in self.brokers.values():
                     broker.advance_to(event.ts, rules, inc, timers)
                     broker.on_new_controller(event.ts, inc)
-            self.cluster.on_response(event, rules, inc, out)
             if event.brokers:
                 touched |= self._listed(event, rules, out, timers)
             if event.responder_node_id is not None:
