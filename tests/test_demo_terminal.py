@@ -81,7 +81,7 @@ class Terminal:
         os.close(self._master)
 
 
-def _family(process: subprocess.Popen[bytes]) -> set[psutil.Process]:
+def descendants(process: subprocess.Popen[bytes]) -> set[psutil.Process]:
     """The command's descendants (Tansu, gunicorn and Kafka run in sessions of their own, still its children)."""
     with contextlib.suppress(psutil.NoSuchProcess):
         return set(psutil.Process(process.pid).children(recursive=True))
@@ -97,9 +97,9 @@ def _left_running(family: set[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
-def _ctrl_c(process: subprocess.Popen[bytes], family: set[psutil.Process]) -> int | None:
+def ctrl_c(process: subprocess.Popen[bytes], family: set[psutil.Process]) -> int | None:
     """SIGINT to the group; the exit code (None: still running after 90 s, then killed with what it left)."""
-    family |= _family(process)
+    family |= descendants(process)
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGINT)
     try:
@@ -120,7 +120,7 @@ def _ctrl_c(process: subprocess.Popen[bytes], family: set[psutil.Process]) -> in
     return code
 
 
-def _until(what: str, check: Callable[[], T], timeout_s: float, process: subprocess.Popen[bytes],
+def wait_until(what: str, check: Callable[[], T], timeout_s: float, process: subprocess.Popen[bytes],
            output: Callable[[], str], interval_s: float = 0.25) -> T:
     """Poll check() until it returns something truthy; fail at the deadline, or at once if the command exits."""
     deadline = time.monotonic() + timeout_s
@@ -163,23 +163,23 @@ def test_demo_on_a_terminal_shows_a_banner_one_status_line_and_delivers_alerts(t
                           "--first-fault-s", "10", "--fault-every-s", "30")
     family: set[psutil.Process] = set()
     try:
-        _until("the dashboard's URL on the terminal", lambda: url in terminal.text(), 60, demo, terminal.text)
-        _until("the dashboard answering HTTP 200", lambda: _answers(url), 90, demo, terminal.text)
+        wait_until("the dashboard's URL on the terminal", lambda: url in terminal.text(), 60, demo, terminal.text)
+        wait_until("the dashboard answering HTTP 200", lambda: _answers(url), 90, demo, terminal.text)
 
         def watched() -> bool:
-            family.update(_family(demo))
+            family.update(descendants(demo))
             return time.monotonic() - started >= WATCH_S
 
-        _until(f"{WATCH_S} s of the demo", watched, WATCH_S + 10, demo, terminal.text, interval_s=1.0)
+        wait_until(f"{WATCH_S} s of the demo", watched, WATCH_S + 10, demo, terminal.text, interval_s=1.0)
         first_90_s = terminal.text()
-        received = _until("an alert at the demo's receiver", lambda: _received(workdir / "received.jsonl"),
+        received = wait_until("an alert at the demo's receiver", lambda: _received(workdir / "received.jsonl"),
                           DELIVERED_WITHIN_S - (time.monotonic() - started), demo, terminal.text)
         # The status line counts deliveries from the store: wait for it to show this one.
-        _until("the status line counting the delivery",
+        wait_until("the status line counting the delivery",
                lambda: any(int(n) >= 1 for n in re.findall(r"\| (\d+) delivered", terminal.text())), 30, demo,
                terminal.text)
     finally:
-        code = _ctrl_c(demo, family)
+        code = ctrl_c(demo, family)
         terminal.close()
     screen = terminal.text()
     statuses = [part for part in screen.split("\r\x1b[K") if "events/s" in part]
@@ -222,11 +222,11 @@ def test_demo_without_a_terminal_writes_json_lines_only(tmp_path: Path) -> None:
     family: set[psutil.Process] = set()
     try:
         # Once the job runs, Spark's JVM and the dashboard have both written something.
-        _until("the job started", lambda: any(r["msg"] == "job started" for r in records()), 180, demo,
+        wait_until("the job started", lambda: any(r["msg"] == "job started" for r in records()), 180, demo,
                out.read_text)
-        family |= _family(demo)
+        family |= descendants(demo)
     finally:
-        code = _ctrl_c(demo, family)
+        code = ctrl_c(demo, family)
     lines = [line for line in out.read_text().splitlines() if line.strip()]
     for line in lines:
         record = json.loads(line)  # every line, Spark's and the dashboard's included
@@ -254,11 +254,11 @@ def test_run_on_a_terminal_shows_a_banner_and_a_status_line(tmp_path: Path) -> N
     family: set[psutil.Process] = set()
     try:
         # Stop only once the job runs (Spark's own SIGINT handler is gone by then).
-        _until("the status line of a running job", lambda: "waiting for the first micro-batch" in terminal.text(),
+        wait_until("the status line of a running job", lambda: "waiting for the first micro-batch" in terminal.text(),
                180, run, terminal.text)
-        family |= _family(run)
+        family |= descendants(run)
     finally:
-        code = _ctrl_c(run, family)
+        code = ctrl_c(run, family)
         terminal.close()
     screen = terminal.text()
     assert screen.startswith("fleetwatch run: the streaming job"), screen
