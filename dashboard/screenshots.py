@@ -136,7 +136,7 @@ def build_store(workdir: Path, receiver: LocalReceiver, *, clusters: int, broker
     """Run the fleet live for `seconds` into a SQLite store under `workdir`, then the notifier;
     returns the store's URL and the clusters' tags (by target name)."""
     from streaming import topics
-    from streaming.collect.bus import EmbeddedBus
+    from streaming.bus import EmbeddedBus
 
     store_url = f"sqlite:///{workdir / 'fleetwatch.db'}"
     config, log = workdir / "fleetwatch.yaml", workdir / "fleetwatch.log"

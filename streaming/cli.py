@@ -6,6 +6,7 @@ import argparse
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 from streaming.config import ConfigError, FleetwatchConfig, load_config
@@ -18,49 +19,81 @@ def _config(args: argparse.Namespace) -> FleetwatchConfig:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from streaming.demo import run_demo
+    from streaming.demo import DemoOptions, run_demo
 
-    return run_demo(_config(args), clusters=args.clusters, brokers=args.brokers, port=args.port,
-                    workdir=Path(args.workdir))
+    for flag, value, low in (("--clusters", args.clusters, 1), ("--brokers", args.brokers, 1),
+                             ("--first-fault-s", args.first_fault_s, 10), ("--fault-every-s", args.fault_every_s, 1)):
+        if value < low:
+            raise ConfigError(f"{flag} must be at least {low}")
+    return run_demo(_config(args), DemoOptions(
+        clusters=args.clusters, brokers=args.brokers, port=args.port, workdir=Path(args.workdir),
+        first_fault_s=args.first_fault_s, fault_every_s=args.fault_every_s, real_kafka=args.real_kafka,
+        verbose=args.verbose))
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sqlalchemy.engine import make_url
+
     from streaming.bus import EmbeddedBus
+    from streaming.console import StatusReader, StatusTicker, duration_text, open_console, plural
     from streaming.job import spark_session
-    from streaming.live import AlertPublisher, start_job, stop_gracefully, stop_on_signals
+    from streaming.live import QUERY_NAME, AlertPublisher, start_job, stop_gracefully, stop_on_signals
     from streaming.ops.metrics import serve_metrics_from_args
     from streaming.sinks.store import Store
 
     config = _config(args)
     stop = threading.Event()
     stop_on_signals(stop)
-    bus = None
-    if config.bus.bootstrap_servers is None:
-        bus = EmbeddedBus(partitions=config.bus.partitions).start()
-        print(f"no bus configured: embedded broker on {bus.bootstrap}", file=sys.stderr)
-    bootstrap = config.bus.bootstrap_servers or bus.bootstrap
-    store = Store(config.store.url)
-    metrics = serve_metrics_from_args(args, store)  # Prometheus /metrics, when --metrics-port is given
-    spark = spark_session(config)
-    stop_on_signals(stop)
-    publisher = AlertPublisher(bootstrap)
-    query, _ = start_job(spark, config, bootstrap, store, publisher)
-    try:
-        while not stop.is_set() and query.isActive:
-            stop.wait(1.0)
-        failure = query.exception()
-    finally:
-        stop_gracefully(spark, query)
-        publisher.close()
-        spark.stop()
-        if bus is not None:
-            bus.stop()
-        if metrics is not None:
-            metrics.stop()
-    if failure is not None:
-        print(f"fleetwatch run: the streaming job failed: {failure}", file=sys.stderr)
-        return 1
-    return 0
+    log_path = Path(args.log_file)
+    with open_console(log_path, verbose=args.verbose) as console:
+        with ExitStack() as stack:  # stops what started, in reverse order
+            bus = None
+            if config.bus.bootstrap_servers is None:
+                bus = EmbeddedBus(partitions=config.bus.partitions).start()
+                stack.callback(bus.stop)
+            bootstrap = config.bus.bootstrap_servers or bus.bootstrap
+            store = Store(config.store.url)
+            stack.callback(store.close)
+            metrics = serve_metrics_from_args(args, store)  # Prometheus /metrics, when --metrics-port is given
+            if metrics is not None:
+                stack.callback(metrics.stop)
+            rows = [("bus", bootstrap + (" (embedded Tansu: no bus configured)" if bus is not None else "")),
+                    ("store", make_url(config.store.url).render_as_string(hide_password=True)),
+                    ("checkpoint", config.spark.checkpoint_dir)]
+            if metrics is not None:
+                rows.append(("metrics", f"http://{args.metrics_host}:{args.metrics_port}/metrics"))
+            rows += [("logs", f"{log_path} (--verbose shows them here)"),
+                     ("stop", "Ctrl-C (the current micro-batch finishes first)")]
+            console.banner("fleetwatch run: the streaming job", rows)
+            ticker = StatusTicker(console, StatusReader(store, None, QUERY_NAME, deliveries_shown=False)).start()
+            stack.callback(ticker.stop)
+            ticker.phase = "starting Spark"
+            spark = spark_session(config)
+            stop_on_signals(stop)  # creating the SparkContext took over SIGINT
+            stack.callback(spark.stop)
+            publisher = AlertPublisher(bootstrap)
+            stack.callback(publisher.close)
+            ticker.phase = "starting the job"
+            query, ticker.reader.recorder = start_job(spark, config, bootstrap, store, publisher)
+            ticker.phase = None
+            try:
+                while not stop.wait(1.0) and query.isActive:
+                    pass
+                ticker.phase = "stopping: finishing the current micro-batch"
+            finally:
+                stop_gracefully(spark, query)
+            failure = query.exception()
+            ticker.phase = None
+            final = ticker.tick()
+            ticker.phase = "stopping"
+        if failure is not None:
+            first = (str(failure).strip().splitlines() or [""])[0]
+            console.closing(f"fleetwatch run: the streaming job failed: {first}; details in {log_path}")
+            return 1
+        console.closing(f"fleetwatch run stopped after {duration_text(final.elapsed_s)}: "
+                        f"{plural(final.batches, 'micro-batch', 'micro-batches')}, "
+                        f"{plural(final.alerts_seen, 'alert')} in the store ({final.firing} firing)")
+        return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -104,15 +137,26 @@ def _parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = command("demo", "embedded broker + simulated fleet with faults + Spark job + dashboard", _demo)
-    p.add_argument("--config", help="optional config file (rules, spark settings)")
+    p = command("demo", "embedded broker + simulated fleet with faults + Spark job + notifier + dashboard", _demo)
+    p.add_argument("--config", help="optional config file (rules, spark settings; its alerting is not used)")
     p.add_argument("--clusters", type=int, default=20, help="simulated clusters (default 20)")
     p.add_argument("--brokers", type=int, default=4, help="brokers per cluster (default 4)")
     p.add_argument("--port", type=int, default=8050, help="dashboard port (default 8050)")
-    p.add_argument("--workdir", default="var/demo", help="where the demo keeps its store and checkpoint")
+    p.add_argument("--workdir", default="var/demo",
+                   help="where the demo keeps its store, checkpoint, logs and received alerts (emptied at start)")
+    p.add_argument("--first-fault-s", type=int, default=30, metavar="S",
+                   help="seconds from start to the first simulated fault (default 30, at least 10)")
+    p.add_argument("--fault-every-s", type=int, default=60, metavar="S",
+                   help="seconds between simulated faults (default 60)")
+    p.add_argument("--real-kafka", action="store_true",
+                   help="also run a real Apache Kafka 4.4 cluster (4 JVMs) with a real fault every few minutes")
+    p.add_argument("--verbose", action="store_true", help="JSON log lines on the terminal instead of a status line")
 
     p = command("run", "the long-running streaming job", _run)
     p.add_argument("--config", required=True, help="config file, e.g. conf/fleetwatch.yaml")
+    p.add_argument("--log-file", default="var/fleetwatch-run.log", metavar="PATH",
+                   help="on a terminal, where the log lines go (default var/fleetwatch-run.log)")
+    p.add_argument("--verbose", action="store_true", help="on a terminal, JSON log lines instead of a status line")
     add_metrics_arguments(p)
 
     p = command("replay", "run the detectors over a recorded JSONL file, deterministically", _replay)

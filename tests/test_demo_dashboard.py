@@ -99,7 +99,7 @@ def _group(pgid: int) -> set[int]:
 
 def _tansu(log: Path) -> set[int]:
     """The demo's Tansu (its own session, so not in the demo's group), found by its listener."""
-    found = re.search(r"embedded broker on (\S+)", log.read_text(errors="replace"))
+    found = re.search(r"embedded broker on ([\d.]+:\d+)", log.read_text(errors="replace"))
     if found is None:
         return set()
     needle = f"tcp://{found.group(1)}".encode()
