@@ -29,6 +29,7 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streaming import topics as bus_topics
+from streaming.bus.access import BusAccess
 
 __all__ = ["BusError", "EmbeddedBus", "answers_api_versions", "ensure_topics", "free_port", "tansu_binary"]
 
@@ -57,7 +58,7 @@ def tansu_binary() -> Path:
 
 
 def ensure_topics(
-    bootstrap: str,
+    bus: str | BusAccess,
     topics: Iterable[str],
     partitions: int | Mapping[str, int] = 1,
     *,
@@ -73,12 +74,15 @@ def ensure_topics(
     wanted = {name: _partition_count(partitions, name) for name in topics}
     if not wanted:
         return
+    access = BusAccess.of(bus)
+    bootstrap = access.bootstrap
     deadline = time.monotonic() + timeout_s
     try:
         admin = KafkaAdminClient(
             bootstrap_servers=bootstrap,
             client_id="fleetwatch-ensure-topics",
             request_timeout_ms=int(timeout_s * 1000),
+            **access.client_settings,
         )
     except KafkaError as exc:
         raise BusError(f"cannot reach Kafka bus at {bootstrap}: {exc}") from exc

@@ -42,7 +42,7 @@ from pathlib import Path
 from streaming.jars import classpath
 from streaming.kraft.proxy import TcpProxy
 
-__all__ = ["CONTROLLER_ID_BASE", "KRaftCluster", "KafkaNode", "NodeFailed", "new_cluster_id"]
+__all__ = ["CONTROLLER_ID_BASE", "KRaftCluster", "KafkaNode", "NodeFailed", "SecureListener", "new_cluster_id"]
 
 CONTROLLER_ID_BASE = 3000
 _PROXY_HOST = "127.0.0.2"  # where a partitionable broker's controller names resolve
@@ -87,6 +87,54 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class SecureListener:
+    """A SASL_SSL listener with one SCRAM-SHA-512 user and a certificate for 127.0.0.1 signed by
+    a CA of its own (`ca.pem`, for clients), made with openssl in `directory`."""
+
+    directory: Path
+    username: str
+    password: str
+
+    @property
+    def ca_file(self) -> Path:
+        return self.directory / "ca.pem"
+
+    @classmethod
+    def create(cls, directory: str | Path, username: str, password: str) -> SecureListener:
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n", encoding="utf-8")
+        for command in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=fleetwatch-test-ca",
+             "-keyout", "ca.key", "-out", "ca.pem"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "broker.key",
+             "-out", "broker.csr"],
+            ["x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-days", "2", "-extfile", "san.cnf", "-out", "broker.pem"],
+            # Kafka's PEM key store wants a PKCS#8 key; unencrypted is fine without ssl.key.password.
+            ["pkcs8", "-topk8", "-nocrypt", "-in", "broker.key", "-out", "broker-pkcs8.key"],
+        ):
+            subprocess.run(["openssl", *command], cwd=folder, check=True, capture_output=True)
+        return cls(folder, username, password)
+
+    def properties(self) -> dict[str, str]:
+        key = (self.directory / "broker-pkcs8.key").read_text(encoding="utf-8")
+        chain = (self.directory / "broker.pem").read_text(encoding="utf-8")
+        return {
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "ssl.keystore.type": "PEM",
+            # One properties line each: `\n` is a line break inside a properties value.
+            "ssl.keystore.key": key.strip().replace("\n", "\\n"),
+            "ssl.keystore.certificate.chain": chain.strip().replace("\n", "\\n"),
+        }
+
+    def format_arguments(self) -> tuple[str, ...]:
+        return ("--add-scram", f"SCRAM-SHA-512=[name={self.username},password={self.password}]")
+
+
 @dataclass
 class KafkaNode:
     """One Kafka process: its id, roles, ports and folder."""
@@ -95,6 +143,7 @@ class KafkaNode:
     roles: tuple[str, ...]
     workdir: Path
     client_port: int | None = None  # PLAINTEXT listener (brokers)
+    secure_port: int | None = None  # SASL_SSL listener (brokers of a cluster with `secure`)
     controller_port: int | None = None  # CONTROLLER listener (controllers)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     started_s: float | None = None  # seconds from spawn to "Kafka Server started", last start
@@ -142,8 +191,10 @@ class KRaftCluster:
     def __init__(self, workdir: str | Path, *, brokers: int = 3, controllers: int = 0,
                  cluster_id: str | None = None, bundle: str = "kafka-4.4.0",
                  session_timeout_ms: int = 3000, heartbeat_interval_ms: int = 500,
-                 partitionable: Iterable[int] = (), extra: Mapping[str, str] | None = None) -> None:
-        """`controllers=0` is the combined layout (each broker is also a controller and a voter)."""
+                 partitionable: Iterable[int] = (), extra: Mapping[str, str] | None = None,
+                 secure: SecureListener | None = None) -> None:
+        """`controllers=0` is the combined layout (each broker is also a controller and a voter).
+        `secure`: brokers also listen with SASL_SSL (SCRAM-SHA-512) on `secure_port`."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.workdir = Path(workdir)
@@ -152,12 +203,14 @@ class KRaftCluster:
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.extra = dict(extra or {})
+        self.secure = secure
         self.combined = controllers == 0
         self.nodes: dict[int, KafkaNode] = {}
         for i in range(1, brokers + 1):
             roles = ("broker", "controller") if self.combined else ("broker",)
             self.nodes[i] = KafkaNode(i, roles, self.workdir / f"node-{i}", client_port=_free_port(),
-                                      controller_port=_free_port() if self.combined else None)
+                                      controller_port=_free_port() if self.combined else None,
+                                      secure_port=_free_port() if secure else None)
         for i in range(controllers):
             cid = CONTROLLER_ID_BASE + i
             self.nodes[cid] = KafkaNode(cid, ("controller",), self.workdir / f"node-{cid}",
@@ -185,6 +238,10 @@ class KRaftCluster:
         return [n.address for n in self.brokers]
 
     @property
+    def secure_bootstrap(self) -> list[str]:
+        return [f"127.0.0.1:{n.secure_port}" for n in self.brokers]
+
+    @property
     def controller_addresses(self) -> list[str]:
         return [f"127.0.0.1:{n.controller_port}" for n in self.controllers]
 
@@ -203,6 +260,9 @@ class KRaftCluster:
         listeners, protocols = [], ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
         if node.is_broker:
             listeners.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+            if node.secure_port:
+                listeners.append(f"SASL_SSL://127.0.0.1:{node.secure_port}")
+                protocols.append("SASL_SSL:SASL_SSL")
         if node.is_controller:
             listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
         props = {
@@ -229,6 +289,9 @@ class KRaftCluster:
         if node.is_broker:
             advertised.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
             props["inter.broker.listener.name"] = "PLAINTEXT"
+            if node.secure_port and self.secure is not None:
+                advertised.append(f"SASL_SSL://127.0.0.1:{node.secure_port}")
+                props |= self.secure.properties()
         if node.is_controller:
             advertised.append(f"CONTROLLER://{self._controller_host(node)}:{node.controller_port}")
         props["advertised.listeners"] = ",".join(advertised)
@@ -266,7 +329,8 @@ class KRaftCluster:
                     child.unlink() if child.is_file() else child.rmdir()
             out = (node.workdir / "format.log").open("wb")
             running.append((node, out, subprocess.Popen(
-                self._java(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)),
+                self._java(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config),
+                           *(self.secure.format_arguments() if self.secure else ())),
                 stdout=out, stderr=subprocess.STDOUT)))
         for node, out, proc in running:
             code = proc.wait(timeout=120)

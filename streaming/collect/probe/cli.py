@@ -63,10 +63,10 @@ def command(args: argparse.Namespace) -> int:
         if bus is None:
             raise ConfigError("no bus to publish to: set bus.bootstrap_servers in the config, "
                               "pass --bootstrap-servers, or write to a file with --out")
-        from streaming.bus import BusError
+        from streaming.bus import BusAccess, BusError
 
         try:
-            sink = BusPublisher(bus, config.bus.partitions)
+            sink = BusPublisher(BusAccess.from_config(bus, config.bus.security), config.bus.partitions)
         except BusError as exc:
             print(f"fleetwatch probe: {exc}", file=sys.stderr)
             return 1

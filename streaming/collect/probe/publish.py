@@ -9,6 +9,7 @@ from typing import IO, Any
 import orjson
 
 from streaming import topics
+from streaming.bus import BusAccess
 from streaming.contract import topic_of
 
 __all__ = ["BusPublisher", "JsonlWriter"]
@@ -38,14 +39,15 @@ class JsonlWriter:
 class BusPublisher:
     """Events to the telemetry topics of a Kafka bus, keyed by cluster id."""
 
-    def __init__(self, bootstrap_servers: str, partitions: int = 1) -> None:
+    def __init__(self, bus: str | BusAccess, partitions: int = 1) -> None:
         from kafka import KafkaProducer
 
         from streaming.bus import ensure_topics
 
-        ensure_topics(bootstrap_servers, (topics.METADATA, topics.HEARTBEATS, topics.BROKER_STATES), partitions)
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap_servers, client_id="fleetwatch-probe",
-                                       acks=1, linger_ms=20)
+        access = BusAccess.of(bus)
+        ensure_topics(access, (topics.METADATA, topics.HEARTBEATS, topics.BROKER_STATES), partitions)
+        self._producer = KafkaProducer(bootstrap_servers=access.bootstrap, client_id="fleetwatch-probe",
+                                       acks=1, linger_ms=20, **access.client_settings)
         self.sent = 0
         self.failures = 0
 

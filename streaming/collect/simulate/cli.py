@@ -44,6 +44,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="write the ground-truth alerts (what replay must produce) to this JSONL file")
     p.add_argument("--bootstrap", metavar="HOST:PORT",
                    help="produce the events live, in real time, to this Kafka bus")
+    p.add_argument("--config", help="config file whose bus.security says how to reach the --bootstrap bus")
     p.add_argument("--start-ms", type=int, default=DEFAULT_START_MS, metavar="EPOCH_MS",
                    help=f"event time of the start, for file output (default {DEFAULT_START_MS}); "
                         "live runs start now")
@@ -96,7 +97,12 @@ def command(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
         try:
-            run = produce_live(sim, args.bootstrap, realtime=True, progress=report, stop=stop)
+            from streaming.bus import BusAccess
+            from streaming.config import load_config
+
+            security = load_config(args.config).bus.security
+            run = produce_live(sim, BusAccess.from_config(args.bootstrap, security), realtime=True,
+                               progress=report, stop=stop)
         except KafkaError as exc:
             print(f"fleetwatch simulate: error: cannot produce to {args.bootstrap}: {exc}", file=sys.stderr)
             return 1

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from streaming.bus import BusAccess
 from streaming.collect.simulate.fleet import Simulation
 
 __all__ = ["LiveRun", "produce_live", "write_events", "write_labels"]
@@ -62,7 +63,7 @@ def write_labels(sim: Simulation, path: str | Path) -> int:
     return len(labels)
 
 
-def produce_live(sim: Simulation, bootstrap_servers: str, *, realtime: bool = True,
+def produce_live(sim: Simulation, bus: str | BusAccess, *, realtime: bool = True,
                  progress: Callable[[int, int], None] | None = None,
                  stop: threading.Event | None = None) -> LiveRun:
     """Produce the stream to Kafka, each event to its topic, keyed by cluster id.
@@ -80,7 +81,9 @@ def produce_live(sim: Simulation, bootstrap_servers: str, *, realtime: bool = Tr
     failures: list[BaseException] = []
     # Large, slightly later batches: with the defaults one producer sent ~9k messages/s on
     # 2 cores, short of a 1,000 x 12 fleet's 8.8k/s plus headroom; these gave ~12.6k/s.
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, client_id="fleetwatch-simulate",
+    access = BusAccess.of(bus)
+    producer = KafkaProducer(bootstrap_servers=access.bootstrap, **access.client_settings,
+                             client_id="fleetwatch-simulate",
                              acks=1, linger_ms=50, batch_size=256 * 1024)
     by_type: Counter[str] = Counter()
     sent, last_report = 0, time.monotonic()
