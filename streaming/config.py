@@ -8,6 +8,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS
+
 __all__ = [
     "AlertingConfig",
     "BusConfig",
@@ -15,6 +17,7 @@ __all__ = [
     "ConfigError",
     "FleetwatchConfig",
     "Receiver",
+    "RetentionConfig",
     "Route",
     "RuleBook",
     "RuleOverrides",
@@ -33,6 +36,9 @@ class RuleSettings(_Strict):
     """Every rule threshold of SPEC section 4, with its default."""
 
     allowed_lateness_ms: int = Field(5000, ge=0)
+    # How far ahead of the wall clock an event time may be (SPEC section 3): later ones are
+    # quarantined (ts_out_of_range), so one bad clock cannot move the watermark. The job's, not a cluster's.
+    max_clock_skew_ms: int = Field(DEFAULT_MAX_CLOCK_SKEW_MS, ge=0)
     session_timeout_ms: int = Field(9000, gt=0)
     # Kafka's broker.heartbeat.interval.ms: an answer this long after the last heartbeat shows a
     # broker that serves clients but missed a heartbeat (broker.partitioned, streaming/detect/README.md).
@@ -54,8 +60,8 @@ class RuleSettings(_Strict):
 
 
 class RuleOverrides(_Strict):
-    """Per-cluster overrides: any field of RuleSettings but the watermark's lateness and the
-    state TTL (both are the job's, not a cluster's)."""
+    """Per-cluster overrides: any field of RuleSettings but the watermark's lateness, the clock
+    skew and the state TTL (all three are the job's, not a cluster's)."""
 
     session_timeout_ms: int | None = Field(None, gt=0)
     heartbeat_interval_ms: int | None = Field(None, gt=0)
@@ -125,8 +131,22 @@ class BusConfig(_Strict):
     partitions: int = Field(1, ge=1)
 
 
+class RetentionConfig(_Strict):
+    """How long the job keeps what it writes, in days (deploy/README.md, "Retention"). The job
+    deletes what is older every `every_batches` micro-batches, at most `max_rows_per_table` rows
+    per table each time, in short transactions."""
+
+    history_days: float = Field(30, gt=0)  # alert_history, broker_transitions, controller_history
+    resolved_alerts_days: float = Field(30, gt=0)  # alerts once resolved
+    quarantine_days: float = Field(7, gt=0)
+    progress_days: float = Field(2, gt=0)  # pipeline_progress: ~86k rows a day at one batch a second
+    every_batches: int = Field(100, ge=1)
+    max_rows_per_table: int = Field(5000, ge=1)
+
+
 class StoreConfig(_Strict):
     url: str = "sqlite:///var/fleetwatch.db"
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
 
 class SparkConfig(_Strict):
@@ -165,7 +185,7 @@ class FleetwatchConfig(_Strict):
     def _state_outlives_every_window(self) -> FleetwatchConfig:
         # Forgetting a quiet subject must never cut one of its rules' windows short.
         windows = [(f"rules.{name}", value) for name, value in self.rules.model_dump().items()
-                   if name.endswith("_ms") and name != "state_ttl_ms"]
+                   if name.endswith("_ms") and name not in ("state_ttl_ms", "max_clock_skew_ms")]
         windows += [(f"clusters[{i}].rules.{name}", value)
                     for i, cluster in enumerate(self.clusters)
                     for name, value in cluster.rules.model_dump(exclude_none=True).items() if name.endswith("_ms")]

@@ -28,12 +28,13 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from streaming.config import FleetwatchConfig, RuleBook
-from streaming.contract import Event, Rejected, event_to_dict, parse_message
+from streaming.contract import Event, Rejected, event_to_dict, latest_valid_ts, parse_message
 from streaming.detect.engine import Output, Position, ShardEngine, shards_of
 from streaming.detect.thinning import redundant_heartbeats
 from streaming.packing import PackedItem, pack, unpack
 
-__all__ = ["OUTPUT_SCHEMA", "PARSED_SCHEMA", "bucket_of", "build_pipeline", "parse_stage", "spark_session"]
+__all__ = ["OUTPUT_SCHEMA", "PARSED_SCHEMA", "bucket_of", "build_pipeline", "checkpoint_id", "checkpoint_path",
+           "parse_stage", "spark_session"]
 
 log = logging.getLogger(__name__)
 
@@ -113,20 +114,22 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: int) -> Iterator[pa.RecordBatch]:
+def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: int,
+           max_clock_skew_ms: int) -> Iterator[pa.RecordBatch]:
     """Contract check, heartbeat thinning and routing of each chunk of raw messages."""
     bucket_by_shard: dict[str, int] = {}
     for raw in batches:
         with _no_cycle_collection():
-            parsed = _parse_chunk(raw, buckets, heartbeat_gap_ms, bucket_by_shard)
+            parsed = _parse_chunk(raw, buckets, heartbeat_gap_ms, bucket_by_shard, latest_valid_ts(max_clock_skew_ms))
         yield parsed
 
 
 def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
-                 bucket_by_shard: dict[str, int]) -> pa.RecordBatch:
+                 bucket_by_shard: dict[str, int], latest_ts_ms: int) -> pa.RecordBatch:
     """The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
     items of its shards, packed (streaming.packing). The rejected messages of a chunk leave as
-    one quarantine row: marshal-ed (source, offset, raw text, reason) items.
+    one quarantine row: marshal-ed (source, offset, raw text, reason, detail) items.
+    `latest_ts_ms`: the latest event time the contract accepts (wall clock + clock skew).
     """
     packs: dict[int, list[PackedItem]] = defaultdict(list)
     latest: dict[int, int] = {}
@@ -137,9 +140,9 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
                                                strict=True):
         src = f"{topic}:{partition}"
         try:
-            valid.append((parse_message(value, topic), src, offset))
+            valid.append((parse_message(value, topic, latest_ts_ms), src, offset))
         except Rejected as exc:
-            rejected.append((src, offset, value, exc.reason))
+            rejected.append((src, offset, value, exc.reason, exc.detail))
     redundant = redundant_heartbeats([event for event, _, _ in valid], heartbeat_gap_ms)
     for i, (event, src, offset) in enumerate(valid):
         if i in redundant:
@@ -171,7 +174,8 @@ def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
     # Less than the shortest session timeout: see streaming.detect.thinning.
     gap_ms = book.shortest_session_timeout_ms - 1
     return raw.select("topic", "partition", "offset", "value").mapInArrow(
-        functools.partial(_parse, buckets=buckets, heartbeat_gap_ms=gap_ms), PARSED_SCHEMA)
+        functools.partial(_parse, buckets=buckets, heartbeat_gap_ms=gap_ms,
+                          max_clock_skew_ms=book.defaults.max_clock_skew_ms), PARSED_SCHEMA)
 
 
 def _output_rows(out: Output) -> list[tuple[Any, ...]]:
@@ -189,8 +193,9 @@ def _output_rows(out: Output) -> list[tuple[Any, ...]]:
 
 def _quarantine_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rejected = [item for packed in frame["events"].tolist() for item in marshal.loads(packed)]
-    return pd.DataFrame([("quarantine", f"{src}:{pos}", None, json.dumps({"reason": reason, "raw": raw}))
-                         for src, pos, raw, reason in rejected], columns=_OUTPUT_COLUMNS)
+    return pd.DataFrame([("quarantine", f"{src}:{pos}", None,
+                          json.dumps({"reason": reason, "detail": detail, "raw": raw}))
+                         for src, pos, raw, reason, detail in rejected], columns=_OUTPUT_COLUMNS)
 
 
 class DetectorProcessor(StatefulProcessor):
@@ -310,3 +315,20 @@ def build_pipeline(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
 def checkpoint_path(config: FleetwatchConfig, name: str) -> str:
     # Plain string joining: Path() would turn an object-store URL (s3a://b/x) into s3a:/b/x.
     return f"{config.spark.checkpoint_dir.rstrip('/')}/{name}"
+
+
+def checkpoint_id(spark: SparkSession, location: str) -> str | None:
+    """The id Spark keeps in a streaming checkpoint (the `metadata` file's `id`: the query id,
+    the same across restarts), or None while the checkpoint is empty. Read through Hadoop's file
+    system, so a checkpoint on HDFS or an object store works as a local one."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{location.rstrip('/')}/metadata")
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    return str(json.loads(text.splitlines()[0])["id"])

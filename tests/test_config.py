@@ -25,6 +25,8 @@ SPEC_DEFAULTS = {
     "unreachable_ms": 30000,
     "forget_after_ms": 600000,
     "state_ttl_ms": 86_400_000,  # not SPEC's: issue 7 (state TTLs), one day
+    "heartbeat_interval_ms": 2000,  # issue 16: Kafka's broker.heartbeat.interval.ms
+    "max_clock_skew_ms": 300_000,  # SPEC section 3, amended 2026-11-24
 }
 
 # SPEC section 6, verbatim.
