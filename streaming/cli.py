@@ -27,28 +27,30 @@ def _demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from streaming.collect.bus import EmbeddedBus
     from streaming.job import spark_session
-    from streaming.live import AlertPublisher, start_job, stop_gracefully, stop_on_signals
+    from streaming.live import AlertPublisher, open_store, start_job, stop_gracefully, stop_on_signals
     from streaming.ops.metrics import serve_metrics_from_args
-    from streaming.sinks.store import Store
 
     config = _config(args)
     stop = threading.Event()
     stop_on_signals(stop)
+    store = open_store(config.store.url, stop)  # waits (and says so) while the database is down
+    if store is None:
+        return 0
     bus = None
     if config.bus.bootstrap_servers is None:
         bus = EmbeddedBus(partitions=config.bus.partitions).start()
         print(f"no bus configured: embedded broker on {bus.bootstrap}", file=sys.stderr)
     bootstrap = config.bus.bootstrap_servers or bus.bootstrap
-    store = Store(config.store.url)
     metrics = serve_metrics_from_args(args, store)  # Prometheus /metrics, when --metrics-port is given
     spark = spark_session(config)
     stop_on_signals(stop)
-    publisher = AlertPublisher(bootstrap)
-    query, _ = start_job(spark, config, bootstrap, store, publisher)
+    publisher = AlertPublisher(bootstrap, partitions=config.bus.partitions)
+    query, _ = start_job(spark, config, bootstrap, store, publisher, stop=stop)
     try:
         while not stop.is_set() and query.isActive:
             stop.wait(1.0)
-        failure = query.exception()
+        # Asked to stop, a batch waiting for the store gives up: that is no failure of the job.
+        failure = None if stop.is_set() else query.exception()
     finally:
         stop_gracefully(spark, query)
         publisher.close()
