@@ -27,6 +27,13 @@ Two things shape the design (measured, see NOTES.md):
   batch that ends before its start. Consequence: under `trigger(availableNow=True)` Spark
   asks for the latest offset once, so such a run stops after one capped batch.
 
+Outages (deploy/README.md, "Outages"): while the bus does not answer, `latestOffset()` reports
+the offsets already planned (no new data, the query keeps running) and warns at most twice a
+minute; reading resumes when the bus is back. A partition that restarted (its topic got a new
+topic id, or its end is below the offset already read: a recreated topic, an in-memory bus that
+was restarted) is read again from its beginning, with a warning: what the bus lost is lost, what
+it holds now is read once.
+
 Values that are not valid UTF-8 are decoded with U+FFFD replacement characters (an Arrow
 string column cannot carry the raw bytes); they are never valid event JSON, so the parser
 quarantines them anyway.
@@ -47,6 +54,8 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
+
+from streaming.resilience import Throttle, one_line
 
 __all__ = [
     "DEFAULT_MAX_RECORDS_PER_BATCH",
@@ -222,23 +231,50 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._initial: Offsets | None = None
         self._partitions: list[TopicPartition] | None = None
         self._discovered_at = 0.0
+        self._topic_ids: dict[str, str] = {}
+        # Partitions that restarted: the next batch reads them from their beginning.
+        self._restarted: set[str] = set()
+        self._unavailable = Throttle()
 
     def __getstate__(self) -> dict[str, Any]:
         # The reader is pickled to executors; a live client (threads, sockets) is not.
         state = self.__dict__.copy()
         state["_consumer"] = None
+        state["_unavailable"] = None
         return state
 
     # -- driver side -------------------------------------------------------------------
 
     def initialOffset(self) -> Offsets:
-        with self._broker_errors("list offsets"):
-            return dict(self._initial_offsets())
+        try:
+            with self._broker_errors("list offsets"):
+                return dict(self._initial_offsets())
+        except KafkaSourceError as exc:
+            if self.options.starting_offsets != "earliest":
+                raise
+            # Every partition from its beginning: what "earliest" means, without asking the bus.
+            self._warn_unavailable(exc)
+            return {}
 
     def latestOffset(self) -> Offsets:
-        with self._broker_errors("list offsets"):
-            ends = self._end_offsets(self._partitions_now())
-            base = self._frontier if self._frontier is not None else self._initial_offsets()
+        try:
+            with self._broker_errors("list offsets"):
+                ends = self._end_offsets(self._partitions_now())
+                base = dict(self._frontier if self._frontier is not None else self._initial_offsets())
+        except KafkaSourceError as exc:
+            known = self._frontier if self._frontier is not None else self._initial
+            if known is None:
+                known = {}  # a first start while the bus is away: nothing to read yet
+            self._warn_unavailable(exc)
+            return dict(known)
+        for key, end in ends.items():
+            if key in self._restarted or end < base.get(key, 0):
+                if key not in self._restarted:
+                    log.warning("partition restarted below the offset already read: reading it from its beginning "
+                                "(the bus lost what it held)", extra={"partition": key, "read_up_to": base[key],
+                                                                      "end": end})
+                    self._restarted.add(key)
+                base[key] = 0
         lags = {key: max(0, end - base.get(key, 0)) for key, end in ends.items()}
         cap = self.options.max_records_per_batch
         take = lags if cap is None else _allocate(cap, lags)
@@ -248,10 +284,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         return latest
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        self._advance_frontier(end)
+        restarted = self._restarted & end.keys()
+        self._restarted -= restarted
+        self._advance_frontier(end, restarted)
         ranges: list[TopicPartitionRange] = []
         for key, stop in sorted(end.items()):
-            begin = start.get(key, 0)  # a partition new in this batch starts at its beginning
+            # A partition new in this batch starts at its beginning, and so does one that restarted.
+            begin = 0 if key in restarted else start.get(key, 0)
             if stop < begin:
                 raise KafkaSourceError(
                     f"{SHORT_NAME}: batch end {stop} is before its start {begin} for {key}; "
@@ -265,7 +304,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def commit(self, end: Offsets) -> None:
         # Nothing to acknowledge in Kafka (no consumer group); it only confirms the frontier.
-        self._advance_frontier(end)
+        self._advance_frontier(end, set())
 
     def stop(self) -> None:
         if self._consumer is not None:
@@ -281,10 +320,17 @@ class KafkaStreamReader(DataSourceStreamReader):
                 f"{SHORT_NAME}: cannot {action} on {self.options.bootstrap_servers}: {exc}"
             ) from exc
 
-    def _advance_frontier(self, offsets: Mapping[str, int]) -> None:
+    def _warn_unavailable(self, exc: BaseException) -> None:
+        if self._unavailable is None:
+            self._unavailable = Throttle()
+        self._unavailable.warning(log, "bus unavailable: no new data until it answers",
+                                  bootstrap=self.options.bootstrap_servers, error=one_line(exc))
+
+    def _advance_frontier(self, offsets: Mapping[str, int], restarted: set[str]) -> None:
         merged = dict(self._frontier or {})
         for key, offset in offsets.items():
-            merged[key] = max(offset, merged.get(key, offset))
+            # Never backwards, but for a partition that restarted: it starts over.
+            merged[key] = offset if key in restarted else max(offset, merged.get(key, offset))
         self._frontier = merged
 
     def _initial_offsets(self) -> Offsets:
@@ -316,7 +362,28 @@ class KafkaStreamReader(DataSourceStreamReader):
                 for partition in sorted(consumer.partitions_for_topic(topic))
             ]
             self._discovered_at = now
+            self._note_topic_ids(consumer, [t for t in self.options.topics if t in existing])
         return self._partitions
+
+    def _note_topic_ids(self, consumer: KafkaConsumer, present: list[str]) -> None:
+        """A topic whose id changed was deleted and created again (or the bus lost it): its
+        partitions restarted. kafka-python keeps the ids of its last metadata answer (Metadata
+        v10+) in its cluster view only; a bus without ids leaves the end-offset check alone."""
+        cluster = getattr(getattr(consumer, "_client", None), "cluster", None)
+        topic_id = getattr(cluster, "topic_id", None)
+        if topic_id is None:
+            return
+        for topic in present:
+            new = topic_id(topic)
+            if new is None:
+                continue
+            old = self._topic_ids.get(topic)
+            self._topic_ids[topic] = str(new)
+            if old is not None and old != str(new):
+                keys = {_key(tp.topic, tp.partition) for tp in self._partitions or () if tp.topic == topic}
+                log.warning("topic has a new id: reading its partitions from their beginning (the bus lost "
+                            "what it held)", extra={"topic": topic, "old_id": old, "new_id": str(new)})
+                self._restarted |= keys
 
     def _end_offsets(self, tps: Sequence[TopicPartition]) -> Offsets:
         """The high watermark of each partition, correct on Tansu too."""
@@ -368,6 +435,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             consumer.assign([tp])
             consumer.seek(tp, partition.start)
             deadline = time.monotonic() + timeout_s
+            expected = partition.start
             while (position := consumer.position(tp)) < partition.end:
                 # Never ask for records past the range: kafka-python decodes every record it
                 # returns, and a poll of _POLL_RECORDS past `end` cost ~25 ms of CPU per task.
@@ -382,6 +450,13 @@ class KafkaStreamReader(DataSourceStreamReader):
                         )
                     continue
                 deadline = time.monotonic() + timeout_s
+                if records[0].offset < expected:
+                    # The partition restarted under us (the consumer fell back to its new beginning):
+                    # these are other records than the range's. The driver reads it anew.
+                    log.warning("partition restarted while read: range left short",
+                                extra={"range": repr(partition), "offset": records[0].offset})
+                    return
+                expected = records[-1].offset + 1
                 wanted = [r for r in records if r.offset < partition.end]
                 if wanted:
                     yield _arrow_batch(wanted)
@@ -428,6 +503,8 @@ def _consumer(options: KafkaReaderOptions, *, client_id: str, **config: Any) -> 
             auto_offset_reset="earliest",
             request_timeout_ms=options.timeout_ms,
             bootstrap_timeout_ms=options.timeout_ms,
+            # Back on the bus within a second of its return (kafka-python waits up to 30 s by default).
+            reconnect_backoff_max_ms=1000,
             **config,
         )
     except KafkaError as exc:
