@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 # largest event time among them, which is all the watermark needs.
 _PARSED_ARROW_SCHEMA = pa.schema([("bucket", pa.int32()), ("ts", pa.int64()), ("events", pa.binary())])
 PARSED_SCHEMA = from_arrow_schema(_PARSED_ARROW_SCHEMA)
-# One output row: an alert, a state snapshot for the store, or a quarantined message.
+# One output row: an alert, a state snapshot for the store, a quarantined message, or the
+# watermark a bucket was processed with.
 OUTPUT_SCHEMA = StructType([
     StructField("kind", StringType()),
     StructField("key", StringType()),
@@ -191,6 +192,11 @@ def _output_rows(out: Output) -> list[tuple[Any, ...]]:
     return rows
 
 
+def _watermark_row(watermark: int) -> tuple[Any, ...]:
+    """The watermark detection ran with, for the sink: it tells when a reset state has caught up."""
+    return ("watermark", None, watermark, None)
+
+
 def _quarantine_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rejected = [item for packed in frame["events"].tolist() for item in marshal.loads(packed)]
     return pd.DataFrame([("quarantine", f"{src}:{pos}", None,
@@ -280,12 +286,15 @@ class DetectorProcessor(StatefulProcessor):
         # The bucket's timer is also due for its other shards whose deadline the watermark passed.
         output += self._advance_due(engines, watermark, skip=by_shard)
         self._save(engines, registered)
+        output.append(_watermark_row(watermark))
         return pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         engines, _ = self._load()
-        output = self._advance_due(engines, timerValues.getCurrentWatermarkInMs())
+        watermark = timerValues.getCurrentWatermarkInMs()
+        output = self._advance_due(engines, watermark)
         self._save(engines, None)  # Spark deletes the expired timer after this call
+        output.append(_watermark_row(watermark))
         yield pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
 
     def close(self) -> None:

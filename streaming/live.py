@@ -76,7 +76,7 @@ class AlertPublisher:
         if self._producer is None:
             # max_block_ms: a send waits this long for the topic's metadata (default 60 s per send).
             self._producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=5,
-                                           max_block_ms=int(self.timeout_s * 1000))
+                                           max_block_ms=int(self.timeout_s * 1000), reconnect_backoff_max_ms=1000)
         futures, failed, errors = [], 0, []
         for i, alert in enumerate(alerts):
             body = {k: v for k, v in alert.items() if k != "sort_key"}
@@ -170,15 +170,10 @@ def start_job(spark: SparkSession, config: FleetwatchConfig, bootstrap_servers: 
     orphaned_since = reconcile_reset(store, checkpoint_id(spark, location), stop=stop)
     raw = read_telemetry(spark, bootstrap_servers, topics.TELEMETRY,
                          max_records_per_batch=config.spark.max_records_per_batch)
-    recorder = ProgressRecorder(store)
-
-    def watermark() -> int | None:
-        stats = recorder.stats.get(QUERY_NAME)
-        return None if stats is None else stats.watermark_ms
-
     writer = BatchWriter(store, on_alerts=publisher, stop=stop, retention=config.store.retention,
                          checkpoint=(QUERY_NAME, lambda: checkpoint_id(spark, location)),
-                         orphaned_since=orphaned_since, watermark=watermark)
+                         orphaned_since=orphaned_since)
+    recorder = ProgressRecorder(store)
     spark.streams.addListener(recorder)
     query = (build_pipeline(raw, config.rule_book(), config.spark.state_buckets).writeStream.queryName(QUERY_NAME)
              .foreachBatch(writer)

@@ -62,7 +62,7 @@ class BatchWriter:
     `checkpoint`: (query name, a function giving the checkpoint's id) to record with the first
     batch, so that a later start on another checkpoint knows the open alerts are orphaned.
     `orphaned_since`: when open alerts were orphaned by a reset (`Store.orphaned_since`); they are
-    resolved once `watermark()` (the detection's, after the latest batch) has passed it.
+    resolved in the first batch that detection ran with a watermark past it (its `watermark` rows).
     """
 
     def __init__(self, store: Store | None, *,
@@ -70,15 +70,14 @@ class BatchWriter:
                  stop: threading.Event | None = None,
                  retention: RetentionConfig | None = None,
                  checkpoint: tuple[str, Callable[[], str | None]] | None = None,
-                 orphaned_since: int | None = None,
-                 watermark: Callable[[], int | None] | None = None) -> None:
+                 orphaned_since: int | None = None) -> None:
         self.store = store
         self.on_alerts = on_alerts
         self.stop = stop
         self.retention = retention
         self.checkpoint = checkpoint
         self.orphaned_since = orphaned_since
-        self.watermark = watermark
+        self.watermark: int | None = None  # the largest detection ran with so far
         self.quarantined: Counter[str] = Counter()
         self.batches = 0
         self._checkpoint_pending = checkpoint is not None
@@ -88,8 +87,10 @@ class BatchWriter:
         # toPandas moves the batch as Arrow (collect() would pickle a Row per output row).
         frame = batch.toPandas()
         by_kind: dict[str, list[dict[str, Any]]] = {}
-        for kind, key, payload in zip(frame["kind"], frame["key"], frame["payload"], strict=True):
-            by_kind.setdefault(kind, []).append({"key": key, "payload": payload})
+        for kind, key, ts, payload in zip(frame["kind"], frame["key"], frame["ts"], frame["payload"], strict=True):
+            by_kind.setdefault(kind, []).append({"key": key, "ts": ts, "payload": payload})
+        for row in by_kind.get("watermark", []):
+            self.watermark = max(self.watermark or int(row["ts"]), int(row["ts"]))
         alerts = sorted((json.loads(r["payload"]) for r in by_kind.get("alert", [])),
                         key=lambda a: a["sort_key"])
         alert_objects = [{k: a[k] for k in _ALERT_FIELDS} for a in alerts]
@@ -144,7 +145,7 @@ class BatchWriter:
     def _resolve_orphans(self, batch_id: int) -> None:
         """Once the new detection state has processed everything up to the reset (its watermark is
         past it), the alerts orphaned by the reset that it did not fire again are resolved."""
-        since, watermark = self.orphaned_since, self.watermark() if self.watermark is not None else None
+        since, watermark = self.orphaned_since, self.watermark
         if self.store is None or since is None or watermark is None or watermark <= since:
             return
         store = self.store
