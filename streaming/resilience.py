@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BACKOFF_FIRST_S = 0.5
-BACKOFF_MAX_S = 30.0
+BACKOFF_MAX_S = 10.0
 
 
 class Stopping(Exception):
@@ -52,7 +52,7 @@ def retry_store(action: Callable[[], T], *, what: str, stop: threading.Event | N
                 on_retry: Callable[[], Any] | None = None) -> T:
     """Run `action` until it does not fail on a transient store error, waiting `backoff_delay`
     between attempts. One structured warning per retry: with the backoff, at most one line every
-    30 s during a long outage. Raises `Stopping` once `stop` is set, and any non-transient error."""
+    10 s during a long outage. Raises `Stopping` once `stop` is set, and any non-transient error."""
     attempt = 0
     while True:
         try:
