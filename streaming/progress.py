@@ -70,12 +70,16 @@ class ProgressRecorder(StreamingQueryListener):
         event_time = p.eventTime or {}
         state_rows = sum(op.numRowsTotal for op in p.stateOperators)
         duration = int((p.durationMs or {}).get("triggerExecution", 0))
+        watermark_ms = _iso_ms(event_time.get("watermark"))
+        # In the store first: whoever waits on the stats then finds the batch's row there too.
+        if self.store is not None and p.numInputRows + state_rows > 0:
+            self._write_progress(p, name, watermark_ms, duration, state_rows)
         with self.changed:
             stats = self.stats.setdefault(name, QueryStats())
             stats.batches += 1
             stats.input_rows += p.numInputRows
             stats.last_batch_rows = p.numInputRows
-            stats.watermark_ms = _iso_ms(event_time.get("watermark"))
+            stats.watermark_ms = watermark_ms
             batch_max = _iso_ms(event_time.get("max"))
             if batch_max is not None:
                 stats.max_event_ms = max(stats.max_event_ms or batch_max, batch_max)
@@ -83,12 +87,10 @@ class ProgressRecorder(StreamingQueryListener):
             stats.max_batch_ms = max(stats.max_batch_ms, duration)
             stats.busy_ms += duration
             self.changed.notify_all()
-        if self.store is not None and p.numInputRows + state_rows > 0:
-            self._write_progress(p, name, stats, duration, state_rows)
         log.info("batch progress", extra={"query": name, "batch_id": p.batchId, "rows": p.numInputRows,
-                                          "duration_ms": duration, "watermark_ms": stats.watermark_ms})
+                                          "duration_ms": duration, "watermark_ms": watermark_ms})
 
-    def _write_progress(self, p, name: str, stats: QueryStats, duration: int, state_rows: int) -> None:
+    def _write_progress(self, p, name: str, watermark_ms: int | None, duration: int, state_rows: int) -> None:
         """One pipeline_progress row; best effort: while the store is away, progress rows are lost
         (the batches' own writes wait for it), and the warning repeats at most twice a minute."""
         assert self.store is not None
@@ -98,7 +100,7 @@ class ProgressRecorder(StreamingQueryListener):
                 "input_rows": p.numInputRows,
                 "input_rows_per_s": _finite(p.inputRowsPerSecond),
                 "processed_rows_per_s": _finite(p.processedRowsPerSecond),
-                "batch_duration_ms": duration, "watermark_ms": stats.watermark_ms,
+                "batch_duration_ms": duration, "watermark_ms": watermark_ms,
                 "state_rows": state_rows,
                 "state_memory_bytes": sum(op.memoryUsedBytes for op in p.stateOperators),
             }]})
