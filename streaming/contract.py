@@ -187,19 +187,27 @@ def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
 
 def _int(obj: dict[str, Any], name: str, bounds: tuple[int, int], *, required: bool = True,
          where: str = "") -> Any:
-    value = _field(obj, name, int, required=required, where=where)
-    if value is not None and not bounds[0] <= value <= bounds[1]:
-        width = 32 if bounds == _INT32 else 64
-        raise Rejected(f"out_of_range:{where}{name}", f"{value} does not fit in a signed {width}-bit integer")
-    return value
+    value = obj.get(name)
+    if value.__class__ is not int:  # absent, null or of another type: _field says which
+        value = _field(obj, name, int, required=required, where=where)
+        if value is None:
+            return None
+    if bounds[0] <= value <= bounds[1]:
+        return value
+    width = 32 if bounds == _INT32 else 64
+    raise Rejected(f"out_of_range:{where}{name}", f"{value} does not fit in a signed {width}-bit integer")
 
 
 def _str(obj: dict[str, Any], name: str, limit: int, *, required: bool = True, nullable: bool = False,
          where: str = "") -> Any:
-    value = _field(obj, name, str, required=required, nullable=nullable, where=where)
-    if value is not None and len(value) > limit:
-        raise Rejected(f"too_long:{where}{name}", f"{len(value)} characters, at most {limit}")
-    return value
+    value = obj.get(name)
+    if value.__class__ is not str:
+        value = _field(obj, name, str, required=required, nullable=nullable, where=where)
+        if value is None:
+            return None
+    if len(value) <= limit:
+        return value
+    raise Rejected(f"too_long:{where}{name}", f"{len(value)} characters, at most {limit}")
 
 
 def latest_valid_ts(max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS, now_ms: int | None = None) -> int:
@@ -208,15 +216,17 @@ def latest_valid_ts(max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS, now_ms: 
 
 
 def _ts(obj: dict[str, Any], latest_ms: int) -> int:
-    ts: int = _field(obj, "ts", int)
+    ts = obj.get("ts")
+    if ts.__class__ is not int:
+        ts = _field(obj, "ts", int)
+    if EARLIEST_TS_MS <= ts <= latest_ms:
+        return ts
     # One event from the future would move the fleet-wide watermark ahead and make every later
     # event late: it is refused, and so is a timestamp in the wrong unit (us, ns) or before 2000.
     if ts > latest_ms:
         raise Rejected("ts_out_of_range", f"in the future: {ts} is after {latest_ms} "
                                           "(the wall clock + max_clock_skew_ms)")
-    if ts < EARLIEST_TS_MS:
-        raise Rejected("ts_out_of_range", f"in the past: {ts} is before 2000-01-01 ({EARLIEST_TS_MS})")
-    return ts
+    raise Rejected("ts_out_of_range", f"in the past: {ts} is before 2000-01-01 ({EARLIEST_TS_MS})")
 
 
 def _choice(value: str | None, allowed: tuple[str, ...], path: str) -> str | None:
