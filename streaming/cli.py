@@ -29,6 +29,7 @@ def _run(args: argparse.Namespace) -> int:
     from streaming.job import spark_session
     from streaming.live import AlertPublisher, open_store, start_job, stop_gracefully, stop_on_signals
     from streaming.ops.metrics import serve_metrics_from_args
+    from streaming.resilience import Stopping
 
     config = _config(args)
     stop = threading.Event()
@@ -45,14 +46,18 @@ def _run(args: argparse.Namespace) -> int:
     spark = spark_session(config)
     stop_on_signals(stop)
     publisher = AlertPublisher(bootstrap, partitions=config.bus.partitions)
-    query, _ = start_job(spark, config, bootstrap, store, publisher, stop=stop)
+    query, failure = None, None
     try:
+        query, _ = start_job(spark, config, bootstrap, store, publisher, stop=stop)
         while not stop.is_set() and query.isActive:
             stop.wait(1.0)
         # Asked to stop, a batch waiting for the store gives up: that is no failure of the job.
         failure = None if stop.is_set() else query.exception()
+    except Stopping:  # asked to stop while the start waited for the store
+        pass
     finally:
-        stop_gracefully(spark, query)
+        if query is not None:
+            stop_gracefully(spark, query)
         publisher.close()
         spark.stop()
         if bus is not None:
