@@ -1,8 +1,9 @@
 """Riding out outages: store retries with backoff, and warnings that repeat at a bounded rate.
 
-The streaming job must outlive a database restart or a bus outage (deploy/README.md, "Outages"):
-a micro-batch whose store write fails on a transient error waits and retries, the same batch,
-until the store is back; a data error (a bug: the contract bounds every value) still fails.
+The streaming job must outlive a database restart or a bus outage (deploy/README.md, "The
+streaming job"): a micro-batch whose store write fails on a transient error waits and retries,
+the same batch, until the store is back; a data error (a bug: the contract bounds every value)
+still fails.
 """
 
 from __future__ import annotations

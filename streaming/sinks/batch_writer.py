@@ -1,13 +1,14 @@
 """The job's foreachBatch sink: output rows -> store and outbox, then the alerts topic.
 
-Order (deploy/README.md, "Outages"): a micro-batch's rows, alerts and outbox go to the store in
-one transaction first, retried with backoff while the store is unavailable; only then are its
-alerts handed on (the alerts topic: best effort, a failure is logged and counted and never fails
-the batch). Every write is idempotent, so a micro-batch that Spark re-runs after a crash changes
-nothing. Every `retention.every_batches` batches the writer deletes what is older than the
-retention (best effort as well). After a reset of the detection state, once the new state's
-watermark has passed the moment of the reset, it resolves the alerts the new state did not fire
-again (streaming/detect/README.md, "Checkpoint reset").
+Order (deploy/README.md, "The streaming job: outages, retention, the alerts topic"): a
+micro-batch's rows, alerts and outbox go to the store in one transaction first, retried with
+backoff while the store is unavailable; only then are its alerts handed on (the alerts topic:
+best effort, a failure is logged and counted and never fails the batch). Every write is
+idempotent, so a micro-batch that Spark re-runs after a crash changes nothing. Every
+`retention.every_batches` batches the writer deletes what is older than the retention (best
+effort as well). After a reset of the detection state, once the new state's watermark has passed
+the moment of the reset, it resolves the alerts the new state did not fire again
+(streaming/detect/README.md, "Checkpoint reset").
 """
 
 from __future__ import annotations

@@ -27,12 +27,12 @@ Two things shape the design (measured, see NOTES.md):
   batch that ends before its start. Consequence: under `trigger(availableNow=True)` Spark
   asks for the latest offset once, so such a run stops after one capped batch.
 
-Outages (deploy/README.md, "Outages"): while the bus does not answer, `latestOffset()` reports
-the offsets already planned (no new data, the query keeps running) and warns at most twice a
-minute; reading resumes when the bus is back. A partition that restarted (its topic got a new
-topic id, or its end is below the offset already read: a recreated topic, an in-memory bus that
-was restarted) is read again from its beginning, with a warning: what the bus lost is lost, what
-it holds now is read once.
+Outages (deploy/README.md, "The streaming job"): while the bus does not answer,
+`latestOffset()` reports the offsets already planned (no new data, the query keeps running) and
+warns at most twice a minute; reading resumes when the bus is back. A partition that restarted
+(its topic got a new topic id, or its end is below the offset already read: a recreated topic, an
+in-memory bus that was restarted) is read again from its beginning, with a warning: what the bus
+lost is lost, what it holds now is read once.
 
 Values that are not valid UTF-8 are decoded with U+FFFD replacement characters (an Arrow
 string column cannot carry the raw bytes); they are never valid event JSON, so the parser
