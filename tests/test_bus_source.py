@@ -229,3 +229,55 @@ def test_a_taken_port_is_a_clear_error(bus: EmbeddedBus) -> None:
     port = int(bus.bootstrap.rsplit(":", 1)[1])
     with pytest.raises(BusError, match="already in use"):
         EmbeddedBus(port=port).start()
+
+
+@pytest.mark.broker
+def test_the_reader_waits_out_a_bus_restart_and_reads_the_new_records_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import socket
+
+    import streaming.collect.bus as bus_module
+
+    def no_listener_on(port: int) -> bool:  # the killed broker's connections linger in TIME_WAIT
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+            return True
+
+    key = f"{ONE_PARTITION}:0"
+    first = EmbeddedBus(topics=[ONE_PARTITION], log_path=tmp_path / "tansu-1.log").start()
+    port = int(first.bootstrap.rsplit(":", 1)[1])
+    reader = KafkaStreamReader(KafkaReaderOptions(first.bootstrap, (ONE_PARTITION,), timeout_ms=1000))
+    second = None
+    try:
+        produce(first.bootstrap, {(ONE_PARTITION, 0): 10}, "before")
+        start = reader.initialOffset()
+        end = reader.latestOffset()
+        assert end[key] == 10
+        reader.partitions(start, end)
+        reader.commit(end)
+
+        os.killpg(first.pid, signal.SIGKILL)
+        first.stop()
+        # The bus is away: no new data, and no failure (the query keeps running).
+        assert reader.latestOffset() == end
+
+        monkeypatch.setattr(bus_module, "_port_is_free", no_listener_on)
+        second = EmbeddedBus(topics=[ONE_PARTITION], port=port, log_path=tmp_path / "tansu-2.log").start()
+        new = produce(second.bootstrap, {(ONE_PARTITION, 0): 13}, "after")  # more than was read before
+        deadline = time.monotonic() + 30
+        while (latest := reader.latestOffset()) == end and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling the reader until it sees the restarted bus, bounded
+        ranges = reader.partitions(end, latest)
+        rows = [row for r in ranges for batch in reader.read(r) for row in batch.to_pylist()]
+        assert [(row["offset"], row["value"]) for row in rows] == [
+            (offset, value) for (_, _, offset), (_, value, _) in sorted(new.items())]
+    finally:
+        reader.stop()
+        for bus in (first, second):
+            if bus is not None:
+                bus.stop()

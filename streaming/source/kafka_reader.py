@@ -321,6 +321,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             ) from exc
 
     def _warn_unavailable(self, exc: BaseException) -> None:
+        # The bus may come back as another one (restarted empty, topics recreated): look at its
+        # topics and their ids again at the first answer, before trusting its offsets.
+        self._discovered_at = float("-inf")
         if self._unavailable is None:
             self._unavailable = Throttle()
         self._unavailable.warning(log, "bus unavailable: no new data until it answers",
