@@ -281,3 +281,38 @@ def test_the_reader_waits_out_a_bus_restart_and_reads_the_new_records_once(
         for bus in (first, second):
             if bus is not None:
                 bus.stop()
+
+
+@pytest.mark.broker
+def test_a_topic_that_restarted_is_read_from_the_beginning_in_every_partition(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One partition comes back with fewer records than were read, the other already with more:
+    # both are the new topic's, both are read from their beginning.
+    import signal
+
+    import streaming.collect.bus as bus_module
+
+    monkeypatch.setattr(bus_module, "_port_is_free", lambda port: True)  # TIME_WAIT of the killed broker
+    first = EmbeddedBus(topics=[TWO_PARTITIONS], partitions=2, log_path=tmp_path / "tansu-1.log").start()
+    port = int(first.bootstrap.rsplit(":", 1)[1])
+    reader = KafkaStreamReader(KafkaReaderOptions(first.bootstrap, (TWO_PARTITIONS,), timeout_ms=1000))
+    second = None
+    try:
+        produce(first.bootstrap, {(TWO_PARTITIONS, 0): 10, (TWO_PARTITIONS, 1): 4}, "before")
+        start, end = reader.initialOffset(), reader.latestOffset()
+        reader.partitions(start, end)
+        reader.commit(end)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.stop()
+        second = EmbeddedBus(topics=[TWO_PARTITIONS], partitions=2, port=port,
+                             log_path=tmp_path / "tansu-2.log").start()
+        new = produce(second.bootstrap, {(TWO_PARTITIONS, 0): 3, (TWO_PARTITIONS, 1): 9}, "after")
+        reader._discovered_at = time.monotonic()  # as if it had just looked: no topic id to go by
+        latest = reader.latestOffset()
+        rows = [row for r in reader.partitions(end, latest) for batch in reader.read(r) for row in batch.to_pylist()]
+        assert sorted((row["partition"], row["offset"]) for row in rows) == sorted((p, o) for _, p, o in new)
+    finally:
+        reader.stop()
+        for bus in (first, second):
+            if bus is not None:
+                bus.stop()

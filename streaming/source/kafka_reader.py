@@ -268,13 +268,11 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._warn_unavailable(exc)
             return dict(known)
         for key, end in ends.items():
-            if key in self._restarted or end < base.get(key, 0):
-                if key not in self._restarted:
-                    log.warning("partition restarted below the offset already read: reading it from its beginning "
-                                "(the bus lost what it held)", extra={"partition": key, "read_up_to": base[key],
-                                                                      "end": end})
-                    self._restarted.add(key)
-                base[key] = 0
+            if key not in self._restarted and end < base.get(key, 0):
+                self._restart_topic(_topic_partition(key).topic, "a partition holds fewer records than were read",
+                                    base, partition=key, read_up_to=base[key], end=end)
+        for key in self._restarted:  # from their beginning; one not on the bus yet: when it shows up
+            base[key] = 0
         lags = {key: max(0, end - base.get(key, 0)) for key, end in ends.items()}
         cap = self.options.max_records_per_batch
         take = lags if cap is None else _allocate(cap, lags)
@@ -381,12 +379,25 @@ class KafkaStreamReader(DataSourceStreamReader):
             if new is None:
                 continue
             old = self._topic_ids.get(topic)
-            self._topic_ids[topic] = str(new)
-            if old is not None and old != str(new):
-                keys = {_key(tp.topic, tp.partition) for tp in self._partitions or () if tp.topic == topic}
-                log.warning("topic has a new id: reading its partitions from their beginning (the bus lost "
-                            "what it held)", extra={"topic": topic, "old_id": old, "new_id": str(new)})
-                self._restarted |= keys
+            if old is None:
+                self._topic_ids[topic] = str(new)
+            elif old != str(new):
+                self._restart_topic(topic, "the topic has a new id", self._frontier or {}, new_id=str(new), old_id=old)
+
+    def _restart_topic(self, topic: str, why: str, known: Offsets, new_id: str | None = None,
+                       **fields: Any) -> None:
+        """Every partition of `topic` restarted (a topic is recreated, or lost, as a whole): each is
+        read from its beginning, once, including partitions that show up again only later."""
+        keys = {_key(tp.topic, tp.partition) for tp in self._partitions or () if tp.topic == topic}
+        keys |= {key for key in known if _topic_partition(key).topic == topic}
+        self._restarted |= keys
+        # The next id seen is the baseline (unless known already): seeing it is no second restart.
+        if new_id is None:
+            self._topic_ids.pop(topic, None)
+        else:
+            self._topic_ids[topic] = new_id
+        log.warning("topic restarted: reading its partitions from their beginning (the bus lost what it held)",
+                    extra={"topic": topic, "why": why, "new_id": new_id, **fields})
 
     def _end_offsets(self, tps: Sequence[TopicPartition]) -> Offsets:
         """The high watermark of each partition, correct on Tansu too."""
