@@ -24,6 +24,7 @@ from sqlalchemy import func, select
 from streaming import topics
 from streaming.collect.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
+from streaming.config import RuleBook
 from streaming.contract import event_from_dict
 from streaming.detect.engine import detect
 from streaming.live import start_job, stop_gracefully
@@ -66,9 +67,9 @@ def _lines(store: Store) -> set[tuple[str, str]]:
         return set(conn.execute(select(alert_history.c.alert_id, alert_history.c.status)).all())
 
 
-def _expected_lines(sim: Simulation) -> set[tuple[str, str]]:
+def _expected_lines(sim: Simulation, book: RuleBook | None = None) -> set[tuple[str, str]]:
     events = [event_from_dict(e) for _, e in sim.events()]
-    return {(a.to_dict()["alert_id"], a.status) for a in detect(events)}
+    return {(a.to_dict()["alert_id"], a.status) for a in detect(events, book)}
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
 """A PySpark streaming data source over kafka-python, for when Spark's Kafka connector is absent.
 
 Short name `fleetwatch_kafka`. One input partition per topic-partition, or per group of them
-(`max_partitions`); offsets are JSON
-objects `{"<topic>:<partition>": <next offset>}` (string keys, because Spark round-trips them
-through JSON in the checkpoint). Rows have the columns of Spark's `kafka` source with key and
-value already cast to strings: see `SCHEMA`.
+(`max_partitions`); offsets are JSON objects `{"<topic>:<partition>": <next offset>, ...,
+"topic_ids": {"<topic>": <topic id>}}` (string keys, because Spark round-trips them through JSON
+in the checkpoint; the ids tell a recreated topic from the one read before). Rows have the
+columns of Spark's `kafka` source with key and value already cast to strings: see `SCHEMA`.
 
 Options:
 - `bootstrap_servers` (required), `topics` (required, comma separated);
@@ -84,7 +84,10 @@ _HIGHWATER_WAIT_S = 2.0
 # offsets every few milliseconds when idle: look for new topics and partitions less often.
 _DISCOVERY_INTERVAL_S = 2.0
 
-Offsets = dict[str, int]
+# {"<topic>:<partition>": next offset, ..., "topic_ids": {"<topic>": topic id}}: the ids tell a
+# topic that was deleted and created again (or lost by an in-memory bus) from the one read so far.
+Offsets = dict[str, Any]
+_IDS = "topic_ids"  # no topic-partition key: those always hold a ':'
 
 
 class KafkaSourceError(RuntimeError):
@@ -141,6 +144,21 @@ def _topic_partition(key: str) -> TopicPartition:
     # Kafka topic names cannot contain ':', so the last one separates the partition.
     topic, partition = key.rsplit(":", 1)
     return TopicPartition(topic, int(partition))
+
+
+def _positions(offsets: Offsets) -> dict[str, int]:
+    return {key: offset for key, offset in offsets.items() if key != _IDS}
+
+
+def _restarted_topics(start: Offsets, end: Offsets) -> set[str]:
+    """The topics whose partitions restarted between two offsets: the topic id changed, or one of
+    its partitions went back (a recreated topic, an in-memory bus restarted). A topic restarts as
+    a whole: all its partitions are read from their beginning."""
+    before, after = start.get(_IDS, {}), end.get(_IDS, {})
+    restarted = {topic for topic, topic_id in after.items() if before.get(topic) not in (None, topic_id)}
+    begin = _positions(start)
+    return restarted | {_topic_partition(key).topic for key, offset in _positions(end).items()
+                        if offset < begin.get(key, 0)}
 
 
 def _decode(raw: bytes | None) -> str | None:
@@ -231,9 +249,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._initial: Offsets | None = None
         self._partitions: list[TopicPartition] | None = None
         self._discovered_at = 0.0
-        self._topic_ids: dict[str, str] = {}
-        # Partitions that restarted: the next batch reads them from their beginning.
-        self._restarted: set[str] = set()
+        self._topic_ids: dict[str, str] = {}  # as the bus reported them last
+        self._last_ends: dict[str, int] | None = None
         self._unavailable = Throttle()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -260,42 +277,44 @@ class KafkaStreamReader(DataSourceStreamReader):
         try:
             with self._broker_errors("list offsets"):
                 ends = self._end_offsets(self._partitions_now())
-                base = dict(self._frontier if self._frontier is not None else self._initial_offsets())
+                if ends != self._last_ends:
+                    # New data: the topic ids must be as new as these offsets (a bus that
+                    # restarted empty may already hold more records than were read).
+                    self._discovered_at = float("-inf")
+                    self._partitions_now()
+                    self._last_ends = ends
+                base = self._frontier if self._frontier is not None else self._initial_offsets()
         except KafkaSourceError as exc:
             known = self._frontier if self._frontier is not None else self._initial
-            if known is None:
-                known = {}  # a first start while the bus is away: nothing to read yet
             self._warn_unavailable(exc)
-            return dict(known)
-        for key, end in ends.items():
-            if key not in self._restarted and end < base.get(key, 0):
-                self._restart_topic(_topic_partition(key).topic, "a partition holds fewer records than were read",
-                                    base, partition=key, read_up_to=base[key], end=end)
-        for key in self._restarted:  # from their beginning; one not on the bus yet: when it shows up
-            base[key] = 0
-        lags = {key: max(0, end - base.get(key, 0)) for key, end in ends.items()}
+            return dict(known or {})  # nothing new (a first start while the bus is away: nothing)
+        ids = dict(sorted({**base.get(_IDS, {}), **self._topic_ids}.items()))  # one order: one JSON text
+        restarted = _restarted_topics(base, {**ends, _IDS: ids})
+        positions = {key: 0 if _topic_partition(key).topic in restarted else offset
+                     for key, offset in _positions(base).items()}
+        lags = {key: max(0, end - positions.get(key, 0)) for key, end in ends.items()}
         cap = self.options.max_records_per_batch
         take = lags if cap is None else _allocate(cap, lags)
-        latest = dict(base)  # partitions that vanished keep their offset: never go backwards
+        latest: Offsets = dict(positions)  # partitions that vanished keep their offset
         for key, rows in take.items():
-            latest[key] = base.get(key, 0) + rows
+            latest[key] = positions.get(key, 0) + rows
+        if ids:
+            latest[_IDS] = ids
         return latest
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        restarted = self._restarted & end.keys()
-        self._restarted -= restarted
+        restarted = _restarted_topics(start, end)
+        for topic in sorted(restarted):
+            log.warning("topic restarted: reading its partitions from their beginning (the bus lost what it "
+                        "held)", extra={"topic": topic, "from": _positions(start), "to": _positions(end),
+                                        "topic_id": end.get(_IDS, {}).get(topic)})
         self._advance_frontier(end, restarted)
         ranges: list[TopicPartitionRange] = []
-        for key, stop in sorted(end.items()):
+        for key, stop in sorted(_positions(end).items()):
+            tp = _topic_partition(key)
             # A partition new in this batch starts at its beginning, and so does one that restarted.
-            begin = 0 if key in restarted else start.get(key, 0)
-            if stop < begin:
-                raise KafkaSourceError(
-                    f"{SHORT_NAME}: batch end {stop} is before its start {begin} for {key}; "
-                    "offsets must not go backwards (was the checkpoint reused for another bus?)"
-                )
+            begin = 0 if tp.topic in restarted else start.get(key, 0)
             if stop > begin:
-                tp = _topic_partition(key)
                 ranges.append(TopicPartitionRange(tp.topic, tp.partition, begin, stop))
         limit = self.options.max_partitions
         return _group(ranges, limit) if limit is not None and len(ranges) > limit else ranges
@@ -320,18 +339,21 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _warn_unavailable(self, exc: BaseException) -> None:
         # The bus may come back as another one (restarted empty, topics recreated): look at its
-        # topics and their ids again at the first answer, before trusting its offsets.
+        # topics and their ids again at the first answer.
         self._discovered_at = float("-inf")
         if self._unavailable is None:
             self._unavailable = Throttle()
         self._unavailable.warning(log, "bus unavailable: no new data until it answers",
                                   bootstrap=self.options.bootstrap_servers, error=one_line(exc))
 
-    def _advance_frontier(self, offsets: Mapping[str, int], restarted: set[str]) -> None:
+    def _advance_frontier(self, offsets: Offsets, restarted: set[str]) -> None:
         merged = dict(self._frontier or {})
-        for key, offset in offsets.items():
-            # Never backwards, but for a partition that restarted: it starts over.
-            merged[key] = offset if key in restarted else max(offset, merged.get(key, offset))
+        for key, offset in _positions(offsets).items():
+            # Never backwards, but in a topic that restarted: it starts over.
+            restart = _topic_partition(key).topic in restarted
+            merged[key] = offset if restart else max(offset, merged.get(key, offset))
+        if _IDS in offsets:
+            merged[_IDS] = dict(sorted({**merged.get(_IDS, {}), **offsets[_IDS]}.items()))
         self._frontier = merged
 
     def _initial_offsets(self) -> Offsets:
@@ -339,11 +361,15 @@ class KafkaStreamReader(DataSourceStreamReader):
         # agree, so the initial offsets are computed once and remembered.
         if self._initial is None:
             tps = self._partitions_now()
+            initial: Offsets
             if self.options.starting_offsets == "latest":
-                self._initial = self._end_offsets(tps)
+                initial = dict(self._end_offsets(tps))
             else:
                 begin = self._driver_consumer().beginning_offsets(tps) if tps else {}
-                self._initial = {_key(tp.topic, tp.partition): offset for tp, offset in begin.items()}
+                initial = {_key(tp.topic, tp.partition): offset for tp, offset in begin.items()}
+            if self._topic_ids:
+                initial[_IDS] = dict(sorted(self._topic_ids.items()))
+            self._initial = initial
             log.info(
                 "initial offsets",
                 extra={"starting_offsets": self.options.starting_offsets, "offsets": self._initial},
@@ -367,39 +393,18 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self._partitions
 
     def _note_topic_ids(self, consumer: KafkaConsumer, present: list[str]) -> None:
-        """A topic whose id changed was deleted and created again (or the bus lost it): its
-        partitions restarted. kafka-python keeps the ids of its last metadata answer (Metadata
-        v10+) in its cluster view only; a bus without ids leaves the end-offset check alone."""
+        """The ids of the topics (Metadata v10+): kafka-python keeps those of its last metadata
+        answer in its cluster view only. A bus without ids leaves the end-offset check alone."""
         cluster = getattr(getattr(consumer, "_client", None), "cluster", None)
         topic_id = getattr(cluster, "topic_id", None)
         if topic_id is None:
             return
         for topic in present:
             new = topic_id(topic)
-            if new is None:
-                continue
-            old = self._topic_ids.get(topic)
-            if old is None:
+            if new is not None:
                 self._topic_ids[topic] = str(new)
-            elif old != str(new):
-                self._restart_topic(topic, "the topic has a new id", self._frontier or {}, new_id=str(new), old_id=old)
 
-    def _restart_topic(self, topic: str, why: str, known: Offsets, new_id: str | None = None,
-                       **fields: Any) -> None:
-        """Every partition of `topic` restarted (a topic is recreated, or lost, as a whole): each is
-        read from its beginning, once, including partitions that show up again only later."""
-        keys = {_key(tp.topic, tp.partition) for tp in self._partitions or () if tp.topic == topic}
-        keys |= {key for key in known if _topic_partition(key).topic == topic}
-        self._restarted |= keys
-        # The next id seen is the baseline (unless known already): seeing it is no second restart.
-        if new_id is None:
-            self._topic_ids.pop(topic, None)
-        else:
-            self._topic_ids[topic] = new_id
-        log.warning("topic restarted: reading its partitions from their beginning (the bus lost what it held)",
-                    extra={"topic": topic, "why": why, "new_id": new_id, **fields})
-
-    def _end_offsets(self, tps: Sequence[TopicPartition]) -> Offsets:
+    def _end_offsets(self, tps: Sequence[TopicPartition]) -> dict[str, int]:
         """The high watermark of each partition, correct on Tansu too."""
         if not tps:
             return {}
@@ -414,7 +419,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         deadline = time.monotonic() + _HIGHWATER_WAIT_S
         while any(consumer.highwater(tp) is None for tp in tps) and time.monotonic() < deadline:
             consumer.poll(timeout_ms=5)
-        ends: Offsets = {}
+        ends: dict[str, int] = {}
         for tp in tps:
             highwater = consumer.highwater(tp)
             if highwater is None:
