@@ -34,12 +34,12 @@ def _demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from sqlalchemy.engine import make_url
 
-    from streaming.bus import EmbeddedBus
+    from streaming.bus import BusAccess, EmbeddedBus
     from streaming.console import StatusReader, StatusTicker, duration_text, open_console, plural
     from streaming.job import spark_session
-    from streaming.live import QUERY_NAME, AlertPublisher, start_job, stop_gracefully, stop_on_signals
+    from streaming.live import QUERY_NAME, AlertPublisher, open_store, start_job, stop_gracefully, stop_on_signals
     from streaming.ops.metrics import serve_metrics_from_args
-    from streaming.sinks.store import Store
+    from streaming.resilience import Stopping
 
     config = _config(args)
     stop = threading.Event()
@@ -51,8 +51,13 @@ def _run(args: argparse.Namespace) -> int:
             if config.bus.bootstrap_servers is None:
                 bus = EmbeddedBus(partitions=config.bus.partitions).start()
                 stack.callback(bus.stop)
-            bootstrap = config.bus.bootstrap_servers or bus.bootstrap
-            store = Store(config.store.url)
+            # A configured bus is reached with its security; the embedded one is plain loopback.
+            access = (BusAccess.from_config(config.bus.bootstrap_servers, config.bus.security)
+                      if bus is None else BusAccess(bus.bootstrap))
+            bootstrap = access.bootstrap
+            store = open_store(config.store.url, stop)  # waits (and says so) while the database is down
+            if store is None:
+                return 0
             stack.callback(store.close)
             metrics = serve_metrics_from_args(args, store)  # Prometheus /metrics, when --metrics-port is given
             if metrics is not None:
@@ -71,10 +76,13 @@ def _run(args: argparse.Namespace) -> int:
             spark = spark_session(config)
             stop_on_signals(stop)  # creating the SparkContext took over SIGINT
             stack.callback(spark.stop)
-            publisher = AlertPublisher(bootstrap)
+            publisher = AlertPublisher(access, partitions=config.bus.partitions)
             stack.callback(publisher.close)
             ticker.phase = "starting the job"
-            query, ticker.reader.recorder = start_job(spark, config, bootstrap, store, publisher)
+            try:
+                query, ticker.reader.recorder = start_job(spark, config, access, store, publisher, stop=stop)
+            except Stopping:  # asked to stop while the start waited for the store
+                return 0
             ticker.phase = None
             try:
                 while not stop.wait(1.0) and query.isActive:
@@ -82,7 +90,8 @@ def _run(args: argparse.Namespace) -> int:
                 ticker.phase = "stopping: finishing the current micro-batch"
             finally:
                 stop_gracefully(spark, query)
-            failure = query.exception()
+            # Asked to stop, a batch waiting for the store gives up: that is no failure of the job.
+            failure = None if stop.is_set() else query.exception()
             ticker.phase = None
             final = ticker.tick()
             ticker.phase = "stopping"

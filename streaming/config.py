@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS
 from streaming.detect.alerts import RULES
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "DeliverySettings",
     "FleetwatchConfig",
     "Receiver",
+    "RetentionConfig",
     "Route",
     "RuleBook",
     "RuleOverrides",
@@ -40,6 +42,9 @@ class RuleSettings(_Strict):
     """Every rule threshold of SPEC section 4, with its default."""
 
     allowed_lateness_ms: int = Field(5000, ge=0)
+    # How far ahead of the wall clock an event time may be (SPEC section 3): later ones are
+    # quarantined (ts_out_of_range), so one bad clock cannot move the watermark. The job's, not a cluster's.
+    max_clock_skew_ms: int = Field(DEFAULT_MAX_CLOCK_SKEW_MS, ge=0)
     session_timeout_ms: int = Field(9000, gt=0)
     # Kafka's broker.heartbeat.interval.ms: an answer this long after the last heartbeat shows a
     # broker that serves clients but missed a heartbeat (broker.partitioned, streaming/detect/README.md).
@@ -61,8 +66,8 @@ class RuleSettings(_Strict):
 
 
 class RuleOverrides(_Strict):
-    """Per-cluster overrides: any field of RuleSettings but the watermark's lateness and the
-    state TTL (both are the job's, not a cluster's)."""
+    """Per-cluster overrides: any field of RuleSettings but the watermark's lateness, the clock
+    skew and the state TTL (all three are the job's, not a cluster's)."""
 
     session_timeout_ms: int | None = Field(None, gt=0)
     heartbeat_interval_ms: int | None = Field(None, gt=0)
@@ -198,8 +203,22 @@ class BusConfig(_Strict):
     fail_on_data_loss: bool = False
 
 
+class RetentionConfig(_Strict):
+    """How long the job keeps what it writes, in days (deploy/README.md, "Retention"). The job
+    deletes what is older every `every_batches` micro-batches, at most `max_rows_per_table` rows
+    per table each time, in short transactions."""
+
+    history_days: float = Field(30, gt=0)  # alert_history, broker_transitions, controller_history
+    resolved_alerts_days: float = Field(30, gt=0)  # alerts once resolved
+    quarantine_days: float = Field(7, gt=0)
+    progress_days: float = Field(2, gt=0)  # pipeline_progress: ~86k rows a day at one batch a second
+    every_batches: int = Field(100, ge=1)
+    max_rows_per_table: int = Field(5000, ge=1)
+
+
 class StoreConfig(_Strict):
     url: str = "sqlite:///var/fleetwatch.db"
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
 
 class SparkConfig(_Strict):
@@ -245,7 +264,7 @@ class FleetwatchConfig(_Strict):
     def _state_outlives_every_window(self) -> FleetwatchConfig:
         # Forgetting a quiet subject must never cut one of its rules' windows short.
         windows = [(f"rules.{name}", value) for name, value in self.rules.model_dump().items()
-                   if name.endswith("_ms") and name != "state_ttl_ms"]
+                   if name.endswith("_ms") and name not in ("state_ttl_ms", "max_clock_skew_ms")]
         windows += [(f"clusters[{i}].rules.{name}", value)
                     for i, cluster in enumerate(self.clusters)
                     for name, value in cluster.rules.model_dump(exclude_none=True).items() if name.endswith("_ms")]

@@ -2,10 +2,24 @@
 
 Every rejection names its reason, so a quarantined message says why it was refused.
 Unknown extra fields are ignored, as the contract requires.
+
+Bounds (SPEC section 3, amended 2026-11-24), so that no value of any field can fail a batch
+downstream (Arrow's int64 columns, Spark's timestamps, 32-bit store columns, VARCHAR lengths):
+- `ts` lies in [2000-01-01, wall clock + `rules.max_clock_skew_ms`], else `ts_out_of_range`
+  (the detail says "in the future" or "before 2000-01-01");
+- broker and node ids, controller ids and ports fit in a signed 32-bit integer; epochs, offsets
+  and latencies in a signed 64-bit one, else `out_of_range:<field>`;
+- identifiers and names (cluster ids, target, source, host, rack, listener, security protocol,
+  error) are at most `MAX_NAME_CHARS` (255) characters, an endpoint `MAX_ENDPOINT_CHARS` (512),
+  a free-text reason `MAX_TEXT_CHARS` (1024), else `too_long:<field>`;
+- a broker event (`broker_state`, `broker_heartbeat`) names its cluster: without a cluster id
+  (null or empty) it is `missing_cluster_id`, because a broker is known by (cluster id, broker
+  id) and brokers of different clusters must never be merged (streaming/detect/README.md).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,6 +29,11 @@ from streaming import topics
 
 __all__ = [
     "BROKER_STATES",
+    "DEFAULT_MAX_CLOCK_SKEW_MS",
+    "EARLIEST_TS_MS",
+    "MAX_ENDPOINT_CHARS",
+    "MAX_NAME_CHARS",
+    "MAX_TEXT_CHARS",
     "SCHEMA",
     "Broker",
     "BrokerHeartbeat",
@@ -27,6 +46,7 @@ __all__ = [
     "event_from_dict",
     "event_to_dict",
     "known_broker",
+    "latest_valid_ts",
     "parse_message",
     "topic_of",
 ]
@@ -34,6 +54,13 @@ __all__ = [
 SCHEMA = "fleetwatch.event/v1"
 BROKER_STATES = ("OFFLINE", "FENCED", "ONLINE", "STOPPING")
 HEARTBEAT_KINDS = ("registration", "heartbeat")
+EARLIEST_TS_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
+DEFAULT_MAX_CLOCK_SKEW_MS = 300_000
+MAX_NAME_CHARS = 255
+MAX_ENDPOINT_CHARS = 512
+MAX_TEXT_CHARS = 1024
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
 _TYPE_TOPIC = {
     "metadata_response": topics.METADATA,
     "broker_state": topics.BROKER_STATES,
@@ -47,6 +74,7 @@ class Rejected(ValueError):
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +135,7 @@ class MetadataResponse:
 class BrokerState:
     ts: int
     source: str
-    cluster_id: str | None
+    cluster_id: str  # never null or empty: see missing_cluster_id
     broker_id: int
     state: str
     previous_state: str | None
@@ -120,7 +148,7 @@ class BrokerState:
 class BrokerHeartbeat:
     ts: int
     source: str
-    cluster_id: str | None
+    cluster_id: str  # never null or empty: see missing_cluster_id
     broker_id: int
     kind: str
     broker_epoch: int
@@ -158,9 +186,53 @@ def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
     return value
 
 
+def _int(obj: dict[str, Any], name: str, bounds: tuple[int, int], *, required: bool = True,
+         where: str = "") -> Any:
+    value = obj.get(name)
+    if value.__class__ is not int:  # absent, null or of another type: _field says which
+        value = _field(obj, name, int, required=required, where=where)
+        if value is None:
+            return None
+    if bounds[0] <= value <= bounds[1]:
+        return value
+    width = 32 if bounds == _INT32 else 64
+    raise Rejected(f"out_of_range:{where}{name}", f"{value} does not fit in a signed {width}-bit integer")
+
+
+def _str(obj: dict[str, Any], name: str, limit: int, *, required: bool = True, nullable: bool = False,
+         where: str = "") -> Any:
+    value = obj.get(name)
+    if value.__class__ is not str:
+        value = _field(obj, name, str, required=required, nullable=nullable, where=where)
+        if value is None:
+            return None
+    if len(value) <= limit:
+        return value
+    raise Rejected(f"too_long:{where}{name}", f"{len(value)} characters, at most {limit}")
+
+
+def latest_valid_ts(max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS, now_ms: int | None = None) -> int:
+    """The latest event time the contract accepts now: the wall clock + the allowed clock skew."""
+    return (int(time.time() * 1000) if now_ms is None else now_ms) + max_clock_skew_ms
+
+
+def _ts(obj: dict[str, Any], latest_ms: int) -> int:
+    ts = obj.get("ts")
+    if ts.__class__ is not int:
+        ts = _field(obj, "ts", int)
+    if EARLIEST_TS_MS <= ts <= latest_ms:
+        return ts
+    # One event from the future would move the fleet-wide watermark ahead and make every later
+    # event late: it is refused, and so is a timestamp in the wrong unit (us, ns) or before 2000.
+    if ts > latest_ms:
+        raise Rejected("ts_out_of_range", f"in the future: {ts} is after {latest_ms} "
+                                          "(the wall clock + max_clock_skew_ms)")
+    raise Rejected("ts_out_of_range", f"in the past: {ts} is before 2000-01-01 ({EARLIEST_TS_MS})")
+
+
 def _choice(value: str | None, allowed: tuple[str, ...], path: str) -> str | None:
     if value is not None and value not in allowed:
-        raise Rejected(f"invalid_value:{path}", value)
+        raise Rejected(f"invalid_value:{path}", value[:MAX_NAME_CHARS])
     return value
 
 
@@ -180,7 +252,10 @@ def _brokers(raw: list[Any] | None) -> tuple[Broker, ...] | None:
             node_id, host, port = item.get("node_id"), item.get("host"), item.get("port")
             rack, fenced = item.get("rack"), item.get("fenced")
             if (node_id.__class__ is int and host.__class__ is str and port.__class__ is int
-                    and (rack is None or rack.__class__ is str) and (fenced is None or fenced.__class__ is bool)):
+                    and -2147483648 <= node_id <= 2147483647 and -2147483648 <= port <= 2147483647
+                    and len(host) <= MAX_NAME_CHARS
+                    and (rack is None or (rack.__class__ is str and len(rack) <= MAX_NAME_CHARS))
+                    and (fenced is None or fenced.__class__ is bool)):
                 out.append(known_broker((node_id, host, port, rack, fenced)))
                 continue
         out.append(_broker_checked(item, f"brokers[{i}]"))
@@ -202,10 +277,10 @@ def _broker_checked(item: Any, path: str) -> Broker:
         raise Rejected(f"wrong_type:{path}", type(item).__name__)
     where = f"{path}."
     return Broker(
-        node_id=_field(item, "node_id", int, where=where),
-        host=_field(item, "host", str, where=where),
-        port=_field(item, "port", int, where=where),
-        rack=_field(item, "rack", str, required=False, where=where),
+        node_id=_int(item, "node_id", _INT32, where=where),
+        host=_str(item, "host", MAX_NAME_CHARS, where=where),
+        port=_int(item, "port", _INT32, where=where),
+        rack=_str(item, "rack", MAX_NAME_CHARS, required=False, where=where),
         fenced=_field(item, "fenced", bool, required=False, where=where),
     )
 
@@ -219,10 +294,10 @@ def _endpoints(raw: list[Any] | None) -> tuple[Endpoint, ...] | None:
             raise Rejected(f"wrong_type:endpoints[{i}]", type(item).__name__)
         where = f"endpoints[{i}]."
         out.append(Endpoint(
-            host=_field(item, "host", str, where=where),
-            port=_field(item, "port", int, where=where),
-            listener=_field(item, "listener", str, required=False, where=where),
-            security_protocol=_field(item, "security_protocol", str, required=False, where=where),
+            host=_str(item, "host", MAX_NAME_CHARS, where=where),
+            port=_int(item, "port", _INT32, where=where),
+            listener=_str(item, "listener", MAX_NAME_CHARS, required=False, where=where),
+            security_protocol=_str(item, "security_protocol", MAX_NAME_CHARS, required=False, where=where),
         ))
     return tuple(out)
 
@@ -233,64 +308,71 @@ def _expected(raw: Any) -> Expected | None:
     if not isinstance(raw, dict):
         raise Rejected("wrong_type:expected", type(raw).__name__)
     return Expected(
-        cluster_id=_field(raw, "cluster_id", str, required=False, where="expected."),
-        node_id=_field(raw, "node_id", int, required=False, where="expected."),
+        cluster_id=_str(raw, "cluster_id", MAX_NAME_CHARS, required=False, where="expected."),
+        node_id=_int(raw, "node_id", _INT32, required=False, where="expected."),
     )
 
 
-def event_from_dict(obj: Any) -> Event:
-    """Validate one decoded JSON value against contract v1 and return its typed record."""
+def event_from_dict(obj: Any, latest_ts_ms: int | None = None) -> Event:
+    """Validate one decoded JSON value against contract v1 and return its typed record.
+
+    `latest_ts_ms`: the latest acceptable `ts` (`latest_valid_ts()`, the default); a caller
+    that parses many messages computes it once.
+    """
     if not isinstance(obj, dict):
         raise Rejected("not_an_object", type(obj).__name__)
     schema = _field(obj, "schema", str)
     if schema != SCHEMA:
-        raise Rejected("unknown_schema", schema)
+        raise Rejected("unknown_schema", schema[:MAX_NAME_CHARS])
     kind = _field(obj, "type", str)
     if kind not in _TYPE_TOPIC:
-        raise Rejected("unknown_type", kind)
-    ts = _field(obj, "ts", int)
-    source = _field(obj, "source", str)
-    cluster_id = _field(obj, "cluster_id", str, nullable=True)
+        raise Rejected("unknown_type", kind[:MAX_NAME_CHARS])
+    ts = _ts(obj, latest_valid_ts() if latest_ts_ms is None else latest_ts_ms)
+    source = _str(obj, "source", MAX_NAME_CHARS)
+    cluster_id = _str(obj, "cluster_id", MAX_NAME_CHARS, nullable=True)
     if kind == "metadata_response":
         return MetadataResponse(
             ts=ts, source=source, cluster_id=cluster_id,
-            target=_field(obj, "target", str),
-            endpoint=_field(obj, "endpoint", str),
+            target=_str(obj, "target", MAX_NAME_CHARS),
+            endpoint=_str(obj, "endpoint", MAX_ENDPOINT_CHARS),
             expected=_expected(_field(obj, "expected", dict, nullable=True)),
-            responder_node_id=_field(obj, "responder_node_id", int, required=False),
-            controller_id=_field(obj, "controller_id", int, required=False),
-            error=_field(obj, "error", str, required=False),
-            latency_ms=_field(obj, "latency_ms", int, required=False),
+            responder_node_id=_int(obj, "responder_node_id", _INT32, required=False),
+            controller_id=_int(obj, "controller_id", _INT32, required=False),
+            error=_str(obj, "error", MAX_NAME_CHARS, required=False),
+            latency_ms=_int(obj, "latency_ms", _INT64, required=False),
             brokers=_brokers(_field(obj, "brokers", list, required=False)),
             controller_known=_field(obj, "controller_known", bool, required=False) is not False,
         )
+    if not cluster_id:
+        raise Rejected("missing_cluster_id", f"a {kind} must name the cluster of its broker")
     if kind == "broker_state":
         return BrokerState(
             ts=ts, source=source, cluster_id=cluster_id,
-            broker_id=_field(obj, "broker_id", int),
+            broker_id=_int(obj, "broker_id", _INT32),
             state=_choice(_field(obj, "state", str), BROKER_STATES, "state"),
             previous_state=_choice(_field(obj, "previous_state", str, required=False), BROKER_STATES,
                                    "previous_state"),
-            broker_epoch=_field(obj, "broker_epoch", int, required=False),
-            reason=_field(obj, "reason", str, required=False),
+            broker_epoch=_int(obj, "broker_epoch", _INT64, required=False),
+            reason=_str(obj, "reason", MAX_TEXT_CHARS, required=False),
         )
     return BrokerHeartbeat(
         ts=ts, source=source, cluster_id=cluster_id,
-        broker_id=_field(obj, "broker_id", int),
+        broker_id=_int(obj, "broker_id", _INT32),
         kind=_choice(_field(obj, "kind", str), HEARTBEAT_KINDS, "kind"),
-        broker_epoch=_field(obj, "broker_epoch", int),
-        metadata_offset=_field(obj, "metadata_offset", int, required=False),
+        broker_epoch=_int(obj, "broker_epoch", _INT64),
+        metadata_offset=_int(obj, "metadata_offset", _INT64, required=False),
         fenced=_field(obj, "fenced", bool, required=False),
-        rack=_field(obj, "rack", str, required=False),
+        rack=_str(obj, "rack", MAX_NAME_CHARS, required=False),
         endpoints=_endpoints(_field(obj, "endpoints", list, required=False)),
     )
 
 
-def parse_message(raw: str | bytes | None, topic: str | None = None) -> Event:
+def parse_message(raw: str | bytes | None, topic: str | None = None, latest_ts_ms: int | None = None) -> Event:
     """Parse one Kafka message value (or one JSONL line).
 
     With `topic` given, an event on the wrong telemetry topic is refused: a producer that
-    mixes topics up is misconfigured, and its events would be routed wrongly.
+    mixes topics up is misconfigured, and its events would be routed wrongly. `latest_ts_ms`:
+    as for `event_from_dict`.
     """
     if raw is None:
         raise Rejected("empty_message")
@@ -308,7 +390,7 @@ def parse_message(raw: str | bytes | None, topic: str | None = None) -> Event:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise Rejected("not_json", str(exc)) from None
-    event = event_from_dict(obj)
+    event = event_from_dict(obj, latest_ts_ms)
     if topic is not None and topic in _TYPE_TOPIC.values() and _TYPE_TOPIC[event.type] != topic:
         raise Rejected("wrong_topic", f"{event.type} on {topic}")
     return event

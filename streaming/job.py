@@ -28,13 +28,14 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from streaming.config import FleetwatchConfig, RuleBook
-from streaming.contract import Event, Rejected, event_to_dict, parse_message
+from streaming.contract import Event, Rejected, event_to_dict, latest_valid_ts, parse_message
 from streaming.detect.engine import Output, Position, ShardEngine, shards_of
 from streaming.detect.thinning import redundant_heartbeats
 from streaming.jars import connector_jars
 from streaming.packing import PackedItem, pack, unpack
 
-__all__ = ["OUTPUT_SCHEMA", "PARSED_SCHEMA", "bucket_of", "build_pipeline", "parse_stage", "spark_session"]
+__all__ = ["OUTPUT_SCHEMA", "PARSED_SCHEMA", "bucket_of", "build_pipeline", "checkpoint_id", "checkpoint_path",
+           "parse_stage", "spark_session"]
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,8 @@ log = logging.getLogger(__name__)
 # largest event time among them, which is all the watermark needs.
 _PARSED_ARROW_SCHEMA = pa.schema([("bucket", pa.int32()), ("ts", pa.int64()), ("events", pa.binary())])
 PARSED_SCHEMA = from_arrow_schema(_PARSED_ARROW_SCHEMA)
-# One output row: an alert, a state snapshot for the store, or a quarantined message.
+# One output row: an alert, a state snapshot for the store, a quarantined message, or the
+# watermark a bucket was processed with.
 OUTPUT_SCHEMA = StructType([
     StructField("kind", StringType()),
     StructField("key", StringType()),
@@ -127,20 +129,22 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: int) -> Iterator[pa.RecordBatch]:
+def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: int,
+           max_clock_skew_ms: int) -> Iterator[pa.RecordBatch]:
     """Contract check, heartbeat thinning and routing of each chunk of raw messages."""
     bucket_by_shard: dict[str, int] = {}
     for raw in batches:
         with _no_cycle_collection():
-            parsed = _parse_chunk(raw, buckets, heartbeat_gap_ms, bucket_by_shard)
+            parsed = _parse_chunk(raw, buckets, heartbeat_gap_ms, bucket_by_shard, latest_valid_ts(max_clock_skew_ms))
         yield parsed
 
 
 def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
-                 bucket_by_shard: dict[str, int]) -> pa.RecordBatch:
+                 bucket_by_shard: dict[str, int], latest_ts_ms: int) -> pa.RecordBatch:
     """The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
     items of its shards, packed (streaming.packing). The rejected messages of a chunk leave as
-    one quarantine row: marshal-ed (source, offset, raw text, reason) items.
+    one quarantine row: marshal-ed (source, offset, raw text, reason, detail) items.
+    `latest_ts_ms`: the latest event time the contract accepts (wall clock + clock skew).
     """
     packs: dict[int, list[PackedItem]] = defaultdict(list)
     latest: dict[int, int] = {}
@@ -151,9 +155,9 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
                                                strict=True):
         src = f"{topic}:{partition}"
         try:
-            valid.append((parse_message(value, topic), src, offset))
+            valid.append((parse_message(value, topic, latest_ts_ms), src, offset))
         except Rejected as exc:
-            rejected.append((src, offset, value, exc.reason))
+            rejected.append((src, offset, value, exc.reason, exc.detail))
     redundant = redundant_heartbeats([event for event, _, _ in valid], heartbeat_gap_ms)
     for i, (event, src, offset) in enumerate(valid):
         if i in redundant:
@@ -185,7 +189,8 @@ def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
     # Less than the shortest session timeout: see streaming.detect.thinning.
     gap_ms = book.shortest_session_timeout_ms - 1
     return raw.select("topic", "partition", "offset", "value").mapInArrow(
-        functools.partial(_parse, buckets=buckets, heartbeat_gap_ms=gap_ms), PARSED_SCHEMA)
+        functools.partial(_parse, buckets=buckets, heartbeat_gap_ms=gap_ms,
+                          max_clock_skew_ms=book.defaults.max_clock_skew_ms), PARSED_SCHEMA)
 
 
 def _output_rows(out: Output) -> list[tuple[Any, ...]]:
@@ -201,10 +206,16 @@ def _output_rows(out: Output) -> list[tuple[Any, ...]]:
     return rows
 
 
+def _watermark_row(watermark: int) -> tuple[Any, ...]:
+    """The watermark detection ran with, for the sink: it tells when a reset state has caught up."""
+    return ("watermark", None, watermark, None)
+
+
 def _quarantine_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rejected = [item for packed in frame["events"].tolist() for item in marshal.loads(packed)]
-    return pd.DataFrame([("quarantine", f"{src}:{pos}", None, json.dumps({"reason": reason, "raw": raw}))
-                         for src, pos, raw, reason in rejected], columns=_OUTPUT_COLUMNS)
+    return pd.DataFrame([("quarantine", f"{src}:{pos}", None,
+                          json.dumps({"reason": reason, "detail": detail, "raw": raw}))
+                         for src, pos, raw, reason, detail in rejected], columns=_OUTPUT_COLUMNS)
 
 
 class DetectorProcessor(StatefulProcessor):
@@ -289,12 +300,15 @@ class DetectorProcessor(StatefulProcessor):
         # The bucket's timer is also due for its other shards whose deadline the watermark passed.
         output += self._advance_due(engines, watermark, skip=by_shard)
         self._save(engines, registered)
+        output.append(_watermark_row(watermark))
         return pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         engines, _ = self._load()
-        output = self._advance_due(engines, timerValues.getCurrentWatermarkInMs())
+        watermark = timerValues.getCurrentWatermarkInMs()
+        output = self._advance_due(engines, watermark)
         self._save(engines, None)  # Spark deletes the expired timer after this call
+        output.append(_watermark_row(watermark))
         yield pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
 
     def close(self) -> None:
@@ -324,3 +338,20 @@ def build_pipeline(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
 def checkpoint_path(config: FleetwatchConfig, name: str) -> str:
     # Plain string joining: Path() would turn an object-store URL (s3a://b/x) into s3a:/b/x.
     return f"{config.spark.checkpoint_dir.rstrip('/')}/{name}"
+
+
+def checkpoint_id(spark: SparkSession, location: str) -> str | None:
+    """The id Spark keeps in a streaming checkpoint (the `metadata` file's `id`: the query id,
+    the same across restarts), or None while the checkpoint is empty. Read through Hadoop's file
+    system, so a checkpoint on HDFS or an object store works as a local one."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{location.rstrip('/')}/metadata")
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    return str(json.loads(text.splitlines()[0])["id"])

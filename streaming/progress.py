@@ -9,7 +9,9 @@ import time
 from dataclasses import dataclass
 
 from pyspark.sql.streaming import StreamingQueryListener
+from sqlalchemy.exc import SQLAlchemyError
 
+from streaming.resilience import Throttle, one_line
 from streaming.sinks.store import Store
 
 __all__ = ["ProgressRecorder", "QueryStats"]
@@ -17,10 +19,19 @@ __all__ = ["ProgressRecorder", "QueryStats"]
 log = logging.getLogger(__name__)
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_400_YEARS_MS = 146_097 * 86_400_000  # the Gregorian calendar repeats every 400 years
+
+
 def _iso_ms(text: str | None) -> int | None:
+    """Spark's progress times ("2026-11-25T03:00:00.000Z") as epoch ms, for any year: a watermark
+    that events from the far future moved past 9999 (datetime's limit) is still a number."""
     if not text:
         return None
-    return int(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    year, rest = text.split("-", 1)
+    shift = (int(year) - 2000) // 400
+    stamp = dt.datetime.fromisoformat(f"{int(year) - 400 * shift:04d}-{rest}".replace("Z", "+00:00"))
+    return (stamp - _EPOCH) // dt.timedelta(milliseconds=1) + shift * _400_YEARS_MS
 
 
 @dataclass
@@ -42,6 +53,7 @@ class ProgressRecorder(StreamingQueryListener):
         self.store = store
         self.stats: dict[str, QueryStats] = {}
         self.changed = threading.Condition()
+        self._store_failures = Throttle()
 
     def onQueryStarted(self, event) -> None:
         log.info("query started", extra={"query": event.name, "id": str(event.id)})
@@ -58,12 +70,16 @@ class ProgressRecorder(StreamingQueryListener):
         event_time = p.eventTime or {}
         state_rows = sum(op.numRowsTotal for op in p.stateOperators)
         duration = int((p.durationMs or {}).get("triggerExecution", 0))
+        watermark_ms = _iso_ms(event_time.get("watermark"))
+        # In the store first: whoever waits on the stats then finds the batch's row there too.
+        if self.store is not None and p.numInputRows + state_rows > 0:
+            self._write_progress(p, name, watermark_ms, duration, state_rows)
         with self.changed:
             stats = self.stats.setdefault(name, QueryStats())
             stats.batches += 1
             stats.input_rows += p.numInputRows
             stats.last_batch_rows = p.numInputRows
-            stats.watermark_ms = _iso_ms(event_time.get("watermark"))
+            stats.watermark_ms = watermark_ms
             batch_max = _iso_ms(event_time.get("max"))
             if batch_max is not None:
                 stats.max_event_ms = max(stats.max_event_ms or batch_max, batch_max)
@@ -71,18 +87,26 @@ class ProgressRecorder(StreamingQueryListener):
             stats.max_batch_ms = max(stats.max_batch_ms, duration)
             stats.busy_ms += duration
             self.changed.notify_all()
-        if self.store is not None and p.numInputRows + state_rows > 0:
+        log.info("batch progress", extra={"query": name, "batch_id": p.batchId, "rows": p.numInputRows,
+                                          "duration_ms": duration, "watermark_ms": watermark_ms})
+
+    def _write_progress(self, p, name: str, watermark_ms: int | None, duration: int, state_rows: int) -> None:
+        """One pipeline_progress row; best effort: while the store is away, progress rows are lost
+        (the batches' own writes wait for it), and the warning repeats at most twice a minute."""
+        assert self.store is not None
+        try:
             self.store.write({"pipeline_progress": [{
                 "query": name, "batch_id": p.batchId, "recorded_at": int(time.time() * 1000),
                 "input_rows": p.numInputRows,
                 "input_rows_per_s": _finite(p.inputRowsPerSecond),
                 "processed_rows_per_s": _finite(p.processedRowsPerSecond),
-                "batch_duration_ms": duration, "watermark_ms": stats.watermark_ms,
+                "batch_duration_ms": duration, "watermark_ms": watermark_ms,
                 "state_rows": state_rows,
                 "state_memory_bytes": sum(op.memoryUsedBytes for op in p.stateOperators),
             }]})
-        log.info("batch progress", extra={"query": name, "batch_id": p.batchId, "rows": p.numInputRows,
-                                          "duration_ms": duration, "watermark_ms": stats.watermark_ms})
+        except SQLAlchemyError as exc:
+            self._store_failures.warning(log, "query progress not recorded: store unavailable",
+                                         query=name, batch_id=p.batchId, error=one_line(exc))
 
     def onQueryIdle(self, event) -> None:
         pass

@@ -180,7 +180,7 @@ def test_max_partitions_groups_ranges_and_reads_each_exactly(bus: EmbeddedBus) -
                                         "topics": f"{TWO_PARTITIONS},{ONE_PARTITION}", "max_partitions": "2"})
     reader = KafkaStreamReader(options)
     try:
-        end = reader.latestOffset()
+        end = {key: offset for key, offset in reader.latestOffset().items() if key != "topic_ids"}
         start = {key: max(0, offset - {f"{TWO_PARTITIONS}:0": 9, f"{TWO_PARTITIONS}:1": 4}.get(key, 6))
                  for key, offset in end.items()}
         groups = reader.partitions(start, end)
@@ -232,3 +232,89 @@ def test_a_taken_port_is_a_clear_error(bus: EmbeddedBus) -> None:
     port = int(bus.bootstrap.rsplit(":", 1)[1])
     with pytest.raises(BusError, match="already in use"):
         EmbeddedBus(port=port).start()
+
+
+@pytest.mark.broker
+def test_the_reader_waits_out_a_bus_restart_and_reads_the_new_records_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import socket
+
+    import streaming.collect.bus as bus_module
+
+    def no_listener_on(port: int) -> bool:  # the killed broker's connections linger in TIME_WAIT
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+            return True
+
+    key = f"{ONE_PARTITION}:0"
+    first = EmbeddedBus(topics=[ONE_PARTITION], log_path=tmp_path / "tansu-1.log").start()
+    port = int(first.bootstrap.rsplit(":", 1)[1])
+    reader = KafkaStreamReader(KafkaReaderOptions(first.bootstrap, (ONE_PARTITION,), timeout_ms=1000))
+    second = None
+    try:
+        produce(first.bootstrap, {(ONE_PARTITION, 0): 10}, "before")
+        start = reader.initialOffset()
+        end = reader.latestOffset()
+        assert end[key] == 10
+        reader.partitions(start, end)
+        reader.commit(end)
+
+        os.killpg(first.pid, signal.SIGKILL)
+        first.stop()
+        # The bus is away: no new data, and no failure (the query keeps running).
+        assert reader.latestOffset() == end
+
+        monkeypatch.setattr(bus_module, "_port_is_free", no_listener_on)
+        second = EmbeddedBus(topics=[ONE_PARTITION], port=port, log_path=tmp_path / "tansu-2.log").start()
+        new = produce(second.bootstrap, {(ONE_PARTITION, 0): 13}, "after")  # more than was read before
+        deadline = time.monotonic() + 30
+        while (latest := reader.latestOffset()) == end and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling the reader until it sees the restarted bus, bounded
+        ranges = reader.partitions(end, latest)
+        rows = [row for r in ranges for batch in reader.read(r) for row in batch.to_pylist()]
+        assert [(row["offset"], row["value"]) for row in rows] == [
+            (offset, value) for (_, _, offset), (_, value, _) in sorted(new.items())]
+    finally:
+        reader.stop()
+        for bus in (first, second):
+            if bus is not None:
+                bus.stop()
+
+
+@pytest.mark.broker
+def test_a_topic_that_restarted_is_read_from_the_beginning_in_every_partition(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One partition comes back with fewer records than were read, the other already with more:
+    # both are the new topic's, both are read from their beginning.
+    import signal
+
+    import streaming.collect.bus as bus_module
+
+    monkeypatch.setattr(bus_module, "_port_is_free", lambda port: True)  # TIME_WAIT of the killed broker
+    first = EmbeddedBus(topics=[TWO_PARTITIONS], partitions=2, log_path=tmp_path / "tansu-1.log").start()
+    port = int(first.bootstrap.rsplit(":", 1)[1])
+    reader = KafkaStreamReader(KafkaReaderOptions(first.bootstrap, (TWO_PARTITIONS,), timeout_ms=1000))
+    second = None
+    try:
+        produce(first.bootstrap, {(TWO_PARTITIONS, 0): 10, (TWO_PARTITIONS, 1): 4}, "before")
+        start, end = reader.initialOffset(), reader.latestOffset()
+        reader.partitions(start, end)
+        reader.commit(end)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.stop()
+        second = EmbeddedBus(topics=[TWO_PARTITIONS], partitions=2, port=port,
+                             log_path=tmp_path / "tansu-2.log").start()
+        new = produce(second.bootstrap, {(TWO_PARTITIONS, 0): 3, (TWO_PARTITIONS, 1): 9}, "after")
+        latest = reader.latestOffset()
+        rows = [row for r in reader.partitions(end, latest) for batch in reader.read(r) for row in batch.to_pylist()]
+        assert sorted((row["partition"], row["offset"]) for row in rows) == sorted((p, o) for _, p, o in new)
+    finally:
+        reader.stop()
+        for bus in (first, second):
+            if bus is not None:
+                bus.stop()

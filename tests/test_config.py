@@ -26,6 +26,7 @@ SPEC_DEFAULTS = {
     "unreachable_ms": 30000,
     "forget_after_ms": 600000,
     "state_ttl_ms": 86_400_000,  # not SPEC's: issue 7 (state TTLs), one day
+    "max_clock_skew_ms": 300_000,  # SPEC section 3, amended 2026-11-24
 }
 
 # SPEC section 6, verbatim.

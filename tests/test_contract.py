@@ -129,11 +129,12 @@ def test_normalized_form_round_trips(kind):
 
 
 def test_minimal_heartbeat_needs_only_broker_id_kind_epoch():
-    ev = event_from_dict({"schema": "fleetwatch.event/v1", "type": "broker_heartbeat", "ts": 5, "source": "s",
-                          "cluster_id": None, "broker_id": 7, "kind": "registration", "broker_epoch": 0})
+    ev = event_from_dict({"schema": "fleetwatch.event/v1", "type": "broker_heartbeat", "ts": 1763800002000,
+                          "source": "s", "cluster_id": "c", "broker_id": 7, "kind": "registration",
+                          "broker_epoch": 0})
     assert isinstance(ev, BrokerHeartbeat)
     assert (ev.cluster_id, ev.broker_id, ev.kind, ev.broker_epoch, ev.fenced, ev.endpoints) == (
-        None, 7, "registration", 0, None, None)
+        "c", 7, "registration", 0, None, None)
 
 
 def test_error_response_with_nulls_parses():

@@ -24,6 +24,7 @@ from sqlalchemy import func, select
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
+from streaming.config import RuleBook
 from streaming.contract import event_from_dict
 from streaming.detect.engine import detect
 from streaming.live import start_job, stop_gracefully
@@ -66,9 +67,9 @@ def _lines(store: Store) -> set[tuple[str, str]]:
         return set(conn.execute(select(alert_history.c.alert_id, alert_history.c.status)).all())
 
 
-def _expected_lines(sim: Simulation) -> set[tuple[str, str]]:
+def _expected_lines(sim: Simulation, book: RuleBook | None = None) -> set[tuple[str, str]]:
     events = [event_from_dict(e) for _, e in sim.events()]
-    return {(a.to_dict()["alert_id"], a.status) for a in detect(events)}
+    return {(a.to_dict()["alert_id"], a.status) for a in detect(events, book)}
 
 
 @pytest.fixture
@@ -198,3 +199,84 @@ def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_con
     finally:
         stop_gracefully(spark, query)
         spark.streams.removeListener(recorder)
+
+
+def _live_fleet(now_ms: int) -> list[tuple[str, dict]]:
+    """A fleet in wall-clock time (from 30 s ago to 4 min ahead, within the clock skew) whose first
+    faulted cluster goes silent 45 s in: its alerts stay open at the end of the data."""
+    sim = Simulation(FleetSpec(clusters=2, brokers=3, faults=("broker.heartbeat_lost",), start_ms=now_ms - 30_000,
+                               duration_ms=270_000, seed=11, first_fault_ms=30_000, fault_every_ms=60_000))
+    silent = sim.labels()[0]["cluster_id"]
+    return [(topic, e) for topic, e in sim.events()
+            if e.get("cluster_id") != silent or e["ts"] < now_ms + 15_000]
+
+
+def _alert_rows(store: Store) -> dict[str, tuple]:
+    with store.engine.connect() as conn:
+        return {r.alert_id: (r.status, r.orphaned_at, r.ends_at, r.details.get("reason"))
+                for r in conn.execute(select(alerts))}
+
+
+def _count_rows(store: Store, table) -> int:
+    with store.engine.connect() as conn:
+        return conn.scalar(select(func.count()).select_from(table))
+
+
+def test_alerts_open_before_a_checkpoint_reset_are_resolved_unless_the_new_state_fires_them_again(
+        spark, test_config, tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+
+    def run(bootstrap: str, checkpoint: str, done, what: str) -> None:
+        config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
+            update={"checkpoint_dir": str(tmp_path / checkpoint), "trigger_ms": 500})})
+        query, recorder = start_job(spark, config, bootstrap, store)
+        try:
+            _poll(lambda: done(recorder.stats.get("fleetwatch")) or query.exception(), 240, what)
+            assert query.exception() is None
+        finally:
+            stop_gracefully(spark, query)
+            spark.streams.removeListener(recorder)
+
+    # 1. An old fleet on a bus since lost: its broker.heartbeat_lost is open when the job stops.
+    old = [(topic, e) for topic, e in _fleet(duration_ms=100_000, clusters=2).events() if e["ts"] < START_MS + 45_000]
+    old_open = {a.to_dict()["alert_id"] for a in detect([event_from_dict(e) for _, e in old])}
+    assert len(old_open) == 1
+    with EmbeddedBus(log_path=tmp_path / "tansu-old.log") as old_bus:
+        _produce(old_bus.bootstrap, old)
+        run(old_bus.bootstrap, "checkpoint-a", lambda _: old_open <= _alert_rows(store).keys(), "the old alert")
+    assert {a: row[0] for a, row in _alert_rows(store).items()} == dict.fromkeys(old_open, "firing")
+
+    # 2. A new, empty checkpoint on a new bus: the old alert is resolved once the new state has caught
+    # up with the reset; the new fleet's alerts fire as usual.
+    fleet = _live_fleet(int(time.time() * 1000))
+    expected = {(a.to_dict()["alert_id"], a.status) for a in detect([event_from_dict(e) for _, e in fleet])}
+    new_open = {a for a, status in expected if (a, "resolved") not in expected}
+    assert new_open, "the new fleet must leave alerts open"
+    with EmbeddedBus(log_path=tmp_path / "tansu-new.log") as bus:
+        _produce(bus.bootstrap, fleet)
+        reset_at = int(time.time() * 1000)
+        run(bus.bootstrap, "checkpoint-b",
+            lambda _: _alert_rows(store)[next(iter(old_open))][0] == "resolved" and expected <= _lines(store),
+            "the old alert resolved and the new ones fired")
+        rows = _alert_rows(store)
+        (old_id,) = old_open
+        status, orphaned_at, ends_at, reason = rows[old_id]
+        assert (status, orphaned_at) == ("resolved", None)
+        assert reason.startswith("detection state reset") and reset_at <= ends_at <= int(time.time() * 1000)
+        assert _lines(store) == expected | {(old_id, "firing"), (old_id, "resolved")}
+        assert {a for a, row in rows.items() if row[0] == "firing"} == new_open
+        with store.engine.connect() as conn:  # receivers get the resolve
+            body = json.loads(conn.scalar(select(outbox.c.body).where(outbox.c.alert_id == old_id,
+                                                                          outbox.c.status == "resolved")))
+        assert body["details"]["reason"] == reason and body["ends_at"] == ends_at
+        sent = _count_rows(store, outbox)
+
+        # 3. Another reset on the same bus: the new state reads the same telemetry, fires the open
+        # alerts again with the same ids, and nothing is resolved or sent.
+        reset_again = int(time.time() * 1000)
+        run(bus.bootstrap, "checkpoint-c",  # done once a batch ran past the reset: its writer reconciled
+            lambda stats: stats is not None and (stats.watermark_ms or 0) > reset_again,
+            "the new state to catch up with the second reset")
+        assert all(row[1] is None for row in _alert_rows(store).values())
+        assert {a for a, row in _alert_rows(store).items() if row[0] == "firing"} == new_open
+        assert _count_rows(store, outbox) == sent

@@ -42,12 +42,14 @@ Position = tuple[Any, ...]
 
 def shards_of(event: Event) -> list[str]:
     """The shards an event feeds: a response feeds its target's shard, and when it succeeded
-    with a cluster id, also its cluster's shard and the fleet shard."""
+    with a cluster id, also its cluster's shard and the fleet shard. A broker event feeds its
+    cluster's shard: it always names its cluster (the contract quarantines one that does not,
+    `missing_cluster_id`), so brokers of different clusters are never merged into one shard."""
     if isinstance(event, MetadataResponse):
         if event.ok and event.cluster_id:
             return [TARGET_PREFIX + event.target, CLUSTER_PREFIX + event.cluster_id, FLEET_SHARD]
         return [TARGET_PREFIX + event.target]
-    shard = CLUSTER_PREFIX + (event.cluster_id or "")
+    shard = CLUSTER_PREFIX + event.cluster_id
     if isinstance(event, BrokerHeartbeat) and event.kind == "registration" and event.endpoints:
         return [shard, FLEET_SHARD]
     return [shard]

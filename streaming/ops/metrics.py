@@ -19,6 +19,14 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
   `fleetwatch_outbox_oldest_pending_timestamp_seconds`.
 - `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
   `fleetwatch_metrics_render_seconds`.
+
+Counters of the serving process (the job's, when it serves `/metrics`): `increment()` counts what
+went wrong without failing the job, e.g. `fleetwatch_store_write_retries_total` and
+`fleetwatch_alert_publish_failures_total`. Every counter is listed from 0.
+
+Cardinality: labels come from the fleet (cluster ids, targets: one series per cluster), from
+closed lists (states, rules, severities) or from the reason codes of quarantine, grouped by code
+(`wrong_type:brokers[3].port` counts as `wrong_type`): no label takes raw values of an event.
 """
 
 from __future__ import annotations
@@ -51,8 +59,10 @@ from streaming.sinks.store import (
 
 __all__ = [
     "CONTENT_TYPE",
+    "COUNTERS",
     "MetricsServer",
     "add_metrics_arguments",
+    "increment",
     "render_metrics",
     "serve_metrics_from_args",
     "start_metrics_server",
@@ -65,11 +75,32 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STATES = (*sorted(BROKER_STATES), "UNKNOWN")
 
 
+# name -> help of the process counters; their values, under a lock (any thread may count).
+COUNTERS: dict[str, str] = {
+    "fleetwatch_store_write_retries_total":
+        "Store writes of the job retried after a transient error (database down, restarting or unreachable).",
+    "fleetwatch_alert_publish_failures_total":
+        "Alerts not published to the alerts topic (best effort: the store and the outbox have them).",
+    "fleetwatch_retention_deleted_rows_total": "Rows the job deleted because they were older than the retention.",
+}
+_COUNTS: dict[str, float] = dict.fromkeys(COUNTERS, 0.0)
+_COUNTS_LOCK = threading.Lock()
+
+
+def increment(name: str, by: float = 1) -> None:
+    """Add to a process counter (one of COUNTERS)."""
+    if name not in COUNTERS:
+        raise KeyError(f"unknown counter {name!r}")
+    with _COUNTS_LOCK:
+        _COUNTS[name] += by
+
+
 @dataclass
 class _Family:
     name: str
     help: str
     samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+    kind: str = "gauge"
 
     def add(self, value: float | int | None, **labels: Any) -> None:
         if value is None:
@@ -78,7 +109,7 @@ class _Family:
 
     def render(self) -> Iterator[str]:
         yield f"# HELP {self.name} {_escape_help(self.help)}"
-        yield f"# TYPE {self.name} gauge"
+        yield f"# TYPE {self.name} {self.kind}"
         for labels, value in self.samples:
             if labels:
                 inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
@@ -131,7 +162,8 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
         ("input_rows", "Input rows of the latest micro-batch."),
         ("processed_rows_per_second", "Processing rate of the latest micro-batch."),
         ("watermark_timestamp_seconds", "Event-time watermark after the latest micro-batch."),
-        ("lag_seconds", "Wall clock minus the event-time watermark (includes the allowed lateness)."),
+        ("lag_seconds", "Wall clock minus the event-time watermark (includes the allowed lateness; negative "
+                        "when the watermark is ahead of the wall clock)."),
         ("last_batch_timestamp_seconds", "Wall-clock time the latest micro-batch was recorded."),
         ("last_batch_id", "Id of the latest micro-batch."),
         ("state_rows", "Rows in the detector's state store after the latest micro-batch."),
@@ -187,14 +219,19 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
             pipe["processed_rows_per_second"].add(_number(row.processed_rows_per_s), **q)
             pipe["watermark_timestamp_seconds"].add(_seconds(row.watermark_ms), **q)
             if row.watermark_ms:
-                pipe["lag_seconds"].add(max(now_ms - row.watermark_ms, 0) / 1000.0, **q)
+                # Not clamped at 0: a watermark ahead of the wall clock (events from the future moved
+                # it) is negative lag, and FleetwatchWatermarkAhead pages on it.
+                pipe["lag_seconds"].add((now_ms - row.watermark_ms) / 1000.0, **q)
             pipe["last_batch_timestamp_seconds"].add(_seconds(row.recorded_at), **q)
             pipe["last_batch_id"].add(row.batch_id, **q)
             pipe["state_rows"].add(row.state_rows, **q)
 
-        for reason, n in conn.execute(select(quarantine.c.reason, func.count())
-                                      .group_by(quarantine.c.reason).order_by(quarantine.c.reason)):
-            quarantined.add(n, reason=reason)
+        by_code: dict[str, int] = {}
+        for reason, n in conn.execute(select(quarantine.c.reason, func.count()).group_by(quarantine.c.reason)):
+            code = reason.split(":", 1)[0]  # the field path (with list indices) stays in the store
+            by_code[code] = by_code.get(code, 0) + n
+        for code, n in sorted(by_code.items()):
+            quarantined.add(n, reason=code)
 
         backlog = conn.execute(
             select(func.count(), func.coalesce(func.sum(case((outbox.c.last_error.is_not(None), 1), else_=0)), 0),
@@ -222,7 +259,10 @@ def render_metrics(engine: Engine, now_ms: int | None = None) -> str:
         up.add(0)
     took = _Family("fleetwatch_metrics_render_seconds", "Time spent reading the store for this scrape.")
     took.add(round(time.perf_counter() - started, 6))
-    return "\n".join(line for fam in (up, *families, took) for line in fam.render()) + "\n"
+    with _COUNTS_LOCK:
+        counts = dict(_COUNTS)
+    counters = [_Family(name, text, [({}, counts[name])], kind="counter") for name, text in COUNTERS.items()]
+    return "\n".join(line for fam in (up, *families, took, *counters) for line in fam.render()) + "\n"
 
 
 def _engine_of(store: Any) -> Engine:

@@ -1,24 +1,40 @@
-"""The job's foreachBatch sink: output rows -> store (and the alerts topic).
+"""The job's foreachBatch sink: output rows -> store and outbox, then the alerts topic.
 
-Every write is idempotent, so a micro-batch that Spark re-runs after a crash changes nothing.
+Order (deploy/README.md, "The streaming job: outages, retention, the alerts topic"): a
+micro-batch's rows, alerts and outbox go to the store in one transaction first, retried with
+backoff while the store is unavailable; only then are its alerts handed on (the alerts topic:
+best effort, a failure is logged and counted and never fails the batch). Every write is
+idempotent, so a micro-batch that Spark re-runs after a crash changes nothing. Every
+`retention.every_batches` batches the writer deletes what is older than the retention (best
+effort as well). After a reset of the detection state, once the new state's watermark has passed
+the moment of the reset, it resolves the alerts the new state did not fire again
+(streaming/detect/README.md, "Checkpoint reset").
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame
+from sqlalchemy.exc import SQLAlchemyError
 
+from streaming.config import RetentionConfig
+from streaming.ops.metrics import increment
+from streaming.resilience import Throttle, one_line, retry_store
 from streaming.sinks.store import Store
 
-__all__ = ["BatchWriter"]
+__all__ = ["RESET_REASON", "BatchWriter"]
 
 log = logging.getLogger(__name__)
+
+RESET_REASON = ("detection state reset: the job started on a new checkpoint, and the telemetry it re-read does not "
+                "show this alert; it fires again, as a new alert, if its condition still holds")
 
 _ALERT_FIELDS = ("schema", "alert_id", "rule", "status", "severity", "cluster_id", "target", "broker_id",
                  "endpoint", "starts_at", "ends_at", "summary", "details")
@@ -38,32 +54,55 @@ class BatchWriter:
     """Callable for `foreachBatch`.
 
     `on_alerts` receives each batch's alerts in event-time order, each with its `sort_key`
-    (for merging batches); the store gets them as SPEC section 4 objects. Without a store,
-    only the callbacks and the counters see the output (a replay that writes a file only).
+    (for merging batches), once the store has them; what it raises is logged and counted, never
+    fails the batch. The store gets them as SPEC section 4 objects. Without a store, only the
+    callbacks and the counters see the output (a replay that writes a file only).
+
+    `stop`: retry store writes on transient errors (backoff, one log line per retry) until they
+    succeed or `stop` is set; without it a store error fails the batch at once (replay).
+    `checkpoint`: (query name, a function giving the checkpoint's id) to record with the first
+    batch, so that a later start on another checkpoint knows the open alerts are orphaned.
+    `orphaned_since`: when open alerts were orphaned by a reset (`Store.orphaned_since`); they are
+    resolved in the first batch that detection ran with a watermark past it (its `watermark` rows).
     """
 
     def __init__(self, store: Store | None, *,
-                 on_alerts: Callable[[list[dict[str, Any]]], None] | None = None) -> None:
+                 on_alerts: Callable[[list[dict[str, Any]]], None] | None = None,
+                 stop: threading.Event | None = None,
+                 retention: RetentionConfig | None = None,
+                 checkpoint: tuple[str, Callable[[], str | None]] | None = None,
+                 orphaned_since: int | None = None) -> None:
         self.store = store
         self.on_alerts = on_alerts
+        self.stop = stop
+        self.retention = retention
+        self.checkpoint = checkpoint
+        self.orphaned_since = orphaned_since
+        self.watermark: int | None = None  # the largest detection ran with so far
         self.quarantined: Counter[str] = Counter()
+        self.batches = 0
+        self._checkpoint_pending = checkpoint is not None
+        self._hand_on_failures = Throttle()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         # toPandas moves the batch as Arrow (collect() would pickle a Row per output row).
         frame = batch.toPandas()
         by_kind: dict[str, list[dict[str, Any]]] = {}
-        for kind, key, payload in zip(frame["kind"], frame["key"], frame["payload"], strict=True):
-            by_kind.setdefault(kind, []).append({"key": key, "payload": payload})
+        for kind, key, ts, payload in zip(frame["kind"], frame["key"], frame["ts"], frame["payload"], strict=True):
+            by_kind.setdefault(kind, []).append({"key": key, "ts": ts, "payload": payload})
+        for row in by_kind.get("watermark", []):
+            self.watermark = max(self.watermark or int(row["ts"]), int(row["ts"]))
         alerts = sorted((json.loads(r["payload"]) for r in by_kind.get("alert", [])),
                         key=lambda a: a["sort_key"])
         alert_objects = [{k: a[k] for k in _ALERT_FIELDS} for a in alerts]
         now = int(time.time() * 1000)
+        rejected = [(r["key"], json.loads(r["payload"])) for r in by_kind.get("quarantine", [])]
         quarantine = [
-            {"origin": r["key"], "reason": json.loads(r["payload"])["reason"],
-             "raw": json.loads(r["payload"])["raw"], "recorded_at": now}
-            for r in by_kind.get("quarantine", [])
+            {"origin": origin, "reason": q["reason"], "detail": q.get("detail") or None, "raw": q["raw"],
+             "recorded_at": now}
+            for origin, q in rejected
         ] + [
-            {"origin": r["key"], "reason": "late_event", "raw": r["payload"], "recorded_at": now}
+            {"origin": r["key"], "reason": "late_event", "detail": None, "raw": r["payload"], "recorded_at": now}
             for r in by_kind.get("late", [])
         ]
 
@@ -71,20 +110,71 @@ class BatchWriter:
             return [json.loads(r["payload"]) for r in by_kind.get(kind, [])]
 
         self.quarantined.update(q["reason"] for q in quarantine)
+        if self.store is not None:
+            tables: dict[str, Any] = {
+                "brokers": _latest(snapshots("broker"), lambda b: (b["cluster_id"], b["broker_id"])),
+                "clusters": _latest(snapshots("cluster"), lambda c: c["cluster_id"]),
+                "targets": _latest(snapshots("target"), lambda t: t["target"]),
+                "broker_transitions": {(t["cluster_id"], t["broker_id"], t["ts"], t["state"]): t
+                                       for t in snapshots("transition")}.values(),
+                "controller_history": {(c["cluster_id"], c["ts"]): c for c in snapshots("controller")}.values(),
+                "quarantine": quarantine,
+            }
+            if self._checkpoint_pending:
+                assert self.checkpoint is not None
+                query, checkpoint_id = self.checkpoint
+                current = checkpoint_id()  # Spark wrote it before the first batch
+                if current is not None:
+                    tables["job_checkpoints"] = [{"query": query, "checkpoint_id": current, "recorded_at": now}]
+            self._store(lambda: self.store.write_batch(tables, alert_objects), "write a micro-batch")
+            self._checkpoint_pending = self._checkpoint_pending and "job_checkpoints" not in tables
         if alerts and self.on_alerts is not None:
-            self.on_alerts(alerts)
-        if self.store is None:
-            return
-        self.store.write({
-            "brokers": _latest(snapshots("broker"), lambda b: (b["cluster_id"], b["broker_id"])),
-            "clusters": _latest(snapshots("cluster"), lambda c: c["cluster_id"]),
-            "targets": _latest(snapshots("target"), lambda t: t["target"]),
-            "broker_transitions": {(t["cluster_id"], t["broker_id"], t["ts"], t["state"]): t
-                                   for t in snapshots("transition")}.values(),
-            "controller_history": {(c["cluster_id"], c["ts"]): c for c in snapshots("controller")}.values(),
-            "quarantine": quarantine,
-        })
-        if alert_objects:
-            self.store.record_alerts(alert_objects)
+            self._hand_on(alerts, batch_id)
+        self._resolve_orphans(batch_id)
+        self.batches += 1
+        if self.store is not None and self.retention is not None and self.batches % self.retention.every_batches == 0:
+            self._delete_expired()
         log.info("batch written", extra={"batch_id": batch_id, "rows": len(frame), "alerts": len(alert_objects),
                                          "quarantined": len(quarantine)})
+
+    def _store(self, action: Callable[[], Any], what: str) -> Any:
+        if self.stop is None:
+            return action()
+        return retry_store(action, what=what, stop=self.stop,
+                           on_retry=lambda: increment("fleetwatch_store_write_retries_total"))
+
+    def _resolve_orphans(self, batch_id: int) -> None:
+        """Once the new detection state has processed everything up to the reset (its watermark is
+        past it), the alerts orphaned by the reset that it did not fire again are resolved."""
+        since, watermark = self.orphaned_since, self.watermark
+        if self.store is None or since is None or watermark is None or watermark <= since:
+            return
+        store = self.store
+        resolved = self._store(lambda: store.resolve_orphaned_alerts(RESET_REASON, ends_at=since),
+                               "resolve orphaned alerts")
+        self.orphaned_since = None
+        if resolved:
+            log.warning("detection state reset: alerts it no longer shows resolved",
+                        extra={"resolved": len(resolved), "orphaned_since": since, "watermark": watermark})
+            if self.on_alerts is not None:
+                self._hand_on(resolved, batch_id)
+
+    def _hand_on(self, alerts: list[dict[str, Any]], batch_id: int) -> None:
+        assert self.on_alerts is not None
+        try:
+            self.on_alerts(alerts)
+        except Exception as exc:  # best effort: the store and the outbox have the alerts
+            increment("fleetwatch_alert_publish_failures_total", getattr(exc, "failed", len(alerts)))
+            self._hand_on_failures.warning(log, "alerts not handed on (the store and the outbox have them)",
+                                           batch_id=batch_id, alerts=len(alerts), error=one_line(exc))
+
+    def _delete_expired(self) -> None:
+        assert self.store is not None and self.retention is not None
+        try:
+            deleted = self.store.delete_expired(self.retention)
+        except SQLAlchemyError as exc:  # the next round tries again
+            log.warning("retention: could not delete expired rows", extra={"error": one_line(exc)})
+            return
+        if any(deleted.values()):
+            increment("fleetwatch_retention_deleted_rows_total", sum(deleted.values()))
+            log.info("retention: deleted expired rows", extra={"deleted": deleted})

@@ -1,7 +1,13 @@
 """The store: SQLAlchemy Core over SQLite (WAL, the embedded default) or PostgreSQL.
 
 Writers are idempotent (upserts on natural keys), so a micro-batch that Spark replays after
-a crash leaves the store as if it had run once.
+a crash leaves the store as if it had run once. The job writes a micro-batch's rows, alerts
+and outbox in one transaction (`write_batch`); SQLite commits with `synchronous=FULL`, so an
+outbox row survives a power loss once Spark has committed its batch.
+
+The job also deletes what is older than its retention (`delete_expired`, deploy/README.md) and
+resolves the alerts a reset detection state left open (`orphan_open_alerts`,
+`resolve_orphaned_alerts`; streaming/detect/README.md, "Checkpoint reset").
 """
 
 from __future__ import annotations
@@ -26,11 +32,16 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     create_engine,
+    delete,
     event,
+    exists,
+    func,
+    inspect,
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from streaming.config import RetentionConfig
 from streaming.detect.alerts import RULES
 
 __all__ = [
@@ -42,6 +53,7 @@ __all__ = [
     "clusters",
     "controller_history",
     "deliveries",
+    "job_checkpoints",
     "metadata",
     "notifier_lease",
     "outbox",
@@ -70,6 +82,11 @@ alerts = Table(
     Column("summary", Text, nullable=False),
     Column("details", JSON, nullable=False),
     Column("recorded_at", BigInteger, nullable=False),
+    # Set when the detection state was reset while the alert was open (`orphan_open_alerts`);
+    # cleared when the new state fires it again.
+    Column("orphaned_at", BigInteger),
+    # The resolved list (newest ended first) and the retention of resolved alerts.
+    Index("ix_alerts_status_ends_at", "status", "ends_at"),
 )
 
 # Every (alert_id, status) ever emitted, with the exact alert object (SPEC section 4).
@@ -125,6 +142,7 @@ broker_transitions = Table(
     Column("previous_state", String(16)),
     Column("reason", Text),
     UniqueConstraint("cluster_id", "broker_id", "ts", "state", name="uq_transition"),
+    Index("ix_broker_transitions_ts", "ts"),  # retention
 )
 
 clusters = Table(
@@ -144,6 +162,7 @@ controller_history = Table(
     Column("ts", BigInteger, nullable=False),
     Column("controller_id", Integer),
     UniqueConstraint("cluster_id", "ts", name="uq_controller_change"),
+    Index("ix_controller_history_ts", "ts"),  # retention
 )
 
 targets = Table(
@@ -163,7 +182,9 @@ quarantine = Table(
     Column("origin", String(512), nullable=False, unique=True),
     Column("reason", String(255), nullable=False, index=True),
     Column("raw", Text),
-    Column("recorded_at", BigInteger, nullable=False),
+    Column("recorded_at", BigInteger, nullable=False, index=True),
+    # What exactly was wrong (e.g. "in the future: ..."), beside the bounded reason code.
+    Column("detail", Text),
 )
 
 pipeline_progress = Table(
@@ -180,6 +201,17 @@ pipeline_progress = Table(
     Column("state_rows", BigInteger),
     Column("state_memory_bytes", BigInteger),
     UniqueConstraint("query", "batch_id", name="uq_progress"),
+    Index("ix_pipeline_progress_recorded_at", "recorded_at"),  # the pipeline page, retention
+    Index("ix_pipeline_progress_query_id", "query", "id"),  # /metrics: the latest row of each query
+)
+
+# Which Spark checkpoint wrote the open alerts: a job started on another (or an empty) one has
+# lost the detection state that would resolve them (`resolve_open_alerts`).
+job_checkpoints = Table(
+    "job_checkpoints", metadata,
+    Column("query", String(255), primary_key=True),
+    Column("checkpoint_id", String(64), nullable=False),
+    Column("recorded_at", BigInteger, nullable=False),
 )
 
 # The notifier's work (streaming/notify): one row per (outbox row, receiver) chosen by the routes,
@@ -247,6 +279,7 @@ _UPSERT_KEYS: dict[str, tuple[str, ...]] = {
     "brokers": ("cluster_id", "broker_id"),
     "clusters": ("cluster_id",),
     "targets": ("target",),
+    "job_checkpoints": ("query",),
 }
 _INSERT_ONCE_KEYS: dict[str, tuple[str, ...]] = {
     "alert_history": ("alert_id", "status"),
@@ -257,6 +290,14 @@ _INSERT_ONCE_KEYS: dict[str, tuple[str, ...]] = {
     "pipeline_progress": ("query", "batch_id"),
     "deliveries": ("outbox_id", "receiver"),
 }
+
+
+# The tables the streaming job writes. Their later columns and indexes are added to a store
+# created by an older version (create_all only creates missing tables).
+_JOB_TABLES = (alerts, alert_history, brokers, broker_transitions, clusters, controller_history, targets,
+               quarantine, pipeline_progress, job_checkpoints)
+
+_DAY_MS = 86_400_000
 
 
 def _now_ms() -> int:
@@ -280,11 +321,7 @@ class Store:
             elif self.engine.dialect.name == "sqlite":
                 conn.exec_driver_sql("BEGIN IMMEDIATE")  # the database's write lock, until commit
             metadata.create_all(conn)
-            # create_all makes the indexes of new tables only: a store from before an index of the
-            # notifier's tables existed gets it here.
-            for table in (outbox, deliveries, silences):
-                for index in table.indexes:
-                    index.create(conn, checkfirst=True)
+            _upgrade(conn)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -319,6 +356,9 @@ class Store:
         stmt = self._insert(table)
         if table.name in _UPSERT_KEYS:
             keys = _UPSERT_KEYS[table.name]
+            # An upsert may not name a row twice (PostgreSQL refuses the whole statement): keys that
+            # became equal once fitted (clipped, NUL replaced) keep their last row.
+            rows = list({tuple(row[k] for k in keys): row for row in rows}.values())
             stmt = stmt.on_conflict_do_update(
                 index_elements=list(keys),
                 set_={c.name: stmt.excluded[c.name] for c in table.columns if c.name not in keys},
@@ -329,12 +369,23 @@ class Store:
 
     def write(self, rows_by_table: Mapping[str, Iterable[dict[str, Any]]]) -> None:
         """Write rows of several tables in one transaction."""
+        self.write_batch(rows_by_table, ())
+
+    def write_batch(self, rows_by_table: Mapping[str, Iterable[dict[str, Any]]],
+                    alert_objects: Iterable[dict[str, Any]]) -> int:
+        """Rows of several tables and alert objects (`record_alerts`) in one transaction: a micro-batch
+        is in the store and the outbox entirely, or not at all. Returns the alert lines recorded."""
         with self.engine.begin() as conn:
             for name, rows in rows_by_table.items():
                 self._write(conn, metadata.tables[name], list(rows))
+            return self._record_alerts(conn, alert_objects)
 
     def record_alerts(self, alert_objects: Iterable[dict[str, Any]]) -> int:
         """Record alert objects (SPEC section 4): current state, history and outbox."""
+        with self.engine.begin() as conn:
+            return self._record_alerts(conn, alert_objects)
+
+    def _record_alerts(self, conn, alert_objects: Iterable[dict[str, Any]]) -> int:
         now = _now_ms()
         current: dict[str, dict[str, Any]] = {}
         history, box = [], []
@@ -354,20 +405,95 @@ class Store:
                                              "target", "broker_id", "endpoint", "starts_at",
                                              "ends_at", "summary", "details")},
                     "recorded_at": now,
+                    "orphaned_at": None,  # fired (again) or resolved by the detection state now running
                 }
-        with self.engine.begin() as conn:
-            # Resolved rows must not be turned back into firing by a replayed firing line.
-            resolved_ids = set()
-            ids = list(current)
-            for start in range(0, len(ids), 500):
-                resolved_ids.update(conn.scalars(
-                    select(alerts.c.alert_id).where(alerts.c.alert_id.in_(ids[start:start + 500]),
-                                                    alerts.c.status == "resolved")))
-            self._write(conn, alerts, [r for r in current.values()
-                                       if r["status"] == "resolved" or r["alert_id"] not in resolved_ids])
-            self._write(conn, alert_history, history)
-            self._write(conn, outbox, box)
+        # Resolved rows must not be turned back into firing by a replayed firing line.
+        resolved_ids = set()
+        ids = list(current)
+        for start in range(0, len(ids), 500):
+            resolved_ids.update(conn.scalars(
+                select(alerts.c.alert_id).where(alerts.c.alert_id.in_(ids[start:start + 500]),
+                                                alerts.c.status == "resolved")))
+        self._write(conn, alerts, [r for r in current.values()
+                                   if r["status"] == "resolved" or r["alert_id"] not in resolved_ids])
+        self._write(conn, alert_history, history)
+        self._write(conn, outbox, box)
         return len(history)
+
+    # -- the detection state's checkpoint ---------------------------------------------------
+
+    def checkpoint_of(self, query: str) -> str | None:
+        """The id of the Spark checkpoint whose batches the store last recorded for `query`."""
+        with self.engine.connect() as conn:
+            return conn.scalar(select(job_checkpoints.c.checkpoint_id).where(job_checkpoints.c.query == query))
+
+    def orphan_open_alerts(self, now_ms: int | None = None) -> int:
+        """Mark every firing alert as orphaned at `now_ms`: the detection state that would resolve
+        it is gone. Returns how many."""
+        at = _now_ms() if now_ms is None else now_ms
+        with self.engine.begin() as conn:
+            return conn.execute(alerts.update().where(alerts.c.status == "firing").values(orphaned_at=at)).rowcount
+
+    def orphaned_since(self) -> int | None:
+        """When the firing alerts still orphaned were orphaned (the earliest), or None."""
+        with self.engine.connect() as conn:
+            return conn.scalar(select(func.min(alerts.c.orphaned_at)).where(alerts.c.status == "firing"))
+
+    def resolve_orphaned_alerts(self, reason: str, ends_at: int) -> list[dict[str, Any]]:
+        """Resolve the firing alerts still orphaned (current state, history and outbox, so receivers
+        get the resolve), at `ends_at` with `details.reason`; returns the resolved alert objects."""
+        fields = ("alert_id", "rule", "severity", "cluster_id", "target", "broker_id", "endpoint", "starts_at",
+                  "summary", "details")
+        with self.engine.begin() as conn:
+            orphans = conn.execute(select(*(alerts.c[f] for f in fields))
+                                   .where(alerts.c.status == "firing", alerts.c.orphaned_at.is_not(None))
+                                   .order_by(alerts.c.starts_at, alerts.c.alert_id)).mappings().all()
+            resolved = [{"schema": "fleetwatch.alert/v1", **row, "status": "resolved",
+                         "ends_at": max(ends_at, row["starts_at"]),
+                         "details": {**(row["details"] or {}), "reason": reason}} for row in orphans]
+            self._record_alerts(conn, resolved)
+        return resolved
+
+    # -- retention --------------------------------------------------------------------------
+
+    def delete_expired(self, retention: RetentionConfig, now_ms: int | None = None) -> dict[str, int]:
+        """Delete what is older than the retention, at most `retention.max_rows_per_table` rows per
+        table, in chunks of short transactions (the job calls this every few batches, so a backlog
+        goes over several calls). Age is event time where the row has one (history, resolved alerts), else the time
+        it was recorded (quarantine, progress). The history of a firing alert is kept.
+        Returns the rows deleted per table."""
+        now = _now_ms() if now_ms is None else now_ms
+        limit = retention.max_rows_per_table
+
+        def cutoff(days: float) -> int:
+            return now - int(days * _DAY_MS)
+
+        history_cutoff = cutoff(retention.history_days)
+        firing = exists().where(alerts.c.alert_id == alert_history.c.alert_id, alerts.c.status == "firing")
+        plans = [
+            (alert_history, alert_history.c.id, (alert_history.c.event_ms < history_cutoff) & ~firing),
+            (broker_transitions, broker_transitions.c.id, broker_transitions.c.ts < history_cutoff),
+            (controller_history, controller_history.c.id, controller_history.c.ts < history_cutoff),
+            (alerts, alerts.c.alert_id,
+             (alerts.c.status == "resolved") & (alerts.c.ends_at < cutoff(retention.resolved_alerts_days))),
+            (quarantine, quarantine.c.id, quarantine.c.recorded_at < cutoff(retention.quarantine_days)),
+            (pipeline_progress, pipeline_progress.c.id,
+             pipeline_progress.c.recorded_at < cutoff(retention.progress_days)),
+        ]
+        chunk = min(limit, 1000)  # one short transaction each: the writer lock is held briefly
+        deleted: dict[str, int] = {}
+        for table, key, expired in plans:
+            total = 0
+            while total < limit:
+                with self.engine.begin() as conn:
+                    ids = list(conn.scalars(select(key).where(expired).limit(min(chunk, limit - total))))
+                    if ids:
+                        conn.execute(delete(table).where(key.in_(ids)))
+                total += len(ids)
+                if len(ids) < chunk:
+                    break
+            deleted[table.name] = total
+        return deleted
 
 
 def subject_of(alert: Mapping[str, Any]) -> str:
@@ -380,10 +506,29 @@ def subject_of(alert: Mapping[str, Any]) -> str:
     return f"cluster:{alert['cluster_id']}"
 
 
+def _upgrade(conn) -> None:
+    """Add the nullable columns and the indexes that a store made by an older version lacks (the
+    job's tables and the notifier's: create_all makes the indexes of new tables only)."""
+    found = inspect(conn)
+    for table in (*_JOB_TABLES, outbox, deliveries, silences):
+        have = {c["name"] for c in found.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in have:
+                assert column.nullable, f"{table.name}.{column.name}: only nullable columns can be added"
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+        indexes = {i["name"] for i in found.get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name not in indexes:
+                index.create(conn)
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     # WAL lets the dashboard read while the job writes; busy_timeout rides out the writer lock.
+    # synchronous=FULL: in WAL mode NORMAL may lose the last commits on a power loss, and the job's
+    # last commit may be an outbox row of a batch that Spark has already committed (never re-run).
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA busy_timeout=10000")
-    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA synchronous=FULL")
     cur.close()

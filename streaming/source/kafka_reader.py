@@ -1,10 +1,10 @@
 """A PySpark streaming data source over kafka-python, for when Spark's Kafka connector is absent.
 
 Short name `fleetwatch_kafka`. One input partition per topic-partition, or per group of them
-(`max_partitions`); offsets are JSON
-objects `{"<topic>:<partition>": <next offset>}` (string keys, because Spark round-trips them
-through JSON in the checkpoint). Rows have the columns of Spark's `kafka` source with key and
-value already cast to strings: see `SCHEMA`.
+(`max_partitions`); offsets are JSON objects `{"<topic>:<partition>": <next offset>, ...,
+"topic_ids": {"<topic>": <topic id>}}` (string keys, because Spark round-trips them through JSON
+in the checkpoint; the ids tell a recreated topic from the one read before). Rows have the
+columns of Spark's `kafka` source with key and value already cast to strings: see `SCHEMA`.
 
 Options:
 - `bootstrap_servers` (required), `topics` (required, comma separated);
@@ -15,7 +15,10 @@ Options:
   (default 60000);
 - `max_partitions`: at most this many input partitions (Spark tasks) per micro-batch, the
   topic-partitions' ranges grouped by size (default `0`: one per topic-partition). Every task
-  has a fixed cost; the job asks for two per core it has.
+  has a fixed cost; the job asks for two per core it has;
+- `client.<setting>`: a kafka-python client setting of the bus's security (`client.security_protocol`,
+  `client.sasl_mechanism`, `client.sasl_plain_username`, `client.sasl_plain_password`,
+  `client.ssl_cafile`, ...), as `streaming.bus.BusAccess` resolves them.
 
 Two things shape the design (measured, see NOTES.md):
 - Tansu answers ListOffsets(LATEST) with the base offset of the last record batch, not the
@@ -26,6 +29,13 @@ Two things shape the design (measured, see NOTES.md):
   restart, also with an empty range) and caps relative to that, so a restart never plans a
   batch that ends before its start. Consequence: under `trigger(availableNow=True)` Spark
   asks for the latest offset once, so such a run stops after one capped batch.
+
+Outages (deploy/README.md, "The streaming job"): while the bus does not answer,
+`latestOffset()` reports the offsets already planned (no new data, the query keeps running) and
+warns at most twice a minute; reading resumes when the bus is back. A partition that restarted
+(its topic got a new topic id, or its end is below the offset already read: a recreated topic, an
+in-memory bus that was restarted) is read again from its beginning, with a warning: what the bus
+lost is lost, what it holds now is read once.
 
 Values that are not valid UTF-8 are decoded with U+FFFD replacement characters (an Arrow
 string column cannot carry the raw bytes); they are never valid event JSON, so the parser
@@ -38,7 +48,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -47,6 +57,8 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
+
+from streaming.resilience import Throttle, one_line
 
 __all__ = [
     "DEFAULT_MAX_RECORDS_PER_BATCH",
@@ -66,6 +78,7 @@ SHORT_NAME = "fleetwatch_kafka"
 SCHEMA = "key STRING, value STRING, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP"
 DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
 DEFAULT_TIMEOUT_MS = 60_000
+CLIENT_OPTION = "client."
 
 _POLL_MS = 200
 _POLL_RECORDS = 5_000
@@ -75,7 +88,10 @@ _HIGHWATER_WAIT_S = 2.0
 # offsets every few milliseconds when idle: look for new topics and partitions less often.
 _DISCOVERY_INTERVAL_S = 2.0
 
-Offsets = dict[str, int]
+# {"<topic>:<partition>": next offset, ..., "topic_ids": {"<topic>": topic id}}: the ids tell a
+# topic that was deleted and created again (or lost by an in-memory bus) from the one read so far.
+Offsets = dict[str, Any]
+_IDS = "topic_ids"  # no topic-partition key: those always hold a ':'
 
 
 class KafkaSourceError(RuntimeError):
@@ -90,6 +106,9 @@ class KafkaReaderOptions:
     max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     max_partitions: int | None = None
+    # kafka-python security settings (`client.<name>` options: security_protocol, sasl_*, ssl_*),
+    # as `streaming.bus.BusAccess` resolved them. Left out of repr: they may hold a password.
+    client_settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> KafkaReaderOptions:
@@ -108,7 +127,9 @@ class KafkaReaderOptions:
         if timeout_ms < 1000:  # kafka-python wants request_timeout_ms > fetch_max_wait_ms (500)
             raise ValueError(f"{SHORT_NAME}: timeout_ms must be >= 1000, got {timeout_ms}")
         max_partitions = _int_option(options, "max_partitions", 0)
-        return cls(bootstrap, topics, starting, cap or None, timeout_ms, max_partitions or None)
+        settings = tuple(sorted((name[len(CLIENT_OPTION):], str(value)) for name, value in options.items()
+                                if name.startswith(CLIENT_OPTION)))
+        return cls(bootstrap, topics, starting, cap or None, timeout_ms, max_partitions or None, settings)
 
 
 def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
@@ -132,6 +153,21 @@ def _topic_partition(key: str) -> TopicPartition:
     # Kafka topic names cannot contain ':', so the last one separates the partition.
     topic, partition = key.rsplit(":", 1)
     return TopicPartition(topic, int(partition))
+
+
+def _positions(offsets: Offsets) -> dict[str, int]:
+    return {key: offset for key, offset in offsets.items() if key != _IDS}
+
+
+def _restarted_topics(start: Offsets, end: Offsets) -> set[str]:
+    """The topics whose partitions restarted between two offsets: the topic id changed, or one of
+    its partitions went back (a recreated topic, an in-memory bus restarted). A topic restarts as
+    a whole: all its partitions are read from their beginning."""
+    before, after = start.get(_IDS, {}), end.get(_IDS, {})
+    restarted = {topic for topic, topic_id in after.items() if before.get(topic) not in (None, topic_id)}
+    begin = _positions(start)
+    return restarted | {_topic_partition(key).topic for key, offset in _positions(end).items()
+                        if offset < begin.get(key, 0)}
 
 
 def _decode(raw: bytes | None) -> str | None:
@@ -222,50 +258,79 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._initial: Offsets | None = None
         self._partitions: list[TopicPartition] | None = None
         self._discovered_at = 0.0
+        self._topic_ids: dict[str, str] = {}  # as the bus reported them last
+        self._last_ends: dict[str, int] | None = None
+        self._unavailable = Throttle()
 
     def __getstate__(self) -> dict[str, Any]:
         # The reader is pickled to executors; a live client (threads, sockets) is not.
         state = self.__dict__.copy()
         state["_consumer"] = None
+        state["_unavailable"] = None
         return state
 
     # -- driver side -------------------------------------------------------------------
 
     def initialOffset(self) -> Offsets:
-        with self._broker_errors("list offsets"):
-            return dict(self._initial_offsets())
+        try:
+            with self._broker_errors("list offsets"):
+                return dict(self._initial_offsets())
+        except KafkaSourceError as exc:
+            if self.options.starting_offsets != "earliest":
+                raise
+            # Every partition from its beginning: what "earliest" means, without asking the bus.
+            self._warn_unavailable(exc)
+            return {}
 
     def latestOffset(self) -> Offsets:
-        with self._broker_errors("list offsets"):
-            ends = self._end_offsets(self._partitions_now())
-            base = self._frontier if self._frontier is not None else self._initial_offsets()
-        lags = {key: max(0, end - base.get(key, 0)) for key, end in ends.items()}
+        try:
+            with self._broker_errors("list offsets"):
+                ends = self._end_offsets(self._partitions_now())
+                if ends != self._last_ends:
+                    # New data: the topic ids must be as new as these offsets (a bus that
+                    # restarted empty may already hold more records than were read).
+                    self._discovered_at = float("-inf")
+                    self._partitions_now()
+                    self._last_ends = ends
+                base = self._frontier if self._frontier is not None else self._initial_offsets()
+        except KafkaSourceError as exc:
+            known = self._frontier if self._frontier is not None else self._initial
+            self._warn_unavailable(exc)
+            return dict(known or {})  # nothing new (a first start while the bus is away: nothing)
+        ids = dict(sorted({**base.get(_IDS, {}), **self._topic_ids}.items()))  # one order: one JSON text
+        restarted = _restarted_topics(base, {**ends, _IDS: ids})
+        positions = {key: 0 if _topic_partition(key).topic in restarted else offset
+                     for key, offset in _positions(base).items()}
+        lags = {key: max(0, end - positions.get(key, 0)) for key, end in ends.items()}
         cap = self.options.max_records_per_batch
         take = lags if cap is None else _allocate(cap, lags)
-        latest = dict(base)  # partitions that vanished keep their offset: never go backwards
+        latest: Offsets = dict(positions)  # partitions that vanished keep their offset
         for key, rows in take.items():
-            latest[key] = base.get(key, 0) + rows
+            latest[key] = positions.get(key, 0) + rows
+        if ids:
+            latest[_IDS] = ids
         return latest
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        self._advance_frontier(end)
+        restarted = _restarted_topics(start, end)
+        for topic in sorted(restarted):
+            log.warning("topic restarted: reading its partitions from their beginning (the bus lost what it "
+                        "held)", extra={"topic": topic, "from": _positions(start), "to": _positions(end),
+                                        "topic_id": end.get(_IDS, {}).get(topic)})
+        self._advance_frontier(end, restarted)
         ranges: list[TopicPartitionRange] = []
-        for key, stop in sorted(end.items()):
-            begin = start.get(key, 0)  # a partition new in this batch starts at its beginning
-            if stop < begin:
-                raise KafkaSourceError(
-                    f"{SHORT_NAME}: batch end {stop} is before its start {begin} for {key}; "
-                    "offsets must not go backwards (was the checkpoint reused for another bus?)"
-                )
+        for key, stop in sorted(_positions(end).items()):
+            tp = _topic_partition(key)
+            # A partition new in this batch starts at its beginning, and so does one that restarted.
+            begin = 0 if tp.topic in restarted else start.get(key, 0)
             if stop > begin:
-                tp = _topic_partition(key)
                 ranges.append(TopicPartitionRange(tp.topic, tp.partition, begin, stop))
         limit = self.options.max_partitions
         return _group(ranges, limit) if limit is not None and len(ranges) > limit else ranges
 
     def commit(self, end: Offsets) -> None:
         # Nothing to acknowledge in Kafka (no consumer group); it only confirms the frontier.
-        self._advance_frontier(end)
+        self._advance_frontier(end, set())
 
     def stop(self) -> None:
         if self._consumer is not None:
@@ -281,10 +346,23 @@ class KafkaStreamReader(DataSourceStreamReader):
                 f"{SHORT_NAME}: cannot {action} on {self.options.bootstrap_servers}: {exc}"
             ) from exc
 
-    def _advance_frontier(self, offsets: Mapping[str, int]) -> None:
+    def _warn_unavailable(self, exc: BaseException) -> None:
+        # The bus may come back as another one (restarted empty, topics recreated): look at its
+        # topics and their ids again at the first answer.
+        self._discovered_at = float("-inf")
+        if self._unavailable is None:
+            self._unavailable = Throttle()
+        self._unavailable.warning(log, "bus unavailable: no new data until it answers",
+                                  bootstrap=self.options.bootstrap_servers, error=one_line(exc))
+
+    def _advance_frontier(self, offsets: Offsets, restarted: set[str]) -> None:
         merged = dict(self._frontier or {})
-        for key, offset in offsets.items():
-            merged[key] = max(offset, merged.get(key, offset))
+        for key, offset in _positions(offsets).items():
+            # Never backwards, but in a topic that restarted: it starts over.
+            restart = _topic_partition(key).topic in restarted
+            merged[key] = offset if restart else max(offset, merged.get(key, offset))
+        if _IDS in offsets:
+            merged[_IDS] = dict(sorted({**merged.get(_IDS, {}), **offsets[_IDS]}.items()))
         self._frontier = merged
 
     def _initial_offsets(self) -> Offsets:
@@ -292,11 +370,15 @@ class KafkaStreamReader(DataSourceStreamReader):
         # agree, so the initial offsets are computed once and remembered.
         if self._initial is None:
             tps = self._partitions_now()
+            initial: Offsets
             if self.options.starting_offsets == "latest":
-                self._initial = self._end_offsets(tps)
+                initial = dict(self._end_offsets(tps))
             else:
                 begin = self._driver_consumer().beginning_offsets(tps) if tps else {}
-                self._initial = {_key(tp.topic, tp.partition): offset for tp, offset in begin.items()}
+                initial = {_key(tp.topic, tp.partition): offset for tp, offset in begin.items()}
+            if self._topic_ids:
+                initial[_IDS] = dict(sorted(self._topic_ids.items()))
+            self._initial = initial
             log.info(
                 "initial offsets",
                 extra={"starting_offsets": self.options.starting_offsets, "offsets": self._initial},
@@ -316,9 +398,22 @@ class KafkaStreamReader(DataSourceStreamReader):
                 for partition in sorted(consumer.partitions_for_topic(topic))
             ]
             self._discovered_at = now
+            self._note_topic_ids(consumer, [t for t in self.options.topics if t in existing])
         return self._partitions
 
-    def _end_offsets(self, tps: Sequence[TopicPartition]) -> Offsets:
+    def _note_topic_ids(self, consumer: KafkaConsumer, present: list[str]) -> None:
+        """The ids of the topics (Metadata v10+): kafka-python keeps those of its last metadata
+        answer in its cluster view only. A bus without ids leaves the end-offset check alone."""
+        cluster = getattr(getattr(consumer, "_client", None), "cluster", None)
+        topic_id = getattr(cluster, "topic_id", None)
+        if topic_id is None:
+            return
+        for topic in present:
+            new = topic_id(topic)
+            if new is not None:
+                self._topic_ids[topic] = str(new)
+
+    def _end_offsets(self, tps: Sequence[TopicPartition]) -> dict[str, int]:
         """The high watermark of each partition, correct on Tansu too."""
         if not tps:
             return {}
@@ -333,7 +428,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         deadline = time.monotonic() + _HIGHWATER_WAIT_S
         while any(consumer.highwater(tp) is None for tp in tps) and time.monotonic() < deadline:
             consumer.poll(timeout_ms=5)
-        ends: Offsets = {}
+        ends: dict[str, int] = {}
         for tp in tps:
             highwater = consumer.highwater(tp)
             if highwater is None:
@@ -368,6 +463,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             consumer.assign([tp])
             consumer.seek(tp, partition.start)
             deadline = time.monotonic() + timeout_s
+            expected = partition.start
             while (position := consumer.position(tp)) < partition.end:
                 # Never ask for records past the range: kafka-python decodes every record it
                 # returns, and a poll of _POLL_RECORDS past `end` cost ~25 ms of CPU per task.
@@ -382,6 +478,13 @@ class KafkaStreamReader(DataSourceStreamReader):
                         )
                     continue
                 deadline = time.monotonic() + timeout_s
+                if records[0].offset < expected:
+                    # The partition restarted under us (the consumer fell back to its new beginning):
+                    # these are other records than the range's. The driver reads it anew.
+                    log.warning("partition restarted while read: range left short",
+                                extra={"range": repr(partition), "offset": records[0].offset})
+                    return
+                expected = records[-1].offset + 1
                 wanted = [r for r in records if r.offset < partition.end]
                 if wanted:
                     yield _arrow_batch(wanted)
@@ -402,7 +505,7 @@ _EXECUTOR_CONSUMERS: dict[tuple[str, int], KafkaConsumer] = {}
 
 
 def _executor_consumer(options: KafkaReaderOptions) -> KafkaConsumer:
-    key = (options.bootstrap_servers, options.timeout_ms)
+    key = (options.bootstrap_servers, options.timeout_ms, options.client_settings)
     consumer = _EXECUTOR_CONSUMERS.get(key)
     if consumer is None:
         consumer = _EXECUTOR_CONSUMERS[key] = _consumer(options, client_id="fleetwatch-source-reader",
@@ -411,7 +514,7 @@ def _executor_consumer(options: KafkaReaderOptions) -> KafkaConsumer:
 
 
 def _drop_executor_consumer(options: KafkaReaderOptions) -> None:
-    consumer = _EXECUTOR_CONSUMERS.pop((options.bootstrap_servers, options.timeout_ms), None)
+    consumer = _EXECUTOR_CONSUMERS.pop((options.bootstrap_servers, options.timeout_ms, options.client_settings), None)
     if consumer is not None:
         with contextlib.suppress(Exception):
             consumer.close()
@@ -428,6 +531,9 @@ def _consumer(options: KafkaReaderOptions, *, client_id: str, **config: Any) -> 
             auto_offset_reset="earliest",
             request_timeout_ms=options.timeout_ms,
             bootstrap_timeout_ms=options.timeout_ms,
+            # Back on the bus within a second of its return (kafka-python waits up to 30 s by default).
+            reconnect_backoff_max_ms=1000,
+            **dict(options.client_settings),
             **config,
         )
     except KafkaError as exc:

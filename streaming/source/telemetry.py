@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from streaming.bus import BusAccess
 from streaming.config import BusConfig, ConfigError
 from streaming.jars import SPARK_KAFKA
-from streaming.source.kafka_reader import SHORT_NAME, FleetwatchKafkaDataSource
+from streaming.source.kafka_reader import CLIENT_OPTION, SHORT_NAME, FleetwatchKafkaDataSource
 
 __all__ = ["COLUMNS", "PYTHON_SOURCE", "SPARK_SOURCE", "choose_source", "jvm_kafka_available", "read_telemetry"]
 
@@ -104,7 +105,7 @@ def _read_tasks(spark: SparkSession) -> int:
 
 def read_telemetry(
     spark: SparkSession,
-    bootstrap_servers: str,
+    bus: str | BusAccess,
     topics: Sequence[str],
     starting_offsets: str = "earliest",
     max_records_per_batch: int | None = None,
@@ -119,8 +120,9 @@ def read_telemetry(
     source's default (the Python source caps at `DEFAULT_MAX_RECORDS_PER_BATCH`, the JVM
     source is unbounded), 0 is no cap. The Python source reads each micro-batch in two tasks
     per core (the JVM source in one per topic-partition). `kafka_options`: more options of Spark's
-    source (`failOnDataLoss`, `kafka.`-prefixed client settings such as TLS and SASL).
+    source (`failOnDataLoss`). `bus`: its addresses, and the security both sources connect with.
     """
+    access = BusAccess.of(bus)
     if starting_offsets not in ("earliest", "latest"):
         raise ValueError(f"starting_offsets must be earliest or latest, got {starting_offsets!r}")
     if not topics:
@@ -129,10 +131,10 @@ def read_telemetry(
     if source == SPARK_SOURCE:
         reader = (
             spark.readStream.format(SPARK_SOURCE)
-            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("kafka.bootstrap.servers", access.bootstrap)
             .option("subscribe", ",".join(topics))
             .option("startingOffsets", starting_offsets)
-            .options(**(kafka_options or {}))
+            .options(**access.spark_options, **(kafka_options or {}))
         )
         if max_records_per_batch:
             reader = reader.option("maxOffsetsPerTrigger", str(max_records_per_batch))
@@ -140,9 +142,10 @@ def read_telemetry(
         spark.dataSource.register(FleetwatchKafkaDataSource)
         reader = (
             spark.readStream.format(SHORT_NAME)
-            .option("bootstrap_servers", bootstrap_servers)
+            .option("bootstrap_servers", access.bootstrap)
             .option("topics", ",".join(topics))
             .option("starting_offsets", starting_offsets)
+            .options(**{CLIENT_OPTION + name: str(value) for name, value in access.client_settings.items()})
         )
         if max_records_per_batch is not None:
             reader = reader.option("max_records_per_batch", str(max_records_per_batch))

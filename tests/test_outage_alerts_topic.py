@@ -1,0 +1,118 @@
+"""The outbox first (issue 19): a micro-batch's alerts reach the store and the outbox before anything
+else; the alerts topic is best effort, checked, and created by the job.
+
+Real parts: Spark DataFrames into the job's writer, a real Tansu bus, and for a bus without
+automatic topic creation a real Apache Kafka 4.4 broker (auto.create.topics.enable=false).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from sqlalchemy import func, select
+
+from streaming import topics
+from streaming.bus import EmbeddedBus, ensure_topics
+from streaming.detect.alerts import Alert
+from streaming.job import OUTPUT_SCHEMA
+from streaming.live import AlertPublisher, start_job, stop_gracefully
+from streaming.ops.metrics import render_metrics
+from streaming.sinks.batch_writer import BatchWriter
+from streaming.sinks.store import Store, alert_history, alerts, outbox
+
+pytestmark = pytest.mark.spark
+
+AT = 1_764_000_039_002
+
+
+def _alert_row(broker_id: int, summary: str) -> tuple:
+    alert = Alert(rule="broker.heartbeat_lost", status="firing", subject=f"broker:c1:{broker_id}", cluster_id="c1",
+                  target=None, broker_id=broker_id, endpoint=None, starts_at=AT, ends_at=None, summary=summary,
+                  details={})
+    return ("alert", alert.subject, AT, json.dumps({**alert.to_dict(), "sort_key": alert.sort_key()}))
+
+
+def _published(bootstrap: str, timeout_s: float = 30) -> list[dict]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, consumer_timeout_ms=2000)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while topics.ALERTS not in consumer.topics() and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling the bus's metadata, bounded by the deadline
+        partitions = [TopicPartition(topics.ALERTS, p) for p in consumer.partitions_for_topic(topics.ALERTS) or ()]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning()
+        return [json.loads(record.value) for record in consumer]
+    finally:
+        consumer.close()
+
+
+def _metric(text: str, name: str) -> float | None:
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")), None)
+
+
+def test_an_alert_the_bus_refuses_is_still_stored_and_in_the_outbox(spark, tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    with EmbeddedBus(topics=topics.ALL, log_path=tmp_path / "tansu.log") as bus:
+        publisher = AlertPublisher(bus.bootstrap)
+        before = _metric(render_metrics(store.engine), "fleetwatch_alert_publish_failures_total")
+        writer = BatchWriter(store, on_alerts=publisher)
+        huge = "x" * (1024 * 1024 + 1)  # over the producer's 1 MiB request limit
+        batch = spark.createDataFrame([_alert_row(1, huge), _alert_row(2, "broker 2 lost")], OUTPUT_SCHEMA)
+        writer(batch, 0)  # must not raise: the batch is done once the store has it
+        with store.engine.connect() as conn:
+            assert conn.scalar(select(func.count()).select_from(alerts)) == 2
+            assert conn.scalar(select(func.count()).select_from(outbox)) == 2
+            assert len(conn.scalar(select(outbox.c.body).where(outbox.c.body.contains(huge[:100])))) > 1024 * 1024
+        assert [a["broker_id"] for a in _published(bus.bootstrap)] == [2]
+        assert (publisher.published, publisher.failed) == (1, 1)
+        after = _metric(render_metrics(store.engine), "fleetwatch_alert_publish_failures_total")
+        assert before is not None and after == before + 1
+        publisher.close()
+
+
+@pytest.mark.real_kafka
+def test_the_job_creates_the_alerts_topic_on_a_bus_that_creates_none(spark, test_config, tmp_path):
+    from streaming.collect.simulate import FleetSpec, Simulation
+    from streaming.kraft.cluster import KRaftCluster
+
+    sim = Simulation(FleetSpec(clusters=2, brokers=3, faults=("broker.heartbeat_lost",), start_ms=1_764_000_000_000,
+                               duration_ms=90_000, seed=7, first_fault_ms=30_000, fault_every_ms=60_000))
+    with KRaftCluster(tmp_path / "kafka", brokers=1, extra={"auto.create.topics.enable": "false"}) as kafka:
+        bootstrap = kafka.bootstrap[0]
+        ensure_topics(bootstrap, topics.TELEMETRY)  # the collectors' topics exist; the alerts topic does not
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        assert topics.ALERTS not in admin.list_topics()
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+        for topic, event in sim.events():
+            producer.send(topic, value=json.dumps(event).encode())
+        producer.flush()
+        producer.close()
+        store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+        config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
+            update={"checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500})})
+        publisher = AlertPublisher(bootstrap)
+        query, recorder = start_job(spark, config, bootstrap, store, publisher)
+        try:
+            assert topics.ALERTS in admin.list_topics()
+
+            def stored() -> set[tuple[str, str]]:
+                with store.engine.connect() as conn:
+                    return set(conn.execute(select(alert_history.c.alert_id, alert_history.c.status)).all())
+
+            deadline = time.monotonic() + 240
+            while not stored() and query.isActive and time.monotonic() < deadline:
+                time.sleep(0.5)  # polling the store, bounded by the deadline
+            assert stored(), f"no alert stored; query failed: {query.exception()}"
+            published = _published(bootstrap)
+            assert {(a["alert_id"], a["status"]) for a in published} == stored()
+            assert publisher.failed == 0 and query.isActive
+        finally:
+            stop_gracefully(spark, query)
+            spark.streams.removeListener(recorder)
+            publisher.close()
+            admin.close()
