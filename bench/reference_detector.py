@@ -348,9 +348,10 @@ class Controller:
     def advance(self, now: int) -> None:
         advance(self.deadlines, self.on_time, now, self.inc.alerts)
 
-    def on_response(self, r: dict[str, Any]) -> None:
+    def on_response(self, r: dict[str, Any]) -> bool:
+        """True when `r` is the first report of a new active controller (README: a takeover)."""
         if r.get("controller_known") is False:
-            return  # the collector could not tell: says nothing about the controller
+            return False  # the collector could not tell: says nothing about the controller
         ts, responder = r["ts"], r.get("responder_node_id")
         ctl = r.get("controller_id")
         controller = ctl if ctl is not None and ctl >= 0 else None
@@ -363,10 +364,12 @@ class Controller:
             self.none_since = None
             self.inc.resolve("cluster.no_controller", self.cluster_id, ts)
         if responder is None:
-            return
+            return False
         if self.disagree_since is not None and len(set(self.named(ts).values())) < 2:
             self.disagree_since = None  # views went stale since the last response: not continuous
         previous_view = self.views.get(responder, (ts, None))[1]
+        takeover = (controller is not None and previous_view is not None and previous_view == self.agreed
+                    and controller != self.agreed and controller not in set(self.named(ts).values()))
         self.views[responder] = (ts, controller if controller is not None else previous_view)
         self.views = {n: v for n, v in self.views.items() if ts - v[0] <= FORGET_VIEWS_AFTER}
         named = set(self.named(ts).values())
@@ -383,6 +386,7 @@ class Controller:
             self.agreed = agreed
         elif len(named) > 1 and self.disagree_since is None:
             self.disagree_since = ts
+        return takeover
 
 
 class Cluster:
@@ -415,11 +419,8 @@ class Cluster:
     def on_response(self, r: dict[str, Any]) -> None:
         ts = r["ts"]
         self.controller.advance(ts)
-        agreed = self.controller.agreed
-        self.controller.on_response(r)
-        if agreed is not None and self.controller.agreed != agreed:
-            # The responders agree on a new active controller: Kafka's gives every registered
-            # broker a full session from now.
+        if self.controller.on_response(r):
+            # A new active controller: Kafka's gives every registered broker a full session from now.
             for broker in self.brokers.values():
                 broker.advance(ts)
                 if broker.last_hb is not None and not self.inc.firing("broker.heartbeat_lost", broker.subject):

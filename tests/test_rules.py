@@ -265,7 +265,7 @@ case(HB_LOST, "a responder that cannot reach the controller is no takeover",
       resp(t(4), "pay", "b3:9092", C, responder=3, controller=-1),
       resp(t(6), "pay", "b2:9092", C, responder=2, controller=3000), later(past(t(0) + SESSION))],
      [F(HB_LOST, B1, t(0) + SESSION)], "fires")
-case(HB_LOST, "responders that disagree on the controller are no takeover",
+case(HB_LOST, "a responder first heard naming another controller than the rest is no takeover",
      [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
       resp(t(4), "pay", "b3:9092", C, responder=3, controller=3001),
       resp(t(6), "pay", "b2:9092", C, responder=2, controller=3000), later(past(t(0) + SESSION))],

@@ -91,11 +91,13 @@ class ClusterTracker:
         return {ctl for heard, ctl in self.views.values() if ctl is not None and now - heard <= window}
 
     def on_response(self, r: MetadataResponse, rules: RuleSettings, incidents: Incidents,
-                    out: Emitter) -> None:
+                    out: Emitter) -> bool:
+        """Apply one successful response; True when it is the first report of a new active
+        controller (a *takeover*: streaming/detect/README.md, `broker.heartbeat_lost`)."""
         self.target = r.target
         self.last_response_ms = r.ts
         if not r.controller_known:
-            return  # the collector could not tell: neither "no controller" nor a responder's view
+            return False  # the collector could not tell: neither "no controller" nor a responder's view
         controller = r.controller_id if r.controller_id is not None and r.controller_id >= 0 else None
         self.controller_id = controller
         if controller is None:
@@ -108,11 +110,16 @@ class ClusterTracker:
             self.none_since = None
             incidents.resolve(out, NO_CONTROLLER, self.subject, r.ts)
         if r.responder_node_id is None:
-            return
+            return False
         if self.disagree_since is not None and len(self._controllers_named(r.ts, rules)) < 2:
             # Views went stale since the last response: the disagreement was not continuous.
             self.disagree_since = None
         _, previous_view = self.views.get(r.responder_node_id, (r.ts, None))
+        # A responder that named the agreed controller now names one nobody names: the first report
+        # of a new active controller. (No controller named, or a responder first heard naming
+        # another one than the rest, is not.)
+        takeover = (controller is not None and previous_view is not None and previous_view == self.agreed
+                    and controller != self.agreed and controller not in self._controllers_named(r.ts, rules))
         self.views[r.responder_node_id] = (r.ts, controller if controller is not None else previous_view)
         self.views = {n: v for n, v in self.views.items() if r.ts - v[0] <= rules.forget_after_ms}
         named = self._controllers_named(r.ts, rules)
@@ -132,6 +139,7 @@ class ClusterTracker:
             self.agreed = agreed
         elif len(named) > 1 and self.disagree_since is None:
             self.disagree_since = r.ts
+        return takeover
 
     def _record(self, ts: int, controller: int | None) -> None:
         if controller != self.last_recorded:

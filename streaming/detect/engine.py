@@ -224,11 +224,9 @@ class ShardEngine:
                 self.cluster = ClusterTracker(self.cluster_id)
             self.cluster.advance_to(event.ts, rules, inc, timers)
             touched: set[int] = set()
-            agreed = self.cluster.agreed
-            self.cluster.on_response(event, rules, inc, out)
-            if agreed is not None and self.cluster.agreed != agreed:
-                # The responders agree on a new active controller: Kafka's starts every broker's
-                # session afresh. What fell due before this moment fires first.
+            if self.cluster.on_response(event, rules, inc, out):
+                # A new active controller: Kafka's starts every broker's session afresh. What fell
+                # due before this moment fires first.
                 for broker in self.brokers.values():
                     broker.advance_to(event.ts, rules, inc, timers)
                     broker.on_new_controller(event.ts, inc)
