@@ -240,7 +240,7 @@ def test_the_reader_waits_out_a_bus_restart_and_reads_the_new_records_once(
     import signal
     import socket
 
-    import streaming.collect.bus as bus_module
+    import streaming.bus.embedded as bus_module
 
     def no_listener_on(port: int) -> bool:  # the killed broker's connections linger in TIME_WAIT
         with socket.socket() as sock:
@@ -293,7 +293,7 @@ def test_a_topic_that_restarted_is_read_from_the_beginning_in_every_partition(
     # both are the new topic's, both are read from their beginning.
     import signal
 
-    import streaming.collect.bus as bus_module
+    import streaming.bus.embedded as bus_module
 
     monkeypatch.setattr(bus_module, "_port_is_free", lambda port: True)  # TIME_WAIT of the killed broker
     first = EmbeddedBus(topics=[TWO_PARTITIONS], partitions=2, log_path=tmp_path / "tansu-1.log").start()

@@ -15,7 +15,7 @@ import socket
 import time
 
 import pytest
-import streaming.collect.bus as bus_module
+import streaming.bus.embedded as bus_module
 from sqlalchemy import func, select
 from test_live import _expected_lines, _fleet, _lines, _poll, _produce
 
