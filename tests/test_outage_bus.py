@@ -15,10 +15,10 @@ import socket
 import time
 
 import pytest
-import streaming.bus.embedded as bus_module
 from sqlalchemy import func, select
 from test_live import _expected_lines, _fleet, _lines, _poll, _produce
 
+import streaming.bus.embedded as bus_module
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.live import AlertPublisher, start_job, stop_gracefully
