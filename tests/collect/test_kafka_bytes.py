@@ -269,7 +269,10 @@ def probe_round(monkeypatch, fixtures: list[dict[str, Any]]) -> tuple[list[dict[
     first = fixtures[0]["cluster"]["brokers"][0]
     address = next(f["to"]["address"] for f in fixtures if f["to"]["node_id"] == first)
     target = Target(name="real", bootstrap=(parse_address(address),))
-    events = Prober([target], ProbeOptions(timeout_ms=300, source="fixtures")).probe_round(now_ms=0)
+    # The round starts when the recording did: event times must be real ones (the contract refuses
+    # a `ts` before 2000), and the leader's own heartbeat is the time of its answer.
+    started_ms = min(f["recorded_at_ms"][0] for f in fixtures)
+    events = Prober([target], ProbeOptions(timeout_ms=300, source="fixtures")).probe_round(now_ms=started_ms)
     return events, replay
 
 
