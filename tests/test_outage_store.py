@@ -75,7 +75,7 @@ def test_the_job_rides_out_a_postgresql_outage_losing_and_repeating_nothing(tmp_
                          log_path=tmp_path / "tansu.log") as bus:
             config_path = tmp_path / "fleetwatch.yaml"
             config_path.write_text(yaml.safe_dump({
-                "bus": {"bootstrap_servers": bus.bootstrap},
+                "bus": {"bootstrap_servers": bus.bootstrap, "source": "python"},  # Tansu: see bus.source
                 "store": {"url": url},
                 "spark": {"master": "local[2]", "shuffle_partitions": 2, "trigger_ms": 500,
                           "checkpoint_dir": str(tmp_path / "checkpoint")},
