@@ -157,6 +157,7 @@ class Broker:
         self.subject = f"{cluster_id}/{broker_id}"  # a broker without a cluster id is "None/<id>"
         self.last_hb: int | None = None
         self.takeover: int | None = None  # a new active controller's first report, for every known broker
+        self.held = False  # the cluster reports no active controller: the session deadline waits
         self.max_epoch: int | None = None
         self.fenced: bool | None = None
         self.fenced_since: int | None = None
@@ -180,7 +181,7 @@ class Broker:
     def deadlines(self) -> list[int]:
         firing, s, out = self.inc.firing, self.subject, []
         start = self.session_start()
-        if start is not None and not firing("broker.heartbeat_lost", s):
+        if start is not None and not self.held and not firing("broker.heartbeat_lost", s):
             out.append(start + SESSION_TIMEOUT)
         if self.fenced and self.fenced_since is not None and not firing("broker.fenced", s):
             out.append(self.fenced_since + FENCED_GRACE)
@@ -201,7 +202,7 @@ class Broker:
 
     def on_time(self, now: int) -> None:
         start = self.session_start()
-        if start is not None and now == start + SESSION_TIMEOUT:
+        if start is not None and not self.held and now == start + SESSION_TIMEOUT:
             self.fire("broker.heartbeat_lost", now,
                       f"broker {self.broker_id} sent no heartbeat for {SESSION_TIMEOUT} ms",
                       last_heartbeat_ms=self.last_hb)
@@ -419,12 +420,19 @@ class Cluster:
     def on_response(self, r: dict[str, Any]) -> None:
         ts = r["ts"]
         self.controller.advance(ts)
-        if self.controller.on_response(r):
-            # A new active controller: Kafka's gives every registered broker a full session from now.
+        held = self.controller.none_since is not None
+        takeover = self.controller.on_response(r)
+        holds = self.controller.none_since is not None
+        if takeover or held != holds:
             for broker in self.brokers.values():
                 broker.advance(ts)
-                if broker.last_hb is not None and not self.inc.firing("broker.heartbeat_lost", broker.subject):
-                    broker.takeover = ts
+                broker.held = holds  # no active controller reported: nobody holds the sessions
+                if takeover:
+                    # A new active controller: Kafka's gives every registered broker a full session from now.
+                    if broker.last_hb is not None and not self.inc.firing("broker.heartbeat_lost", broker.subject):
+                        broker.takeover = ts
+                else:
+                    broker.advance(ts)  # released by the same controller: a held deadline stands
         for entry in r.get("brokers") or ():
             self.broker(entry["node_id"], ts).on_listed(entry, r)
         if r.get("responder_node_id") is not None:

@@ -131,6 +131,11 @@ def resp(ts: int, target: str, endpoint: str, cluster_id: str | None,
     })
 
 
+def ctl(s: float, controller: int | None, responder: int = 1, cluster: str = C) -> Event:
+    return resp(t(s), "pay", f"b{responder}:9092", cluster, (cluster, responder), responder=responder,
+                controller=controller)
+
+
 def later(ts: int) -> Event:
     """An event of an unrelated cluster that sets no timer: it only moves the watermark to ts - 5000."""
     return resp(ts, "filler", "f1:9092", FILLER)
@@ -278,6 +283,26 @@ case(HB_LOST, "the same controller named again is no takeover",
      [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
       resp(t(5), "pay", "b2:9092", C, responder=2, controller=3000), later(past(t(0) + SESSION))],
      [F(HB_LOST, B1, t(0) + SESSION)], "fires")
+# While every response says there is no active controller, nobody holds a broker's session (and
+# nobody can fence it): the deadline waits for a controller to be reported. Measured on Kafka 4.4
+# (3 controllers, 3 brokers, 3 s session): the active controller killed, the responders' forwarded
+# DescribeQuorum timed out (-1) from 1.9 s on, the new leader's first heartbeats came at 3.1-3.4 s
+# and its first report at 3.3 s: past every broker's deadline, and Kafka fenced nobody.
+case(HB_LOST, "no active controller reported holds the session; a new controller starts it afresh",
+     [hb(t(0), 1), hb(t(0) + 2, 2), ctl(2, 3000, responder=1), ctl(2.01, 3000, responder=2),
+      ctl(6, -1, responder=1), ctl(7, -1, responder=2), ctl(8, -1, responder=1), ctl(9.5, -1, responder=2),
+      ctl(11, 3001, responder=1), hb(t(11.5), 1), ctl(11.6, 3001, responder=2), hb(t(11.7), 2),
+      later(past(t(11.7) + SESSION))],
+     [F(HB_LOST, B1, t(11.5) + SESSION), F(HB_LOST, (C, 2), t(11.7) + SESSION)], "quiet", "tricky")
+case(HB_LOST, "the same controller reported again lets a held deadline stand (a cut-off responder)",
+     [hb(t(0), 1), ctl(2, 3000, responder=2), ctl(8.9, -1, responder=3), ctl(9.2, 3000, responder=2),
+      later(past(t(9.2)))],
+     [F(HB_LOST, B1, t(0) + SESSION)], "fires", "tricky")
+case(HB_LOST, "a deadline before the controller was lost fires; one after waits for the new controller",
+     [hb(t(0), 1), ctl(2, 3000, responder=3), hb(t(5), 2), ctl(10, -1, responder=3), ctl(20, -1, responder=3),
+      ctl(26, 3001, responder=3), later(past(t(26) + SESSION))],
+     [F(HB_LOST, B1, t(0) + SESSION), F(NO_CONTROLLER, C, t(25)), R(NO_CONTROLLER, C, t(25), t(26)),
+      F(HB_LOST, (C, 2), t(26) + SESSION)], "fires")
 case(HB_LOST, "a broker that never heartbeated is not heartbeat-lost",
      [state(t(0), 1, "FENCED", "OFFLINE"), state(t(1), 1, "ONLINE"), later(t(100))],
      [], "quiet")
@@ -480,11 +505,6 @@ for _frm, _to in [("OFFLINE", "ONLINE"), ("OFFLINE", "STOPPING"), ("STOPPING", "
 
 
 # cluster.no_controller ------------------------------------------------------------------------
-def ctl(s: float, controller: int | None, responder: int = 1, cluster: str = C) -> Event:
-    return resp(t(s), "pay", f"b{responder}:9092", cluster, (cluster, responder), responder=responder,
-                controller=controller)
-
-
 case(NO_CONTROLLER, "no controller for controller_window; resolves when one is reported",
      [ctl(0, 1), ctl(5, -1), ctl(10, -1), ctl(15, -1), ctl(20, -1), ctl(25, 1)],
      [F(NO_CONTROLLER, C, t(5) + CONTROLLER_WINDOW), R(NO_CONTROLLER, C, t(20), t(25))], "fires", "resolves")

@@ -41,6 +41,9 @@ class BrokerTracker:
     # When a new active controller was first reported: like Kafka's (ClusterControlManager.activate),
     # it gives every registered broker a full session from then on.
     session_reset_at: int | None = None
+    # Since when the cluster's responders report no active controller: nobody holds the broker's
+    # session (nobody can fence it), so its heartbeat deadline waits for a controller (README).
+    session_held_since: int | None = None
     max_epoch: int | None = None
     fenced: bool | None = None
     fenced_since: int | None = None
@@ -94,7 +97,7 @@ class BrokerTracker:
         out = []
         # Each test looks at the tracker's own fields before the open incidents: this runs
         # before every event of the broker, and most brokers have nothing open.
-        if self.last_hb is not None and (HEARTBEAT_LOST, s) not in firing:
+        if self.last_hb is not None and self.session_held_since is None and (HEARTBEAT_LOST, s) not in firing:
             out.append(self.session_start + rules.session_timeout_ms)
         if self.fenced and self.fenced_since is not None and (FENCED, s) not in firing:
             out.append(self.fenced_since + rules.fenced_grace_ms)
@@ -119,7 +122,7 @@ class BrokerTracker:
         self._quiet_until = None
         s = self.subject
         if (self.last_hb is not None and now == self.session_start + rules.session_timeout_ms
-                and not incidents.is_firing(HEARTBEAT_LOST, s)):
+                and self.session_held_since is None and not incidents.is_firing(HEARTBEAT_LOST, s)):
             self._fire(incidents, out, HEARTBEAT_LOST, now,
                        f"broker {self.broker_id} sent no heartbeat for {rules.session_timeout_ms} ms",
                        last_heartbeat_ms=self.last_hb)
@@ -224,6 +227,17 @@ class BrokerTracker:
         if self.last_hb is not None and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
             self._quiet_until = None
             self.session_reset_at = at
+
+    def hold_session(self, at: int) -> None:
+        """From `at` the cluster reports no active controller (the broker is advanced to `at`)."""
+        self._quiet_until = None
+        self.session_held_since = at
+
+    def release_session(self) -> None:
+        """A controller is reported again: a deadline the hold kept back and not superseded by a
+        new controller's fresh session falls due at its own time."""
+        self._quiet_until = None
+        self.session_held_since = None
 
     def on_state(self, ev: BrokerState, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
         self._quiet_until = None

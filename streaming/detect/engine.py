@@ -224,12 +224,23 @@ class ShardEngine:
                 self.cluster = ClusterTracker(self.cluster_id)
             self.cluster.advance_to(event.ts, rules, inc, timers)
             touched: set[int] = set()
-            if self.cluster.on_response(event, rules, inc, out):
-                # A new active controller: Kafka's starts every broker's session afresh. What fell
-                # due before this moment fires first.
+            held = self.cluster.none_since is not None
+            takeover = self.cluster.on_response(event, rules, inc, out)
+            holds = self.cluster.none_since is not None
+            if takeover or held != holds:
+                # What fell due before this moment fires first (held deadlines stay held).
                 for broker in self.brokers.values():
                     broker.advance_to(event.ts, rules, inc, timers)
-                    broker.on_new_controller(event.ts, inc)
+                    if holds:
+                        # No active controller reported: nobody holds the brokers' sessions.
+                        broker.hold_session(event.ts)
+                        continue
+                    broker.release_session()
+                    if takeover:
+                        # A new active controller: Kafka's starts every broker's session afresh.
+                        broker.on_new_controller(event.ts, inc)
+                    else:
+                        broker.advance_to(event.ts, rules, inc, timers)  # the held deadline stands
             if event.brokers:
                 touched |= self._listed(event, rules, out, timers)
             if event.responder_node_id is not None:
