@@ -76,7 +76,9 @@ def test_the_job_reads_and_publishes_over_sasl_ssl(spark, test_config, secure_bu
         while _lines(store) != expected and time.monotonic() < deadline:
             time.sleep(0.5)  # polling the store, bounded by the deadline
         assert _lines(store) == expected
-        assert recorder.stats["fleetwatch"].input_rows >= sent  # a second test's run reads the first's too
+        # Progress reaches the listener after the batch's sink: wait for it (a second test's run
+        # reads the first's records too).
+        assert recorder.wait("fleetwatch", lambda stats: stats.input_rows >= sent, timeout_s=30)
     finally:
         stop_gracefully(spark, query)
         spark.streams.removeListener(recorder)

@@ -82,6 +82,7 @@ def ensure_topics(
             bootstrap_servers=bootstrap,
             client_id="fleetwatch-ensure-topics",
             request_timeout_ms=int(timeout_s * 1000),
+            bootstrap_timeout_ms=int(timeout_s * 1000),  # kafka-python's own is 30 s, whatever `timeout_s`
             **access.client_settings,
         )
     except KafkaError as exc:
