@@ -4,6 +4,12 @@ Each command runs as a real subprocess (embedded Tansu, Spark, the dashboard und
 notifier and the demo's webhook receiver) under a real pseudo-terminal 120 columns wide, or with
 its output to a file. Ctrl-C is SIGINT to the command's process group, as a terminal sends it.
 Every wait is a poll with a deadline; the 90 s of the line count is the period the issue names.
+
+The terminal demo runs as `make demo` runs it, with `--real-kafka`: its real Kafka 4.4 cluster (1
+controller, 3 brokers, JVMs from the Maven Central jars) freezes broker 3 with SIGSTOP 45 s after
+it is up, for 25 s. That alert must name the cluster the probe reports for target
+`real-kafka-4.4`, be delivered to the demo's receiver, and resolve once the broker is thawed;
+Ctrl-C must leave no Kafka JVM behind.
 """
 
 from __future__ import annotations
@@ -147,6 +153,20 @@ def _received(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
+REAL_HEARTBEAT_LOST = """
+SELECT a.alert_id, a.status FROM alerts a JOIN targets t ON t.last_cluster_id = a.cluster_id
+WHERE t.target = 'real-kafka-4.4' AND a.rule = 'broker.heartbeat_lost' AND a.broker_id = 3
+"""
+
+
+def _real_heartbeat_lost(db: Path) -> list[tuple[str, str]]:
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
+            return conn.execute(REAL_HEARTBEAT_LOST).fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return []
+
+
 def _delivered(db: Path) -> int:
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
         return conn.execute("SELECT count(*) FROM deliveries WHERE state = 'delivered'").fetchone()[0]
@@ -154,13 +174,14 @@ def _delivered(db: Path) -> int:
 
 @pytest.mark.spark
 @pytest.mark.broker
+@pytest.mark.real_kafka
 def test_demo_on_a_terminal_shows_a_banner_one_status_line_and_delivers_alerts(tmp_path: Path) -> None:
     port, workdir = free_port(), tmp_path / "demo"
     url = f"http://127.0.0.1:{port}"
     terminal = Terminal()
     started = time.monotonic()
     demo = terminal.spawn("demo", "--clusters", "3", "--brokers", "3", "--port", str(port), "--workdir", str(workdir),
-                          "--first-fault-s", "10", "--fault-every-s", "30")
+                          "--first-fault-s", "10", "--fault-every-s", "30", "--real-kafka")
     family: set[psutil.Process] = set()
     try:
         wait_until("the dashboard's URL on the terminal", lambda: url in terminal.text(), 60, demo, terminal.text)
@@ -178,6 +199,21 @@ def test_demo_on_a_terminal_shows_a_banner_one_status_line_and_delivers_alerts(t
         wait_until("the status line counting the delivery",
                lambda: any(int(n) >= 1 for n in re.findall(r"\| (\d+) delivered", terminal.text())), 30, demo,
                terminal.text)
+        # The real cluster's frozen broker: alerted, delivered, resolved once thawed, delivered again.
+        family.update(descendants(demo))  # the Kafka JVMs run in sessions of their own
+        firing = wait_until("the real broker 3's heartbeat_lost",
+                            lambda: _real_heartbeat_lost(workdir / "fleetwatch.db"),
+                            300 - (time.monotonic() - started), demo, terminal.text)
+        family.update(descendants(demo))
+        alert_id = firing[0][0]
+
+        def real_alert_received(status: str) -> bool:
+            return any(r["alert"]["alert_id"] == alert_id and r["alert"]["status"] == status
+                       for r in _received(workdir / "received.jsonl"))
+
+        wait_until("the real alert at the receiver", lambda: real_alert_received("firing"), 60, demo, terminal.text)
+        wait_until("the real alert resolved and delivered", lambda: real_alert_received("resolved"), 120, demo,
+                   terminal.text)
     finally:
         code = ctrl_c(demo, family)
         terminal.close()
