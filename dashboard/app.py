@@ -5,8 +5,11 @@ Pages: `/` fleet overview (fleet map and table), `/cluster/<cluster_id>`, `/aler
 Navigation renders a page's skeleton (its controls) once; the interval and the controls then
 refresh only the page's data, so a live refresh never steals the focus from the search box.
 
-The alerts page silences a firing alert (its cluster, rule and broker, 2 h, with a reason) the
-way `fleetwatch silence add` does.
+The alerts page silences a firing alert (its cluster, rule, broker and endpoint, 2 h, with a
+reason) the way `fleetwatch silence add` does. Who may: with basic auth on (both
+FLEETWATCH_DASHBOARD_USER and FLEETWATCH_DASHBOARD_PASSWORD set; one without the other is an
+error), only the authenticated user, whose name the silence records; with it off, anyone who
+reaches the page, so a dashboard without auth that listens beyond loopback says so in a warning.
 
 Filters live in the URL's query string (`/alerts?rule=broker.fenced&severity=critical&cluster=pay`,
 `/alerts?alert=<alert id>`, `/?env=prod&region=eu&q=pay&healthy=1&group=region`,
@@ -20,6 +23,7 @@ it shows): at 1,000 clusters it is ~220 KB, and most refreshes change nothing on
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
 import os
@@ -39,7 +43,7 @@ from streaming.config import ConfigError
 from streaming.notify.silences import Silence, add_silence
 from streaming.sinks.store import Store
 
-__all__ = ["Pages", "create_app"]
+__all__ = ["Pages", "basic_auth_from_env", "create_app", "warn_if_exposed"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,8 @@ _CLUSTER_PREFIX = "cluster/"
 _TAG = "tag-filter"
 _IDENTITY_RULES = ("cluster.id_changed", "cluster.id_duplicate", "cluster.id_invalid")
 SILENCE_MS = 2 * 3600_000
+AUTH_USER_ENV = "FLEETWATCH_DASHBOARD_USER"
+AUTH_PASSWORD_ENV = "FLEETWATCH_DASHBOARD_PASSWORD"
 
 Tags = Mapping[str, Mapping[str, str]]
 Query = dict[str, list[str]]
@@ -149,8 +155,11 @@ class Pages:
         if not reason.strip():
             return "Give a reason for the silence first."
         try:
+            # The alert's endpoint too: silencing one misrouted endpoint must not silence the
+            # cluster's other misroutes.
             s = add_silence(self.store, cluster=a["cluster_id"] or a["target"], rule=a["rule"],
-                            broker_id=a["broker_id"], duration_ms=SILENCE_MS, reason=reason, created_by=created_by)
+                            broker_id=a["broker_id"], endpoint=a["endpoint"], duration_ms=SILENCE_MS,
+                            reason=reason, created_by=created_by)
         except ConfigError as exc:
             return f"Not silenced: {exc}"
         log.info("silence added from the dashboard", extra={"silence": s.id, "matchers": s.matchers()})
@@ -184,12 +193,15 @@ class Pages:
                                       queries.outbox_backlog(self.engine), int(time.time() * 1000)))
 
 
-def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = None) -> Dash:
+def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = None,
+               host: str | None = None) -> Dash:
     """The dashboard over the store at `store_url`, refreshing every `refresh_ms`.
 
     `tags` maps a target name to its tags (`{c.name: c.tags for c in config.clusters}`): the
     overview then has one filter per tag key. When FLEETWATCH_DASHBOARD_USER and
     FLEETWATCH_DASHBOARD_PASSWORD are both set, every request needs HTTP basic auth with them.
+    `host`: the address the server will listen on, when the caller knows it (else the first
+    request tells); without auth, one beyond loopback gets a warning.
     """
     store = Store(store_url)
     engine = store.engine
@@ -214,12 +226,52 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
                                       _cluster_page(), _alerts_page([], {}), _deliveries_page([], {}),
                                       _identity_page(), _pipeline_page()])
     _register_callbacks(app, engine, pages)
-    user = os.environ.get("FLEETWATCH_DASHBOARD_USER")
-    password = os.environ.get("FLEETWATCH_DASHBOARD_PASSWORD")
-    if user and password:
-        _require_basic_auth(app.server, user, password)
-        log.info("dashboard basic auth enabled", extra={"user": user})
+    auth = basic_auth_from_env()
+    if auth is not None:
+        _require_basic_auth(app.server, *auth)
+        log.info("dashboard basic auth enabled", extra={"user": auth[0]})
+    elif host is not None:
+        warn_if_exposed(host)
+    else:
+        _warn_once_if_served_beyond_loopback(app.server)
     return app
+
+
+def basic_auth_from_env() -> tuple[str, str] | None:
+    """The dashboard's basic-auth user and password, or None (no auth). One of the two variables
+    without the other is a ConfigError: auth must not be off because of a typo."""
+    user, password = os.environ.get(AUTH_USER_ENV), os.environ.get(AUTH_PASSWORD_ENV)
+    if bool(user) != bool(password):
+        missing = AUTH_PASSWORD_ENV if user else AUTH_USER_ENV
+        raise ConfigError(f"dashboard basic auth needs both {AUTH_USER_ENV} and {AUTH_PASSWORD_ENV}; "
+                          f"{missing} is not set")
+    return (user, password) if user and password else None
+
+
+def warn_if_exposed(host: str) -> bool:
+    """Warn (and return True) when a dashboard without auth listens on `host` beyond loopback:
+    anyone who reaches it sees the fleet and can silence alerts."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        log.warning(f"dashboard auth is off and it listens on {host}: anyone who reaches it can silence "
+                    f"alerts (set {AUTH_USER_ENV} and {AUTH_PASSWORD_ENV})", extra={"host": host})
+    return not loopback
+
+
+def _warn_once_if_served_beyond_loopback(server: flask.Flask) -> None:
+    # Under gunicorn the bind is not the app's to know: the first request tells it (SERVER_NAME is
+    # the listening address, for gunicorn and werkzeug alike).
+    checked = False
+
+    @server.before_request
+    def check() -> None:
+        nonlocal checked
+        if not checked:
+            checked = True
+            warn_if_exposed(flask.request.environ.get("SERVER_NAME", ""))
 
 
 def _query(search: str | None) -> Query:

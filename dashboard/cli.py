@@ -26,10 +26,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     # Dash and plotly load only when the dashboard runs, not for every other subcommand.
-    from dashboard.app import create_app
+    from dashboard.app import basic_auth_from_env, create_app
 
     try:
         config = load_config(args.config)
+        basic_auth_from_env()  # one variable of the two is an error here, not auth silently off
     except ConfigError as exc:
         print(f"fleetwatch dashboard: {exc}", file=sys.stderr)
         return 2
@@ -37,7 +38,7 @@ def command(args: argparse.Namespace) -> int:
     # The overview's tag filters: each configured cluster's tags, by target name.
     tags = {c.name: c.tags for c in config.clusters}
     try:
-        app = create_app(store_url, tags=tags)
+        app = create_app(store_url, tags=tags, host=args.host)
     except SQLAlchemyError as exc:
         # A bad URL or an unreachable database: one line, not a traceback, and not the URL,
         # which may hold a password.

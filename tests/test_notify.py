@@ -124,7 +124,10 @@ class Hook:
                 pass
 
             def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                if len(body) < length:
+                    return  # the sender died mid-request (a killed notifier): nothing was received
                 request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
                            "body": body, "t": time.monotonic()}
                 action = hook._action(self.path, body)

@@ -1,0 +1,156 @@
+"""Who may silence from the dashboard, and what a dashboard silence matches (issue 19).
+
+- Basic auth is both variables or neither: one without the other stops `fleetwatch dashboard`
+  with a one-line error instead of serving without auth.
+- Without auth, a dashboard listening beyond loopback says so in a warning: at start when the
+  command knows its address, at the first request under a WSGI server (gunicorn's bind).
+- With auth, a silence records the authenticated user; without the right credentials, the
+  silence callback is refused like every other request.
+- A silence from a misrouted endpoint's alert keeps the endpoint: the cluster's other misroutes
+  still page.
+Real processes where the finding is about them (the CLI's exit code and its stderr), Dash's own
+WSGI app otherwise; a real SQLite store throughout.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from test_dashboard import PAY, T0, _alert, _fill
+from test_deploy_support import free_port
+
+from dashboard.app import Pages, create_app
+from streaming.notify.silences import Silence
+from streaming.sinks.store import Store, silences
+
+ROOT = Path(__file__).resolve().parents[1]
+AUTH = ("FLEETWATCH_DASHBOARD_USER", "FLEETWATCH_DASHBOARD_PASSWORD")
+
+
+def _dashboard(store_url: str, host: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in AUTH}
+    return subprocess.Popen([sys.executable, "-m", "streaming.cli", "dashboard", "--store-url", store_url,
+                             "--host", host, "--port", str(free_port())],
+                            cwd=ROOT, env={**clean, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def _stderr_until(process: subprocess.Popen[str], marker: str, timeout_s: float = 60) -> list[str]:
+    """The lines the dashboard wrote to stderr up to the one containing `marker` (then it is stopped)."""
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        assert process.stderr is not None
+        while time.monotonic() < deadline:
+            line = process.stderr.readline()  # the dashboard writes its start line, then serves
+            if not line:
+                break
+            lines.append(line.rstrip("\n"))
+            if marker in line:
+                return lines
+        raise AssertionError(f"no {marker!r} on stderr within {timeout_s:.0f} s: {lines}")
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(url)
+    _fill(store)
+    store.close()
+    return url
+
+
+@pytest.mark.parametrize("only", AUTH)
+def test_one_auth_variable_without_the_other_is_a_one_line_error(store_url: str, only: str) -> None:
+    process = _dashboard(store_url, "127.0.0.1", {only: "x"})
+    _, err = process.communicate(timeout=60)
+    missing = next(name for name in AUTH if name != only)
+    assert process.returncode == 2
+    assert err.count("\n") == 1 and missing in err and "needs both" in err, err
+
+
+def test_no_auth_beyond_loopback_is_a_warning_at_start_and_loopback_is_quiet(store_url: str) -> None:
+    exposed = _stderr_until(_dashboard(store_url, "0.0.0.0", {}), "dashboard on http://0.0.0.0")
+    warnings = [json.loads(line) for line in exposed if line.startswith("{") and "auth is off" in line]
+    assert len(warnings) == 1 and warnings[0]["level"] == "warning" and warnings[0]["host"] == "0.0.0.0"
+    assert "FLEETWATCH_DASHBOARD_USER" in warnings[0]["msg"]
+
+    quiet = _stderr_until(_dashboard(store_url, "127.0.0.1", {}), "dashboard on http://127.0.0.1")
+    assert not [line for line in quiet if "auth is off" in line], quiet
+    authenticated = _stderr_until(_dashboard(store_url, "0.0.0.0", {AUTH[0]: "sre", AUTH[1]: "s3cret"}),
+                                  "dashboard on http://0.0.0.0")
+    assert not [line for line in authenticated if "auth is off" in line], authenticated
+
+
+def test_without_auth_the_first_request_on_a_public_address_warns_once(store_url: str, monkeypatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    for name in AUTH:
+        monkeypatch.delenv(name, raising=False)
+    client = create_app(store_url).server.test_client()
+    with caplog.at_level(logging.WARNING, logger="dashboard.app"):
+        for _ in range(3):  # gunicorn bound to 0.0.0.0: SERVER_NAME is its listening address
+            assert client.get("http://0.0.0.0/").status_code == 200
+    assert [r.getMessage() for r in caplog.records].count(
+        "dashboard auth is off and it listens on 0.0.0.0: anyone who reaches it can silence alerts "
+        "(set FLEETWATCH_DASHBOARD_USER and FLEETWATCH_DASHBOARD_PASSWORD)") == 1
+
+
+def _silence_request(alert_id: str, reason: str) -> dict:
+    """The body Dash's renderer posts when a silence button is clicked."""
+    button = json.dumps({"alert": alert_id, "type": "silence"}, separators=(",", ":"))
+    return {"output": "silence-result.children",
+            "outputs": {"id": "silence-result", "property": "children"},
+            "inputs": [[{"id": {"alert": alert_id, "type": "silence"}, "property": "n_clicks", "value": 1}]],
+            "changedPropIds": [f"{button}.n_clicks"],
+            "state": [{"id": "silence-reason", "property": "value", "value": reason}]}
+
+
+def test_with_auth_a_silence_records_the_user_and_needs_the_credentials(store_url: str, monkeypatch) -> None:
+    monkeypatch.setenv(AUTH[0], "sre")
+    monkeypatch.setenv(AUTH[1], "s3cret")
+    client = create_app(store_url).server.test_client()
+    body = _silence_request("a-lost", "planned rolling restart")
+    assert client.post("/_dash-update-component", json=body).status_code == 401
+    wrong = base64.b64encode(b"sre:guess").decode()
+    assert client.post("/_dash-update-component", json=body,
+                       headers={"Authorization": f"Basic {wrong}"}).status_code == 401
+    store = Store(store_url)
+    with store.engine.connect() as conn:
+        assert conn.execute(select(silences)).all() == []
+    right = base64.b64encode(b"sre:s3cret").decode()
+    answer = client.post("/_dash-update-component", json=body, headers={"Authorization": f"Basic {right}"})
+    assert answer.status_code == 200, answer.text
+    with store.engine.connect() as conn:
+        [row] = conn.execute(select(silences)).mappings().all()
+    assert (row["cluster"], row["rule"], row["broker_id"], row["created_by"]) == (
+        PAY, "broker.heartbeat_lost", 3, "dashboard (sre)")
+    store.close()
+
+
+def test_a_silence_of_one_misrouted_endpoint_keeps_the_endpoint(store_url: str) -> None:
+    store = Store(store_url)
+    misroutes = [_alert(f"m{i}", "connection.misrouted", "critical", PAY, "payments-eu1",
+                        endpoint=f"b{i}.pay:9092", summary="reaches another cluster") for i in (1, 2)]
+    store.record_alerts(misroutes)
+    answer = Pages(store, lambda path: path, None).silence("m1", "b1 is being rescheduled", "dashboard")
+    assert answer.startswith("Silence "), answer
+    with store.engine.connect() as conn:
+        [row] = conn.execute(select(silences)).mappings().all()
+    silence = Silence.from_row(row)
+    assert silence.endpoint == "b1.pay:9092"
+    assert silence.matches(misroutes[0]) and not silence.matches(misroutes[1])
+    assert silence.active_at(silence.starts_at) and silence.starts_at > T0
+    store.close()
