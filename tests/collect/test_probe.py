@@ -471,3 +471,25 @@ def test_a_connection_dropped_during_the_identity_check_does_not_turn_it_off():
     assert endpoint_errors == [["CONNECTION_CLOSED"], [None], [None]]
     v5_attempts = [c for c in broker.connections if ("ApiVersions", 5) in c]
     assert len(v5_attempts) == 3  # every round, the dropped one included
+
+
+@pytest.mark.broker
+def test_publish_failures_with_the_bus_away_are_one_counted_line_not_one_per_record(tmp_path, caplog):
+    # With the bus away every record the producer holds expires on its own (thousands per second at
+    # 1,000 clusters): the errback the producer calls for each must not log each.
+    from kafka.errors import KafkaTimeoutError
+
+    from streaming.bus import EmbeddedBus
+    from streaming.collect.probe import BusPublisher
+
+    with EmbeddedBus(log_path=tmp_path / "tansu.log") as bus:
+        publisher = BusPublisher(bus.bootstrap)
+        try:
+            with caplog.at_level("WARNING", logger="streaming.collect.probe.publish"):
+                for _ in range(2000):
+                    publisher._failed(KafkaTimeoutError("Expiring 1 record(s): 120000 ms has passed"))
+        finally:
+            publisher.close()
+    lines = [r for r in caplog.records if r.getMessage() == "publishing an event failed"]
+    assert publisher.failures == 2000
+    assert len(lines) == 1 and lines[0].failures == 1

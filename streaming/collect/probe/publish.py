@@ -11,11 +11,11 @@ import orjson
 from streaming import topics
 from streaming.bus import BusAccess
 from streaming.contract import topic_of
+from streaming.resilience import Throttle
 
 __all__ = ["BusPublisher", "JsonlWriter"]
 
 log = logging.getLogger(__name__)
-
 
 
 class JsonlWriter:
@@ -50,10 +50,12 @@ class BusPublisher:
                                        acks=1, linger_ms=20, **access.client_settings)
         self.sent = 0
         self.failures = 0
+        # With the bus away every buffered record expires on its own: one line per 30 s, counted.
+        self._failure_log = Throttle()
 
     def _failed(self, exc: BaseException) -> None:
         self.failures += 1
-        log.warning("publishing an event failed", extra={"error": str(exc)})
+        self._failure_log.warning(log, "publishing an event failed", error=str(exc), failures=self.failures)
 
     def __call__(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
