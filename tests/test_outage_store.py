@@ -124,3 +124,29 @@ def test_the_job_rides_out_a_postgresql_outage_losing_and_repeating_nothing(tmp_
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(timeout=30)
         pg.stop()
+
+
+def test_the_submitted_driver_serving_metrics_waits_for_a_database_that_is_down(tmp_path):
+    # The Spark Operator's driver (`streaming.ops.submit --metrics-port`) opens the store for
+    # /metrics before `run` starts: with the database down it must wait, as `run` does, not crash.
+    from test_deploy_support import free_port
+
+    down = f"postgresql+psycopg://fleetwatch@127.0.0.1:{free_port()}/fleetwatch"  # nothing listens there
+    config_path = tmp_path / "fleetwatch.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "bus": {"bootstrap_servers": "127.0.0.1:9", "source": "python"}, "store": {"url": down},
+        "spark": {"master": "local[1]", "checkpoint_dir": str(tmp_path / "checkpoint")}}))
+    log_path = tmp_path / "driver.log"
+    driver = subprocess.Popen([sys.executable, "-m", "streaming.ops.submit", "--config", str(config_path),
+                               "--metrics-port", str(free_port())],
+                              stdout=log_path.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+                              env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    try:
+        retries = _poll(lambda: [r for r in _job_lines(log_path, "store unavailable, retrying")
+                                 if r.get("what") == "open the store"][1:] or driver.poll() is not None,
+                        120, "the driver to wait for the database")
+        assert driver.poll() is None, f"the driver exited ({driver.returncode}):\n{log_path.read_text()[-2000:]}"
+        assert retries
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)

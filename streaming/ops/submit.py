@@ -63,9 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("spark.master of the config ignored: spark-submit's master wins",
                  extra={"config_master": config.spark.master, "master": master})
 
-    from streaming.sinks.store import Store
+    from streaming.live import open_store
 
-    metrics = serve_metrics_from_args(args, Store(config.store.url)) if args.metrics_port is not None else None
+    # The store may be down while the driver starts: wait for it, as `run` does, instead of failing.
+    metrics = serve_metrics_from_args(args, open_store(config.store.url)) if args.metrics_port is not None else None
     # This driver serves /metrics itself: `run` must not start a second server on the same port.
     os.environ.pop("FLEETWATCH_METRICS_PORT", None)
     try:
