@@ -212,6 +212,7 @@ class RetentionConfig(_Strict):
     resolved_alerts_days: float = Field(30, gt=0)  # alerts once resolved
     quarantine_days: float = Field(7, gt=0)
     progress_days: float = Field(2, gt=0)  # pipeline_progress: ~86k rows a day at one batch a second
+    subjects_days: float = Field(30, gt=0)  # brokers, clusters, targets not heard of (nothing firing)
     every_batches: int = Field(100, ge=1)
     max_rows_per_table: int = Field(5000, ge=1)
 

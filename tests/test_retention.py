@@ -18,14 +18,18 @@ from streaming.sinks.store import (
     alert_history,
     alerts,
     broker_transitions,
+    brokers,
+    clusters,
     controller_history,
     pipeline_progress,
     quarantine,
+    targets,
 )
 
 DAY = 86_400_000
 NOW = 1_795_000_000_000
-TABLES = (alert_history, broker_transitions, controller_history, alerts, quarantine, pipeline_progress)
+TABLES = (alert_history, broker_transitions, controller_history, alerts, quarantine, pipeline_progress,
+          brokers, clusters, targets)
 
 
 @pytest.fixture
@@ -41,9 +45,23 @@ def _alert(alert_id: str, status: str, at: int) -> dict:
             "starts_at": at - 1000, "ends_at": at if status == "resolved" else None, "summary": "s", "details": {}}
 
 
+def _subjects(cluster_id: str, broker_ids: range, target: str, at: int) -> dict:
+    """A cluster, its brokers and its target, last heard of at `at`."""
+    return {
+        "brokers": [{"cluster_id": cluster_id, "broker_id": b, "state": "ONLINE", "fenced": False, "broker_epoch": 1,
+                     "last_heartbeat_ms": at, "last_answer_ms": at, "rack": None, "endpoints": [],
+                     "updated_ms": at} for b in broker_ids],
+        "clusters": [{"cluster_id": cluster_id, "target": target, "controller_id": 1, "last_response_ms": at,
+                      "updated_ms": at}],
+        "targets": [{"target": target, "pinned_cluster_id": cluster_id, "last_cluster_id": cluster_id,
+                     "last_ok_ms": at, "updated_ms": at}],
+    }
+
+
 def _fill(store: Store, *, age_ms: int, n: int, tag: str) -> None:
-    """n rows of every growing table, `age_ms` old."""
+    """n rows of every growing table (a cluster and its target, n brokers), `age_ms` old."""
     at = NOW - age_ms
+    store.write(_subjects(f"{tag}-c", range(n), f"{tag}-t", at))
     store.write({
         "broker_transitions": [{"cluster_id": "c1", "broker_id": 1, "ts": at + i, "state": "ONLINE",
                                 "previous_state": None, "reason": None} for i in range(n)],
@@ -67,7 +85,7 @@ def _counts(store: Store) -> dict[str, int]:
 def test_defaults_are_days():
     retention = FleetwatchConfig().store.retention
     assert (retention.history_days, retention.resolved_alerts_days, retention.quarantine_days,
-            retention.progress_days) == (30, 30, 7, 2)
+            retention.progress_days, retention.subjects_days) == (30, 30, 7, 2, 30)
 
 
 def test_old_rows_go_new_rows_and_the_history_of_firing_alerts_stay(db):
@@ -79,16 +97,24 @@ def test_old_rows_go_new_rows_and_the_history_of_firing_alerts_stay(db):
                  "pipeline_progress": [{"query": "fleetwatch", "batch_id": 5000, "recorded_at": NOW - 3 * DAY,
                                         "input_rows": 1}]})
     store.record_alerts([_alert("open", "firing", NOW - 45 * DAY)])  # firing for 45 days: kept
+    # What that alert is about, and a target with an alert of its own, both last heard of 45 days
+    # ago: kept while their alerts fire.
+    store.write(_subjects("c1", range(1, 2), "t-open", NOW - 45 * DAY))
+    store.record_alerts([{**_alert("unreachable", "firing", NOW - 45 * DAY), "rule": "cluster.unreachable",
+                          "severity": "critical", "cluster_id": None, "broker_id": None, "target": "t-open"}])
 
     deleted = store.delete_expired(RetentionConfig(), now_ms=NOW)
 
     assert deleted == {"alert_history": 8, "broker_transitions": 4, "controller_history": 4, "alerts": 4,
-                       "quarantine": 5, "pipeline_progress": 5}
-    assert _counts(store) == {"alert_history": 7, "broker_transitions": 3, "controller_history": 3, "alerts": 4,
-                              "quarantine": 3, "pipeline_progress": 3}
+                       "quarantine": 5, "pipeline_progress": 5, "brokers": 4, "clusters": 1, "targets": 1}
+    assert _counts(store) == {"alert_history": 8, "broker_transitions": 3, "controller_history": 3, "alerts": 5,
+                              "quarantine": 3, "pipeline_progress": 3, "brokers": 4, "clusters": 2, "targets": 2}
     with store.engine.connect() as conn:
-        assert conn.execute(select(alerts.c.alert_id, alerts.c.status).where(alerts.c.status == "firing")).all() == [
-            ("open", "firing")]
+        assert conn.execute(select(alerts.c.alert_id, alerts.c.status).where(alerts.c.status == "firing")
+                            .order_by(alerts.c.alert_id)).all() == [("open", "firing"), ("unreachable", "firing")]
+        assert set(conn.execute(select(brokers.c.cluster_id, brokers.c.broker_id)).all()) == {
+            ("c1", 1), ("new-c", 0), ("new-c", 1), ("new-c", 2)}
+        assert set(conn.scalars(select(targets.c.target))) == {"t-open", "new-t"}
         assert "open" in set(conn.scalars(select(alert_history.c.alert_id)))
     assert store.delete_expired(RetentionConfig(), now_ms=NOW) == dict.fromkeys(deleted, 0)
 
@@ -114,6 +140,9 @@ def test_the_retention_deletes_use_indexes(tmp_path):
         "controller_history": "SELECT id FROM controller_history WHERE ts < 5",
         "alert_history": "SELECT id FROM alert_history WHERE event_ms < 5",
         "alerts": "SELECT alert_id FROM alerts WHERE status = 'resolved' AND ends_at < 5",
+        "brokers": "SELECT cluster_id, broker_id FROM brokers WHERE updated_ms < 5",
+        "clusters": "SELECT cluster_id FROM clusters WHERE updated_ms < 5",
+        "targets": "SELECT target FROM targets WHERE updated_ms < 5",
         # /metrics reads the latest progress row of each query on every scrape.
         "latest progress": "SELECT query, max(id) FROM pipeline_progress GROUP BY query",
     }

@@ -38,6 +38,7 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    tuple_,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -130,6 +131,7 @@ brokers = Table(
     Column("rack", String(255)),
     Column("endpoints", JSON, nullable=False),
     Column("updated_ms", BigInteger, nullable=False),
+    Index("ix_brokers_updated_ms", "updated_ms"),  # retention
 )
 
 broker_transitions = Table(
@@ -152,6 +154,7 @@ clusters = Table(
     Column("controller_id", Integer),
     Column("last_response_ms", BigInteger),
     Column("updated_ms", BigInteger, nullable=False),
+    Index("ix_clusters_updated_ms", "updated_ms"),  # retention
 )
 
 # Every change of the controller a cluster's responses report (None: no active controller).
@@ -174,6 +177,7 @@ targets = Table(
     Column("last_error", String(255)),
     Column("last_error_ms", BigInteger),
     Column("updated_ms", BigInteger, nullable=False),
+    Index("ix_targets_updated_ms", "updated_ms"),  # retention
 )
 
 quarantine = Table(
@@ -459,8 +463,9 @@ class Store:
     def delete_expired(self, retention: RetentionConfig, now_ms: int | None = None) -> dict[str, int]:
         """Delete what is older than the retention, at most `retention.max_rows_per_table` rows per
         table, in chunks of short transactions (the job calls this every few batches, so a backlog
-        goes over several calls). Age is event time where the row has one (history, resolved alerts), else the time
-        it was recorded (quarantine, progress). The history of a firing alert is kept.
+        goes over several calls). Age is event time where the row has one (history, resolved alerts,
+        brokers, clusters, targets), else the time it was recorded (quarantine, progress). The history
+        of a firing alert is kept, and so are the broker, cluster and target it is about.
         Returns the rows deleted per table."""
         now = _now_ms() if now_ms is None else now_ms
         limit = retention.max_rows_per_table
@@ -469,16 +474,28 @@ class Store:
             return now - int(days * _DAY_MS)
 
         history_cutoff = cutoff(retention.history_days)
-        firing = exists().where(alerts.c.alert_id == alert_history.c.alert_id, alerts.c.status == "firing")
+        subjects_cutoff = cutoff(retention.subjects_days)
+        firing = alerts.c.status == "firing"
+        history_firing = exists().where(alerts.c.alert_id == alert_history.c.alert_id, firing)
         plans = [
-            (alert_history, alert_history.c.id, (alert_history.c.event_ms < history_cutoff) & ~firing),
-            (broker_transitions, broker_transitions.c.id, broker_transitions.c.ts < history_cutoff),
-            (controller_history, controller_history.c.id, controller_history.c.ts < history_cutoff),
-            (alerts, alerts.c.alert_id,
+            (alert_history, (alert_history.c.id,), (alert_history.c.event_ms < history_cutoff) & ~history_firing),
+            (broker_transitions, (broker_transitions.c.id,), broker_transitions.c.ts < history_cutoff),
+            (controller_history, (controller_history.c.id,), controller_history.c.ts < history_cutoff),
+            (alerts, (alerts.c.alert_id,),
              (alerts.c.status == "resolved") & (alerts.c.ends_at < cutoff(retention.resolved_alerts_days))),
-            (quarantine, quarantine.c.id, quarantine.c.recorded_at < cutoff(retention.quarantine_days)),
-            (pipeline_progress, pipeline_progress.c.id,
+            (quarantine, (quarantine.c.id,), quarantine.c.recorded_at < cutoff(retention.quarantine_days)),
+            (pipeline_progress, (pipeline_progress.c.id,),
              pipeline_progress.c.recorded_at < cutoff(retention.progress_days)),
+            # What the fleet no longer reports (a decommissioned cluster, an id nobody sends again),
+            # unless an alert about it still fires.
+            (brokers, (brokers.c.cluster_id, brokers.c.broker_id),
+             (brokers.c.updated_ms < subjects_cutoff) & ~exists().where(
+                 firing, alerts.c.cluster_id == brokers.c.cluster_id, alerts.c.broker_id == brokers.c.broker_id)),
+            (clusters, (clusters.c.cluster_id,),
+             (clusters.c.updated_ms < subjects_cutoff) & ~exists().where(
+                 firing, alerts.c.cluster_id == clusters.c.cluster_id)),
+            (targets, (targets.c.target,),
+             (targets.c.updated_ms < subjects_cutoff) & ~exists().where(firing, alerts.c.target == targets.c.target)),
         ]
         chunk = min(limit, 1000)  # one short transaction each: the writer lock is held briefly
         deleted: dict[str, int] = {}
@@ -486,9 +503,9 @@ class Store:
             total = 0
             while total < limit:
                 with self.engine.begin() as conn:
-                    ids = list(conn.scalars(select(key).where(expired).limit(min(chunk, limit - total))))
+                    ids = conn.execute(select(*key).where(expired).limit(min(chunk, limit - total))).all()
                     if ids:
-                        conn.execute(delete(table).where(key.in_(ids)))
+                        conn.execute(delete(table).where(tuple_(*key).in_([tuple(i) for i in ids])))
                 total += len(ids)
                 if len(ids) < chunk:
                     break
