@@ -241,6 +241,25 @@ def test_check_config_ok_warnings_env_and_unreadable_files(tmp_path, monkeypatch
     assert _check().returncode == 2
 
 
+def test_check_config_warns_that_plain_gives_a_misrouted_broker_the_password(tmp_path):
+    config = tmp_path / "fleetwatch.yaml"
+    config.write_text("clusters:\n"
+                      "  - name: pay\n"
+                      "    bootstrap: ['b1.pay:9093']\n"
+                      "    security: {protocol: SASL_SSL, sasl_mechanism: PLAIN, username_env: U, password_env: P}\n"
+                      "  - name: orders\n"
+                      "    bootstrap: ['b1.ord:9093']\n"
+                      "    security: {protocol: SASL_SSL, sasl_mechanism: SCRAM-SHA-512, username_env: U, "
+                      "password_env: P}\n")
+    result = _check(str(config))
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        f"{config}:4: warning: clusters[0].security.sasl_mechanism: PLAIN hands the password to whichever broker "
+        "answers at an address, a misrouted one of another cluster too (Kafka checks the identity only after "
+        "authentication): use SCRAM-SHA-512",
+        f"{config}: OK (1 warning)"]
+
+
 def test_check_config_connect_reports_an_unreachable_store_and_bus(tmp_path):
     dead = free_port()
     config = tmp_path / "fleetwatch.yaml"

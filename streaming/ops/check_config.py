@@ -157,6 +157,12 @@ def _deploy_problems(config: SimpleNamespace, file: str, root: yaml.Node | None,
         security = cluster.security
         if security.protocol.startswith("SASL") and not (security.username_env and security.password_env):
             add(f"clusters[{i}].security", f"{security.protocol} needs username_env and password_env")
+        if security.protocol.startswith("SASL") and security.sasl_mechanism == "PLAIN":
+            # Kafka runs the KIP-1242 identity check only after authentication: the probe cannot
+            # tell a misrouted address before it has sent the password to it.
+            add(f"clusters[{i}].security.sasl_mechanism", "PLAIN hands the password to whichever broker answers "
+                "at an address, a misrouted one of another cluster too (Kafka checks the identity only after "
+                "authentication): use SCRAM-SHA-512", "warning")
 
     seen: dict[str, int] = {}
     for i, receiver in enumerate(config.receivers or []):
