@@ -62,7 +62,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: $(STAMP) system jars lint
-	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest --headless --webdriver Chrome -p no:cacheprovider
+	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest --headless --webdriver Chrome -p no:cacheprovider --durations=25
 
 clean:
 	rm -rf var artifacts .pytest_cache
