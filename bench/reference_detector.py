@@ -406,6 +406,7 @@ class Cluster:
         """The broker, with what fell due before `now` fired."""
         if broker_id not in self.brokers:
             self.brokers[broker_id] = Broker(self.cluster_id, broker_id, self.inc)
+            self.brokers[broker_id].held = self.controller.none_since is not None
         broker = self.brokers[broker_id]
         broker.advance(now)
         return broker

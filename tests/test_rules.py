@@ -303,6 +303,10 @@ case(HB_LOST, "a deadline before the controller was lost fires; one after waits 
       ctl(26, 3001, responder=3), later(past(t(26) + SESSION))],
      [F(HB_LOST, B1, t(0) + SESSION), F(NO_CONTROLLER, C, t(25)), R(NO_CONTROLLER, C, t(25), t(26)),
       F(HB_LOST, (C, 2), t(26) + SESSION)], "fires")
+case(HB_LOST, "a broker first heard while no controller is reported is held like the others",
+     [ctl(0, 3000, responder=2), ctl(1, -1, responder=2), hb(t(2), 1), ctl(4, -1, responder=2),
+      ctl(14, 3001, responder=2), later(past(t(14) + SESSION))],
+     [F(HB_LOST, B1, t(14) + SESSION)], "tricky")
 case(HB_LOST, "a broker that never heartbeated is not heartbeat-lost",
      [state(t(0), 1, "FENCED", "OFFLINE"), state(t(1), 1, "ONLINE"), later(t(100))],
      [], "quiet")

@@ -213,6 +213,8 @@ class ShardEngine:
         tracker = self.brokers.get(broker_id)
         if tracker is None:
             tracker = self.brokers[broker_id] = BrokerTracker(self.cluster_id or None, broker_id)
+            if self.cluster is not None and self.cluster.none_since is not None:
+                tracker.hold_session(self.cluster.none_since)  # first heard while no controller is reported
         return tracker
 
     def _cluster_event(self, event: Event, book: RuleBook, out: Emitter,
