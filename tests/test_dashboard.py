@@ -345,7 +345,9 @@ def test_cli_and_wsgi_pass_the_config_tags(tmp_path: Path, monkeypatch: pytest.M
     finally:
         sys.modules.pop("dashboard.wsgi", None)  # built over the fake: no later import may get it
     tags = {"orders": {"env": "prod"}, "billing": {}}
-    assert seen == [{"url": f"sqlite:///{tmp_path / 's.db'}", "tags": tags}] * 2
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    # The CLI also says where it listens (a dashboard without auth beyond loopback is a warning).
+    assert seen == [{"url": url, "tags": tags, "host": "127.0.0.1"}, {"url": url, "tags": tags}]
 
 
 # -- pages in headless Chromium ------------------------------------------------------------------
