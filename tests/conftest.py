@@ -1,4 +1,5 @@
-"""Shared fixtures: one real local Spark session for the whole run (JVM start-up is slow)."""
+"""Shared fixtures: one real local Spark session for the whole run (JVM start-up is slow), and a
+healthy real Kafka cluster watched for the whole run when it holds a `real_kafka` test."""
 
 from __future__ import annotations
 
@@ -26,3 +27,19 @@ def spark(test_config):
     session = spark_session(test_config, "fleetwatch-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def healthy_real_kafka(request, tmp_path_factory):
+    """tests/support/healthy_kafka.py: started before the first test, so that its five minutes of
+    watching pass while the other tests run; None when no `real_kafka` test was selected."""
+    if not any(item.get_closest_marker("real_kafka") for item in request.session.items):
+        yield None
+        return
+    from support.healthy_kafka import HealthyWatch
+
+    watch = HealthyWatch(tmp_path_factory.mktemp("healthy-kafka")).start()
+    try:
+        yield watch
+    finally:
+        watch.stop()

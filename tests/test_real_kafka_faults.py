@@ -1,7 +1,8 @@
 """Real faults in real Apache Kafka 4.4 clusters, end to end: probe -> bus -> Spark job -> store.
 
 One live job (real Spark, the embedded Tansu bus, a real SQLite store) watches, for the whole
-module, a healthy 3-node combined cluster and the clusters each test breaks. Every test injects
+module, the clusters each test breaks, and a healthy 3-node combined cluster probed into the same
+bus since the start of the test session (tests/support/healthy_kafka.py). Every test injects
 a real fault into real Kafka processes (SIGSTOP, a cut TCP path to the controllers, killed
 controllers, a controlled shutdown, a re-pointed address, re-formatted storage), asserts the
 exact alert of SPEC section 4 (rule and subject) appears in the store, undoes the fault, and
@@ -22,10 +23,8 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from support.healthy_kafka import PROBE, HealthyWatch
 
-from streaming import topics
-from streaming.bus import EmbeddedBus
-from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig
 from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
 from streaming.live import start_job, stop_gracefully
@@ -34,7 +33,6 @@ from streaming.sinks.store import Store, alerts, broker_transitions, controller_
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark, pytest.mark.broker]
 
 SESSION_TIMEOUT_MS = 3000
-PROBE = ProbeOptions(interval_ms=1000, timeout_ms=900, source="probe-real-kafka")
 HEALTHY_WATCH_S = 300
 # Restarts are slower than 3 s: the cluster of the restart test runs Kafka's default session
 # timeout, and its rules the same (SPEC's default), as an SRE who restarts brokers would.
@@ -80,7 +78,7 @@ class Watch:
 
 
 @pytest.fixture(scope="module")
-def watch(spark, test_config, tmp_path_factory) -> Iterator[Watch]:
+def watch(spark, test_config, tmp_path_factory, healthy_real_kafka: HealthyWatch) -> Iterator[Watch]:
     workdir = tmp_path_factory.mktemp("real-kafka")
     config = FleetwatchConfig.model_validate({
         "spark": {**test_config.spark.model_dump(), "checkpoint_dir": str(workdir / "checkpoint"),
@@ -91,30 +89,13 @@ def watch(spark, test_config, tmp_path_factory) -> Iterator[Watch]:
                       "rules": {"session_timeout_ms": RESTART_SESSION_TIMEOUT_MS, "fenced_grace_ms": 30000}}],
     })
     store = Store(f"sqlite:///{workdir / 'store.db'}")
-    with EmbeddedBus(partitions={t: 2 for t in topics.TELEMETRY}, log_path=workdir / "tansu.log") as bus:
-        query, recorder = start_job(spark, config, bus.bootstrap, store)
-        try:
-            yield Watch(store, bus.bootstrap, workdir)
-        finally:
-            stop_gracefully(spark, query)
-            spark.streams.removeListener(recorder)
-
-
-@dataclass
-class Healthy:
-    cluster: KRaftCluster
-    since: float
-
-
-@pytest.fixture(scope="module", autouse=True)
-def healthy(watch) -> Iterator[Healthy]:
-    """A healthy combined 3-node cluster, probed from the start of the module to its end."""
-    with KRaftCluster(watch.workdir / "healthy", brokers=3) as cluster:
-        probe = watch.probe("healthy", cluster.bootstrap)
-        try:
-            yield Healthy(cluster, time.monotonic())
-        finally:
-            probe.stop()
+    bus = healthy_real_kafka.bus.bootstrap  # it holds the healthy cluster's telemetry since the session began
+    query, recorder = start_job(spark, config, bus, store)
+    try:
+        yield Watch(store, bus, workdir)
+    finally:
+        stop_gracefully(spark, query)
+        spark.streams.removeListener(recorder)
 
 
 @pytest.fixture(scope="module")
@@ -320,14 +301,18 @@ def test_controller_failover_is_recorded_and_a_lost_quorum_is_no_controller(watc
         watch.resolved(row.alert_id)
 
 
-def test_a_healthy_real_cluster_watched_for_five_minutes_raises_nothing(watch, healthy):
-    remaining = HEALTHY_WATCH_S - (time.monotonic() - healthy.since)
+def test_a_healthy_real_cluster_watched_for_five_minutes_raises_nothing(watch, healthy_real_kafka: HealthyWatch):
+    remaining = HEALTHY_WATCH_S - healthy_real_kafka.watched_s()
     if remaining > 0:
-        watch.wait("five minutes of watching", lambda: time.monotonic() - healthy.since >= HEALTHY_WATCH_S,
+        watch.wait("five minutes of watching", lambda: healthy_real_kafka.watched_s() >= HEALTHY_WATCH_S,
                    timeout_s=remaining + 30)
-    assert healthy.cluster.describe() == {1: False, 2: False, 3: False}
+    healthy = healthy_real_kafka.cluster
+    assert healthy.describe() == {1: False, 2: False, 3: False}
+    # The job has read the watch up to now: its watermark is past this moment.
+    now_ms = time.time() * 1000
+    watch.wait("the job's watermark past the five minutes", lambda: _watermark_passed(watch, now_ms), 60)
     assert _answered(watch, "healthy")
-    cid = healthy.cluster.cluster_id
+    cid = healthy.cluster_id
     # Every node of the combined layout is a voter (DescribeQuorum lists no observers): their
     # heartbeats come from the voters' entries, so silence here is health, not blindness.
     assert _heartbeating(watch, cid) == {1, 2, 3}
