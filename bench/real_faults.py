@@ -72,12 +72,13 @@ class Rig:
         return None if recorded is None else recorded / 1000
 
     def all_resolved(self) -> bool:
-        """No alert of the cluster firing but `broker.flapping`: the bench breaks the same brokers
-        again and again, which is flapping by the rule (4 state changes in 5 minutes)."""
+        """No alert of the cluster firing but the flapping ones: the bench breaks the same brokers
+        and kills the active controller again and again, which is flapping by the rules (4 state
+        changes of a broker, 3 moves of the controller, in 5 minutes)."""
         with self.store.engine.connect() as conn:
             return conn.execute(select(alerts.c.alert_id).where(
                 alerts.c.status == "firing", alerts.c.cluster_id == self.cid,
-                alerts.c.rule != "broker.flapping")).first() is None
+                alerts.c.rule.not_in(("broker.flapping", "cluster.controller_flapping")))).first() is None
 
     def controller_in_store(self, controller: int) -> bool:
         with self.store.engine.connect() as conn:
