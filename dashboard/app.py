@@ -43,7 +43,7 @@ from streaming.config import ConfigError
 from streaming.notify.silences import Silence, add_silence
 from streaming.sinks.store import Store
 
-__all__ = ["Pages", "basic_auth_from_env", "create_app", "warn_if_exposed"]
+__all__ = ["Pages", "basic_auth_from_env", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
         _require_basic_auth(app.server, *auth)
         log.info("dashboard basic auth enabled", extra={"user": auth[0]})
     elif host is not None:
-        warn_if_exposed(host)
+        _warn_if_exposed(host)
     else:
         _warn_once_if_served_beyond_loopback(app.server)
     return app
@@ -248,9 +248,9 @@ def basic_auth_from_env() -> tuple[str, str] | None:
     return (user, password) if user and password else None
 
 
-def warn_if_exposed(host: str) -> bool:
-    """Warn (and return True) when a dashboard without auth listens on `host` beyond loopback:
-    anyone who reaches it sees the fleet and can silence alerts."""
+def _warn_if_exposed(host: str) -> None:
+    """Warn when a dashboard without auth listens on `host` beyond loopback: anyone who reaches it
+    sees the fleet and can silence alerts."""
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -258,7 +258,6 @@ def warn_if_exposed(host: str) -> bool:
     if not loopback:
         log.warning(f"dashboard auth is off and it listens on {host}: anyone who reaches it can silence "
                     f"alerts (set {AUTH_USER_ENV} and {AUTH_PASSWORD_ENV})", extra={"host": host})
-    return not loopback
 
 
 def _warn_once_if_served_beyond_loopback(server: flask.Flask) -> None:
@@ -271,7 +270,7 @@ def _warn_once_if_served_beyond_loopback(server: flask.Flask) -> None:
         nonlocal checked
         if not checked:
             checked = True
-            warn_if_exposed(flask.request.environ.get("SERVER_NAME", ""))
+            _warn_if_exposed(flask.request.environ.get("SERVER_NAME", ""))
 
 
 def _query(search: str | None) -> Query:
