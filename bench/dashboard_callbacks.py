@@ -6,7 +6,7 @@ Fills a temporary SQLite store with `--clusters` clusters of `--brokers` brokers
 with a few pinned-id mismatches and failing ones, broker transitions, controller history,
 firing and resolved alerts including misroutes and collisions, silences, 50 minutes of pipeline
 progress at one batch a second, quarantine, the outbox and the notifier's deliveries to two
-receivers), then runs each page's callback (`dashboard.app.Pages`, what the Dash callbacks
+receivers), then runs each page's callback (`dashboard.page_content.PageContent`, what the Dash callbacks
 return) `--reps` times and prints the median and p95 in ms, the size of the JSON the browser
 would receive, and the ratio of the median to a baseline fleet of `--baseline` clusters
 measured in the same run. The timing includes serialising the result as Dash does (plotly's
@@ -36,8 +36,12 @@ from dash import no_update
 from plotly.io.json import to_json_plotly
 from sqlalchemy import select
 
-from dashboard import queries, views
-from dashboard.app import Pages
+from dashboard.page_content import PageContent
+from dashboard.queries.fleet import fleet_overview, fleet_summary
+from dashboard.queries.pipeline import pipeline_series
+from dashboard.queries.shared import fleet_clock_ms
+from dashboard.views.fleet import fleet_table, summary_strip
+from dashboard.views.pipeline import pipeline_figure
 from streaming.notify.silences import add_silence
 from streaming.sinks.store import Store, outbox
 
@@ -190,18 +194,18 @@ def time_call(fn: Callable[[], Any], reps: int) -> Timing:
     return Timing(statistics.median(wall), p95, statistics.median(cpu), len(payload))
 
 
-def page_calls(pages: Pages, engine, n_clusters: int) -> dict[str, Callable[[], Any]]:
+def page_calls(pages: PageContent, engine, n_clusters: int) -> dict[str, Callable[[], Any]]:
     """What one live refresh of each page runs (the status callback runs on every page)."""
-    troubled = queries.fleet_overview(engine)[0]["cluster_id"]
+    troubled = fleet_overview(engine)[0]["cluster_id"]
     shown = pages.overview()[2]  # the key of the map a browser on the overview already shows
 
     def table_only() -> Any:  # the overview as it was before the fleet map
-        rows = queries.fleet_overview(engine)
-        return (views.summary_strip(queries.fleet_summary(engine)),
-                views.fleet_table(pages.href, rows, False, pages.tags))
+        rows = fleet_overview(engine)
+        return (summary_strip(fleet_summary(engine)),
+                fleet_table(pages.href, rows, False, pages.tags))
 
     return {
-        "status (every tick)": lambda: queries.fleet_clock_ms(engine),
+        "status (every tick)": lambda: fleet_clock_ms(engine),
         "overview, table only": table_only,
         "overview map+table": lambda: pages.overview(),
         "overview map unchanged": lambda: pages.overview(shown_key=shown),
@@ -216,7 +220,7 @@ def page_calls(pages: Pages, engine, n_clusters: int) -> dict[str, Callable[[], 
         "deliveries dead": lambda: pages.deliveries(states=["dead"]),
         "identity": lambda: pages.identity(),
         "pipeline charts+tables": lambda: pages.pipeline(),
-        "pipeline charts only": lambda: views.pipeline_figure(queries.pipeline_series(engine)),
+        "pipeline charts only": lambda: pipeline_figure(pipeline_series(engine)),
     }
 
 
@@ -225,7 +229,7 @@ def measure(n_clusters: int, n_brokers: int, reps: int, workdir: Path) -> tuple[
     started = time.perf_counter()
     counts = fill(store, n_clusters, n_brokers)
     counts["fill s"] = round(time.perf_counter() - started, 1)
-    pages = Pages(store, lambda path: path, tags_for(n_clusters))
+    pages = PageContent(store, lambda path: path, tags_for(n_clusters))
     results = {name: time_call(fn, reps) for name, fn in page_calls(pages, store.engine, n_clusters).items()}
     store.close()
     return counts, results

@@ -26,7 +26,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     # Dash and plotly load only when the dashboard runs, not for every other subcommand.
-    from dashboard.app import basic_auth_from_env, create_app
+    from dashboard import basic_auth_from_env, create_app
 
     try:
         config = load_config(args.config)

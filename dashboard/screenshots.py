@@ -193,9 +193,9 @@ def take_screenshots(store_url: str, tags: Mapping[str, Mapping[str, str]], out:
     from selenium.webdriver.support.wait import WebDriverWait
     from werkzeug.serving import make_server
 
-    from dashboard import queries
-    from dashboard.app import create_app
-    from dashboard.views import cluster_path
+    from dashboard import create_app
+    from dashboard.queries.fleet import fleet_overview
+    from dashboard.views.elements import cluster_path
     from streaming.sinks.store import Store
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not a line per request
@@ -204,7 +204,7 @@ def take_screenshots(store_url: str, tags: Mapping[str, Mapping[str, str]], out:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}"
     store = Store(store_url)
-    worst = queries.fleet_overview(store.engine)[0]["cluster_id"]
+    worst = fleet_overview(store.engine)[0]["cluster_id"]
     store.close()
     out.mkdir(parents=True, exist_ok=True)
     driver = _chrome(window)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from dashboard.app import create_app
+from dashboard import create_app
 from streaming.config import load_config
 
 __all__ = ["server"]

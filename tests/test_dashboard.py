@@ -23,9 +23,15 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.wait import WebDriverWait
 
-from dashboard import queries, views
 from dashboard.app import create_app
 from dashboard.cli import command, configure_parser
+from dashboard.queries.alerts import cluster_alerts
+from dashboard.queries.cluster import broker_timeline, controller_changes
+from dashboard.queries.fleet import fleet_overview, fleet_summary, tagged_targets
+from dashboard.queries.identity import target_registry
+from dashboard.views.elements import cluster_path
+from dashboard.views.fleet import LISTED_LIMIT, fleet_table
+from dashboard.views.formatting import format_age, format_ts
 from streaming.sinks.store import Store
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
@@ -161,16 +167,16 @@ def _screenshot(dash_duo, name: str) -> None:
 # -- queries and views, no browser -----------------------------------------------------------------
 
 def test_overview_aggregates_per_cluster(engine) -> None:
-    ordered = queries.fleet_overview(engine)
+    ordered = fleet_overview(engine)
     assert ordered[0]["cluster_id"] == PAY  # worst first
     rows = {r["cluster_id"]: r for r in ordered}
     pay = rows[PAY]
     assert (pay["brokers"], pay["online"], pay["fenced"], pay["firing"], pay["severity"]) == (3, 2, 1, 1, "critical")
     assert pay["stalest_heartbeat_age_ms"] == 15_000  # against the fleet clock, not the wall clock
     assert rows[ORDERS]["severity"] is None and rows[ORDERS]["firing"] == 0
-    assert [r["cluster_id"] for r in queries.fleet_overview(engine, "ORDERS-")] == [ORDERS]
-    assert [r["cluster_id"] for r in queries.fleet_overview(engine, PAY[:6].lower())] == [PAY]
-    summary = queries.fleet_summary(engine)
+    assert [r["cluster_id"] for r in fleet_overview(engine, "ORDERS-")] == [ORDERS]
+    assert [r["cluster_id"] for r in fleet_overview(engine, PAY[:6].lower())] == [PAY]
+    summary = fleet_summary(engine)
     assert summary == {"clusters": 3, "brokers": {"ONLINE": 5, "FENCED": 1}, "firing": {"critical": 1}}
 
 
@@ -178,21 +184,21 @@ def test_target_alert_without_cluster_id_is_attributed_through_its_target(tmp_pa
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     _fill(store)
     store.record_alerts([_alert("a-unreach", "cluster.unreachable", "critical", None, "orders-us2")])
-    rows = {r["cluster_id"]: r for r in queries.fleet_overview(store.engine)}
+    rows = {r["cluster_id"]: r for r in fleet_overview(store.engine)}
     assert rows[ORDERS]["severity"] == "critical"
-    assert [a["alert_id"] for a in queries.cluster_alerts(store.engine, ORDERS, "firing")] == ["a-unreach"]
+    assert [a["alert_id"] for a in cluster_alerts(store.engine, ORDERS, "firing")] == ["a-unreach"]
     store.close()
 
 
 def test_timeline_segments_end_at_next_transition_or_fleet_clock(engine) -> None:
-    frame = queries.broker_timeline(engine, PAY)
+    frame = broker_timeline(engine, PAY)
     b3 = frame[frame["broker_id"] == 3]
     assert b3[["state", "start_ms", "end_ms"]].values.tolist() == [
         ["ONLINE", T0 - 60_000, T0 - 20_000], ["FENCED", T0 - 20_000, T0]]
 
 
 def _class_of(row: Any) -> str:
-    # Cluster rows are written as the JSON Dash sends (views._element), the count row as a component.
+    # Cluster rows are written as the JSON Dash sends (views.elements.dash_element), the count row as a component.
     return row["props"]["className"] if isinstance(row, dict) else row.className
 
 
@@ -207,29 +213,29 @@ def test_many_healthy_clusters_collapse_into_a_count(tmp_path: Path) -> None:
     })
     store.record_alerts([_alert("x", "broker.fenced", "warning", "c0042", "team-42", broker_id=1)])
     started = time.perf_counter()
-    rows = queries.fleet_overview(store.engine)
+    rows = fleet_overview(store.engine)
     elapsed = time.perf_counter() - started
     store.close()
     assert len(rows) == n_clusters and rows[0]["cluster_id"] == "c0042"
     assert elapsed < 1.0, f"overview of {n_clusters} x {n_brokers} took {elapsed:.2f} s"
-    table = views.fleet_table(lambda p: p, rows, show_healthy=False)
+    table = fleet_table(lambda p: p, rows, show_healthy=False)
     listed = [r for r in table.children[1].children if "cluster-row" in _class_of(r)]
     assert len(listed) == 1
     assert "999 healthy clusters" in str(table)
     # Asked for, the healthy ones are listed, but not a thousand rows every refresh.
-    table = views.fleet_table(lambda p: p, rows, show_healthy=True)
+    table = fleet_table(lambda p: p, rows, show_healthy=True)
     listed = [r for r in table.children[1].children if "cluster-row" in _class_of(r)]
-    assert len(listed) == 1 + views.LISTED_LIMIT
-    assert f"and {999 - views.LISTED_LIMIT} more healthy clusters" in str(table)
+    assert len(listed) == 1 + LISTED_LIMIT
+    assert f"and {999 - LISTED_LIMIT} more healthy clusters" in str(table)
 
 
 def test_format_age() -> None:
-    assert [views.format_age(ms) for ms in (2100, 59_949, 240_000, 3 * 3600_000, None)] == [
+    assert [format_age(ms) for ms in (2100, 59_949, 240_000, 3 * 3600_000, None)] == [
         "2.1 s", "59.9 s", "4.0 min", "3.0 h", "—"]
 
 
 def test_cluster_paths_survive_any_id() -> None:
-    assert views.cluster_path("a/b c?<x>") == "/cluster/a%2Fb%20c%3F%3Cx%3E"
+    assert cluster_path("a/b c?<x>") == "/cluster/a%2Fb%20c%3F%3Cx%3E"
 
 
 def test_basic_auth_when_configured(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,32 +263,32 @@ def test_cli_bad_config_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Ca
 
 def test_tag_filter_narrows_overview_and_summary(identity_url: str) -> None:
     store = Store(identity_url)
-    assert queries.tagged_targets(IDENTITY_TAGS, {"env": [], "region": []}) is None  # nothing selected
-    prod = queries.tagged_targets(IDENTITY_TAGS, {"env": ["prod"], "region": []})
+    assert tagged_targets(IDENTITY_TAGS, {"env": [], "region": []}) is None  # nothing selected
+    prod = tagged_targets(IDENTITY_TAGS, {"env": ["prod"], "region": []})
     assert prod == {"orders", "billing", "payments"}
-    assert queries.tagged_targets(IDENTITY_TAGS, {"env": ["prod"], "region": ["us"]}) == {"billing"}
-    assert {r["cluster_id"] for r in queries.fleet_overview(store.engine, targets_in=prod)} == {ORD, BIL}
-    assert queries.fleet_summary(store.engine, prod) == {
+    assert tagged_targets(IDENTITY_TAGS, {"env": ["prod"], "region": ["us"]}) == {"billing"}
+    assert {r["cluster_id"] for r in fleet_overview(store.engine, targets_in=prod)} == {ORD, BIL}
+    assert fleet_summary(store.engine, prod) == {
         "clusters": 2, "brokers": {"ONLINE": 2}, "firing": {"critical": 2}}
     # NEW has no row of its own: it belongs to search as the id search last answered with.
-    staging = queries.tagged_targets(IDENTITY_TAGS, {"env": ["staging"]})
-    assert {r["cluster_id"] for r in queries.fleet_overview(store.engine, targets_in=staging)} == {SEA, NEW}
-    assert queries.fleet_overview(store.engine, "sea", targets_in=staging)[0]["cluster_id"] == SEA
-    assert queries.fleet_overview(store.engine, targets_in=set()) == []
+    staging = tagged_targets(IDENTITY_TAGS, {"env": ["staging"]})
+    assert {r["cluster_id"] for r in fleet_overview(store.engine, targets_in=staging)} == {SEA, NEW}
+    assert fleet_overview(store.engine, "sea", targets_in=staging)[0]["cluster_id"] == SEA
+    assert fleet_overview(store.engine, targets_in=set()) == []
     store.close()
 
 
 def test_controller_changes_newest_first_with_how_long_each_held(engine) -> None:
-    changes = queries.controller_changes(engine, PAY)
+    changes = controller_changes(engine, PAY)
     assert [(c["controller_id"], c["held_ms"], c["current"]) for c in changes] == [
         (2, 35_000, True), (None, 25_000, False), (1, 30_000, False)]
-    assert queries.controller_changes(engine, PAY, limit=1)[0]["controller_id"] == 2
-    assert queries.controller_changes(engine, ORDERS) == []
+    assert controller_changes(engine, PAY, limit=1)[0]["controller_id"] == 2
+    assert controller_changes(engine, ORDERS) == []
 
 
 def test_registry_lists_differing_then_failing_then_the_rest(identity_url: str) -> None:
     store = Store(identity_url)
-    rows = queries.target_registry(store.engine, IDENTITY_TAGS)
+    rows = target_registry(store.engine, IDENTITY_TAGS)
     store.close()
     assert [(r["target"], r["differs"], r["failing"], r["seen"]) for r in rows] == [
         ("search", True, False, True), ("billing", False, True, True), ("orders", False, False, True),
@@ -404,8 +410,8 @@ def test_alert_row_opens_its_cluster_page_with_controller_history(dash_duo, stor
     # Controller history, newest first; "none": no active controller for those 25 s.
     rows = [[td.text for td in r.find_elements(By.TAG_NAME, "td")]
             for r in dash_duo.find_elements(".controller-row")]
-    assert rows == [[views.format_ts(T0 - 35_000), "2", "35.0 s so far"],
-                    [views.format_ts(T0 - 60_000), "none", "25.0 s"], [views.format_ts(T0 - 90_000), "1", "30.0 s"]]
+    assert rows == [[format_ts(T0 - 35_000), "2", "35.0 s so far"],
+                    [format_ts(T0 - 60_000), "none", "25.0 s"], [format_ts(T0 - 90_000), "1", "30.0 s"]]
     dash_duo.wait_for_element("#cluster-timeline .barlayer .point")
     _screenshot(dash_duo, "cluster")
     # The FENCED bar's reason is hostile: plotly must show it as text, not build an <img>.

@@ -16,8 +16,8 @@ from selenium.webdriver.common.by import By
 from sqlalchemy import create_engine
 from test_dashboard import PAY, T0, _alert, _screenshot, _wait_for_url
 
-from dashboard import queries
 from dashboard.app import create_app
+from dashboard.queries.deliveries import delivery_counts, delivery_list, delivery_receivers
 from dashboard.screenshots import LocalReceiver
 from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifyOptions
@@ -60,17 +60,17 @@ def delivered(tmp_path: Path):
 def test_deliveries_list_reads_what_the_notifier_wrote(delivered) -> None:
     store, receiver = delivered
     assert len(receiver.received) == 5  # ops x2, pager x1, chat x2
-    rows = {(r["receiver"], r["alert_id"]): r for r in queries.delivery_list(store.engine)}
+    rows = {(r["receiver"], r["alert_id"]): r for r in delivery_list(store.engine)}
     assert set(rows) == {("ops", "d-lost"), ("ops", "d-fenced"), ("pager", "d-lost"), ("chat", "d-lost"),
                          ("chat", "d-fenced")}
     assert rows[("pager", "d-lost")]["state"] == "dead" and "410" in rows[("pager", "d-lost")]["last_error"]
     assert rows[("chat", "d-fenced")]["attempts"] == 1 and "503" in rows[("chat", "d-fenced")]["last_error"]
     assert rows[("ops", "d-lost")]["summary"] == "broker 3 sent no heartbeat for 15.0 s"
-    counts = queries.delivery_counts(store.engine)
+    counts = delivery_counts(store.engine)
     assert (counts["delivered"], counts["dead"], counts["retrying"], counts["queued"]) == (2, 1, 2, 0)
-    assert queries.delivery_receivers(store.engine) == ["chat", "ops", "pager"]
-    assert [r["receiver"] for r in queries.delivery_list(store.engine, states=["dead"])] == ["pager"]
-    assert {r["alert_id"] for r in queries.delivery_list(store.engine, receivers=["ops"])} == {"d-lost", "d-fenced"}
+    assert delivery_receivers(store.engine) == ["chat", "ops", "pager"]
+    assert [r["receiver"] for r in delivery_list(store.engine, states=["dead"])] == ["pager"]
+    assert {r["alert_id"] for r in delivery_list(store.engine, receivers=["ops"])} == {"d-lost", "d-fenced"}
 
 
 def test_deliveries_table_without_newer_columns(tmp_path: Path) -> None:
@@ -88,8 +88,8 @@ def test_deliveries_table_without_newer_columns(tmp_path: Path) -> None:
             (2, 1, "chat", "a1", "firing", "broker.fenced", "broker:x:1", 2, T0 + 1, "HTTP 503", T0, None)])
     # A plain engine: the dashboard only reads (Store() would bring the schema up to date).
     engine = create_engine(f"sqlite:///{path}")
-    rows = {r["receiver"]: r for r in queries.delivery_list(engine)}
-    counts = queries.delivery_counts(engine)
+    rows = {r["receiver"]: r for r in delivery_list(engine)}
+    counts = delivery_counts(engine)
     engine.dispose()
     assert rows["ops"]["dead_letter"] is None and rows["ops"]["silence_id"] is None
     assert (rows["ops"]["state"], rows["chat"]["state"]) == ("delivered", "pending")

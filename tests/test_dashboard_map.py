@@ -14,8 +14,10 @@ import pytest
 from dash import no_update
 from test_dashboard import SCREENSHOTS, STYLESHEET, T0, _alert, _broker, _screenshot, _wait_for_url
 
-from dashboard import queries, views
-from dashboard.app import Pages, create_app
+from dashboard.app import create_app
+from dashboard.page_content import PageContent
+from dashboard.queries import fleet as fleet_queries
+from dashboard.views import fleet as fleet_views
 from streaming.sinks.store import Store
 
 # cluster id -> (target, tags, the state its tile must show)
@@ -79,7 +81,7 @@ def _tiles(fleet_map: Any) -> list[dict[str, Any]]:
 
 def test_worst_alert_per_cluster_is_the_most_severe_then_newest(map_url: str) -> None:
     store = Store(map_url)
-    worst = queries.worst_alerts(store.engine)
+    worst = fleet_queries.worst_alerts(store.engine)
     store.close()
     assert {cid: w["rule"] for cid, w in worst.items()} == {
         PAY: "broker.heartbeat_lost", ORD: "broker.fenced", SEA: "broker.illegal_transition",
@@ -89,8 +91,8 @@ def test_worst_alert_per_cluster_is_the_most_severe_then_newest(map_url: str) ->
 
 def test_map_tiles_carry_state_group_and_problem(map_url: str) -> None:
     store = Store(map_url)
-    rows = queries.fleet_overview(store.engine)
-    fleet_map, _ = views.fleet_map(lambda p: p, rows, queries.worst_alerts(store.engine), TAGS, "env")
+    rows = fleet_queries.fleet_overview(store.engine)
+    fleet_map, _ = fleet_views.fleet_map(lambda p: p, rows, fleet_queries.worst_alerts(store.engine), TAGS, "env")
     store.close()
     tiles = _tiles(fleet_map)
     assert len(tiles) == len(FLEET)
@@ -114,8 +116,8 @@ def test_map_tiles_carry_state_group_and_problem(map_url: str) -> None:
 
 def test_map_without_grouping_is_one_group(map_url: str) -> None:
     store = Store(map_url)
-    rows = queries.fleet_overview(store.engine)
-    fleet_map, _ = views.fleet_map(lambda p: p, rows, {}, TAGS, "")
+    rows = fleet_queries.fleet_overview(store.engine)
+    fleet_map, _ = fleet_views.fleet_map(lambda p: p, rows, {}, TAGS, "")
     store.close()
     assert {t["group"] for t in _tiles(fleet_map)} == {""}
 
@@ -124,7 +126,7 @@ def test_big_fleet_map_is_squares_without_labels(tmp_path: Path) -> None:
     rows = [{"cluster_id": f"c{c:04d}", "target": f"team-{c:04d}", "brokers": 3, "online": 3, "fenced": 0,
              "stopping": 0, "offline": 0, "unknown": 0, "firing": 0, "severity": None,
              "stalest_heartbeat_age_ms": 10} for c in range(1000)]
-    tiles = _tiles(views.fleet_map(lambda p: p, rows, {}, {}, "")[0])
+    tiles = _tiles(fleet_views.fleet_map(lambda p: p, rows, {}, {}, "")[0])
     assert len(tiles) == 1000
     assert all("children" not in t for t in tiles)
 
@@ -132,7 +134,7 @@ def test_big_fleet_map_is_squares_without_labels(tmp_path: Path) -> None:
 def test_unchanged_map_is_not_sent_again(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     _fill(store)
-    pages = Pages(store, lambda p: p, TAGS)
+    pages = PageContent(store, lambda p: p, TAGS)
     _, fleet_map, first, _ = pages.overview()
     assert _tiles(fleet_map)
     assert pages.overview(shown_key=first)[1:3] == (no_update, first)  # the browser shows it already

@@ -10,8 +10,8 @@ import pytest
 from selenium.webdriver.support.wait import WebDriverWait
 from test_dashboard import T0, _screenshot
 
-from dashboard import queries
 from dashboard.app import create_app
+from dashboard.queries.pipeline import pipeline_series
 from streaming.sinks.store import Store
 
 METRICS = ("input_rows_per_s", "processed_rows_per_s", "batch_duration_s", "watermark_lag_s")
@@ -50,7 +50,7 @@ def _expected(rows: list[dict[str, Any]], query: str) -> dict[str, list[float | 
 def test_series_keep_the_recent_window_oldest_first(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     rows = _fill(store)
-    series = queries.pipeline_series(store.engine)
+    series = pipeline_series(store.engine)
     store.close()
     assert len(series) == len(rows)  # the batch of two hours ago is left out
     assert [r["recorded_at"] for r in series] == sorted(r["recorded_at"] for r in rows)

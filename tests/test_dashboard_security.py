@@ -29,7 +29,8 @@ from sqlalchemy import select
 from test_dashboard import PAY, T0, _alert, _fill
 from test_deploy_support import free_port
 
-from dashboard.app import Pages, create_app
+from dashboard.app import create_app
+from dashboard.page_content import PageContent
 from streaming.notify.silences import Silence
 from streaming.sinks.store import Store, silences
 
@@ -100,7 +101,7 @@ def test_without_auth_the_first_request_on_a_public_address_warns_once(store_url
     for name in AUTH:
         monkeypatch.delenv(name, raising=False)
     client = create_app(store_url).server.test_client()
-    with caplog.at_level(logging.WARNING, logger="dashboard.app"):
+    with caplog.at_level(logging.WARNING, logger="dashboard.auth"):
         for _ in range(3):  # gunicorn bound to 0.0.0.0: SERVER_NAME is its listening address
             assert client.get("http://0.0.0.0/").status_code == 200
     assert [r.getMessage() for r in caplog.records].count(
@@ -145,7 +146,7 @@ def test_a_silence_of_one_misrouted_endpoint_keeps_the_endpoint(store_url: str) 
     misroutes = [_alert(f"m{i}", "connection.misrouted", "critical", PAY, "payments-eu1",
                         endpoint=f"b{i}.pay:9092", summary="reaches another cluster") for i in (1, 2)]
     store.record_alerts(misroutes)
-    answer = Pages(store, lambda path: path, None).silence("m1", "b1 is being rescheduled", "dashboard")
+    answer = PageContent(store, lambda path: path, None).silence("m1", "b1 is being rescheduled", "dashboard")
     assert answer.startswith("Silence "), answer
     with store.engine.connect() as conn:
         [row] = conn.execute(select(silences)).mappings().all()

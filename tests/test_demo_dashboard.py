@@ -40,7 +40,7 @@ SHOW_WITHIN_S = 15.0  # issue 6: the overview shows a fault within 15 s of its a
 FIRST_ALERT_S = 150.0
 T = TypeVar("T")
 
-# The alert's cluster as the overview attributes it (dashboard/queries.py `_attributed_cluster`):
+# The alert's cluster as the overview attributes it (dashboard/queries/shared.py `attributed_cluster`):
 # target alerts may carry no cluster id and then count against their target's cluster.
 FIRST_FIRING = """
 SELECT a.alert_id, a.rule, a.severity, a.recorded_at,

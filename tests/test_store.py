@@ -169,7 +169,10 @@ def test_processes_starting_together_create_the_schema_once(store_url):
 
 def test_dashboard_queries_run_on_the_store(store):
     """The dashboard's SQL (unions, window functions, CASE) on each database, over a little data."""
-    queries = pytest.importorskip("dashboard.queries")
+    fleet_queries = pytest.importorskip("dashboard.queries.fleet")
+    cluster_queries = pytest.importorskip("dashboard.queries.cluster")
+    alert_queries = pytest.importorskip("dashboard.queries.alerts")
+    pipeline_queries = pytest.importorskip("dashboard.queries.pipeline")
     store.write({"brokers": [_broker(), _broker(broker_id=2, state="FENCED", fenced=True)],
                  "clusters": [{"cluster_id": "c1", "target": "pay", "controller_id": 1, "last_response_ms": 900,
                                "updated_ms": 1000}],
@@ -178,17 +181,17 @@ def test_dashboard_queries_run_on_the_store(store):
                                         for t, s in ((100, "ONLINE"), (500, "FENCED"))]})
     store.record_alerts([_alert()])
     engine = store.engine
-    assert queries.fleet_summary(engine)["brokers"] == {"ONLINE": 1, "FENCED": 1}
-    overview = queries.fleet_overview(engine, "pa")
+    assert fleet_queries.fleet_summary(engine)["brokers"] == {"ONLINE": 1, "FENCED": 1}
+    overview = fleet_queries.fleet_overview(engine, "pa")
     assert [(r["cluster_id"], r["firing"], r["severity"]) for r in overview] == [("c1", 1, "warning")]
-    assert queries.cluster_info(engine, "c1")["target"] == "pay"
-    assert len(queries.cluster_brokers(engine, "c1")) == 2
-    assert [a["alert_id"] for a in queries.alert_list(engine, "firing", cluster="c1")] == ["a1"]
-    assert queries.alert_rules(engine) == ["broker.fenced"]
-    assert list(queries.broker_timeline(engine, "c1")["state"]) == ["ONLINE", "FENCED"]
-    queries.pipeline_batches(engine)
-    queries.quarantine_reasons(engine)
-    assert queries.outbox_backlog(engine)["pending"] == 1
+    assert cluster_queries.cluster_info(engine, "c1")["target"] == "pay"
+    assert len(cluster_queries.cluster_brokers(engine, "c1")) == 2
+    assert [a["alert_id"] for a in alert_queries.alert_list(engine, "firing", cluster="c1")] == ["a1"]
+    assert alert_queries.alert_rules(engine) == ["broker.fenced"]
+    assert list(cluster_queries.broker_timeline(engine, "c1")["state"]) == ["ONLINE", "FENCED"]
+    pipeline_queries.pipeline_batches(engine)
+    pipeline_queries.quarantine_reasons(engine)
+    assert pipeline_queries.outbox_backlog(engine)["pending"] == 1
 
 
 def test_sqlite_commits_survive_a_power_loss(tmp_path):

@@ -1,0 +1,58 @@
+"""The pipeline page's queries: micro-batch progress, quarantine by reason, the notifier's outbox."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, case, func, select
+
+from dashboard.queries.shared import Row, fetch_rows
+from streaming.sinks.store import outbox, pipeline_progress, quarantine
+
+__all__ = ["outbox_backlog", "pipeline_batches", "pipeline_series", "quarantine_reasons"]
+
+
+def pipeline_batches(engine: Engine, limit: int = 30) -> list[Row]:
+    """The latest micro-batches of every streaming query, newest first."""
+    p = pipeline_progress
+    stmt = (select(p.c.query, p.c.batch_id, p.c.recorded_at, p.c.input_rows, p.c.input_rows_per_s,
+                   p.c.processed_rows_per_s, p.c.batch_duration_ms, p.c.watermark_ms, p.c.state_rows,
+                   p.c.state_memory_bytes)
+            .order_by(p.c.recorded_at.desc(), p.c.id.desc()).limit(limit))
+    return fetch_rows(engine, stmt)
+
+
+def pipeline_series(engine: Engine, window_ms: int = 30 * 60_000, limit: int = 2000) -> list[Row]:
+    """Every streaming query's batches over the `window_ms` before the newest one, oldest first
+    (at most the newest `limit`): what the pipeline charts draw.
+
+    Read newest first by id (the table's only index), so the cost does not grow with its history.
+    Keys: query, batch_id, recorded_at, input_rows_per_s, processed_rows_per_s, batch_duration_ms,
+    watermark_ms.
+    """
+    p = pipeline_progress
+    stmt = (select(p.c.query, p.c.batch_id, p.c.recorded_at, p.c.input_rows_per_s, p.c.processed_rows_per_s,
+                   p.c.batch_duration_ms, p.c.watermark_ms).order_by(p.c.id.desc()).limit(limit))
+    rows = fetch_rows(engine, stmt)
+    if not rows:
+        return []
+    since = max(r["recorded_at"] for r in rows) - window_ms
+    return sorted((r for r in rows if r["recorded_at"] >= since), key=lambda r: (r["recorded_at"], r["batch_id"]))
+
+
+def quarantine_reasons(engine: Engine) -> list[Row]:
+    """Quarantined messages by reason (most first), with when each was last seen."""
+    q = quarantine
+    n = func.count().label("messages")
+    stmt = (select(q.c.reason, n, func.max(q.c.recorded_at).label("last_ms"))
+            .group_by(q.c.reason).order_by(n.desc(), q.c.reason))
+    return fetch_rows(engine, stmt)
+
+
+def outbox_backlog(engine: Engine) -> Row:
+    """Undelivered notifications: how many, how many have failed an attempt, the oldest."""
+    o = outbox
+    stmt = select(func.count().label("pending"),
+                  func.coalesce(func.sum(case((o.c.last_error.is_not(None), 1), else_=0)), 0
+                                ).label("failing"),
+                  func.min(o.c.created_at).label("oldest_created_ms")
+                  ).where(o.c.delivered_at.is_(None))
+    return fetch_rows(engine, stmt)[0]
