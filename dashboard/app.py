@@ -3,8 +3,6 @@
 Pages: `/` fleet overview (fleet map and table), `/cluster/<cluster_id>`, `/alerts`, `/deliveries`,
 `/identity`, `/pipeline` (charts and tables). Each page's skeleton is in `layouts`, what it shows
 in `page_content` (from `queries` through `views`), and the callbacks that tie them in `callbacks`.
-Navigation renders a page's skeleton (its controls) once; the interval and the controls then
-refresh only the page's data, so a live refresh never steals the focus from the search box.
 
 The alerts page silences a firing alert (its cluster, rule, broker and endpoint, 2 h, with a
 reason) the way `fleetwatch silence add` does. Who may: with basic auth on (both

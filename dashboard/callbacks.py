@@ -66,6 +66,7 @@ def _replace_query_js(page_path: str, build: str) -> str:
 
 
 def register_callbacks(app: Dash, engine: Engine, content: PageContent) -> None:
+    """Every callback of the dashboard on `app`, its pages' data from `content`."""
     tag_options = content.tag_options()
 
     @app.callback(Output("page", "children"), Input("url", "pathname"), State("url", "search"))

@@ -74,6 +74,7 @@ def registry_table(href: Href, rows: list[dict[str, Any]], show_all: bool) -> ht
 
     head = ["Target", "Pinned cluster id", "Last seen cluster id", "Status", ("Last good answer", "num"),
             "Last error"]
+    # Targets in order collapse as the clusters table's healthy clusters do (the same limits).
     calm = [t for t in rows if t["seen"] and not t["differs"] and not t["failing"]]
     notable = [t for t in rows if not (t["seen"] and not t["differs"] and not t["failing"])]
     body = [row_of(t) for t in notable]
