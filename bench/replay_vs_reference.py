@@ -4,7 +4,7 @@
     .venv/bin/python bench/replay_vs_reference.py --events EVENTS.jsonl
 
 Both run as the commands a user would type, one after the other: `fleetwatch replay` (Spark,
-the live job's pipeline) and `bench/reference_detector.py` (plain Python, one process, see its
+the live job's pipeline) and `bench/reference_detector.py` (plain Python, one process, see `bench/reference/` and its
 docstring). The bench checks that their alert lines are byte-identical (else it prints the first
 differences and exits 1), then prints for each:
 - the whole command's wall time and events/s, start-up included;

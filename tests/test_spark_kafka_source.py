@@ -27,7 +27,7 @@ from streaming.kraft import KRaftCluster
 from streaming.live import start_job, stop_gracefully
 from streaming.replay import replay_file
 from streaming.sinks.store import Store, alert_history
-from streaming.source.telemetry import SPARK_SOURCE, jvm_kafka_available
+from streaming.source import SPARK_SOURCE, jvm_kafka_available
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 
