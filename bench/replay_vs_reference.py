@@ -4,9 +4,9 @@
     .venv/bin/python bench/replay_vs_reference.py --events EVENTS.jsonl
 
 Both run as the commands a user would type, one after the other: `fleetwatch replay` (Spark,
-the live job's pipeline) and `bench/reference_detector.py` (plain Python, one process, see its
-docstring). The bench checks that their alert lines are byte-identical (else it prints the first
-differences and exits 1), then prints for each:
+the live job's pipeline) and `bench/reference_detector.py` (plain Python, one process, see the
+docstring of `bench/reference/`). The bench checks that their alert lines are byte-identical
+(else it prints the first differences and exits 1), then prints for each:
 - the whole command's wall time and events/s, start-up included;
 - its own time without start-up: for replay, the sum of its micro-batches' durations (the
   `batch progress` log lines; the first batch also starts Spark's Python workers), for the

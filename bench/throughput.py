@@ -32,7 +32,6 @@ are the fleet, not fleetwatch, and are left out).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
@@ -42,159 +41,51 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from sqlalchemy import select
 
+# bench/ is this script's folder, first on sys.path when it runs.
+from throughput_measures import (
+    BatchListener,
+    BatchLog,
+    FleetResult,
+    RssSampler,
+    busy_rate,
+    events_per_s,
+    iso_ms,
+    limited_by,
+    sent_events,
+    wait_for,
+)
+from throughput_report import print_table, write_chart
+
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
-from streaming.config import FleetwatchConfig, RuleSettings
+from streaming.config import FleetwatchConfig
 from streaming.job import build_pipeline, parse_stage, spark_session
 from streaming.kraft import KRaftCluster
 from streaming.live import QUERY_NAME, start_job, stop_gracefully
-from streaming.progress import ProgressRecorder
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store, alert_history
-from streaming.source.telemetry import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
+from streaming.source import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
 
 # Telemetry topics get several partitions, as in production: one partition per topic would cap
 # the parse stage at one task per topic.
 PARTITIONS = 4
 BACKLOG_EVENTS = 800_000  # four full micro-batches at the default cap
-SESSION_TIMEOUT_MS = RuleSettings().session_timeout_ms  # the bench runs the default rules
-
-
-@dataclass
-class FleetResult:
-    fleet: str
-    clusters: int
-    brokers: int
-    backlog_events: int = 0
-    raw_ingest_events_per_s: float = 0.0
-    max_events_per_s: float = 0.0
-    ratio_to_raw: float = 0.0
-    offered_events_per_s: float = 0.0
-    processed_events_per_s: float = 0.0
-    live_events: int = 0
-    live_processed: int = 0
-    sustained: bool = False
-    p50_detection_latency_ms: float | None = None
-    p99_detection_latency_ms: float | None = None
-    alerts_measured: int = 0
-    max_batch_duration_ms: int = 0
-    median_batch_duration_ms: float = 0.0
-    max_lag_s: float = 0.0
-    final_lag_s: float = 0.0
-    state_rows: int = 0
-    peak_rss_mb: float = 0.0
-    limited_by: str = ""
-    latencies_by_rule: dict[str, float] = field(default_factory=dict)
-
-    def json_line(self) -> dict[str, Any]:
-        keys = ("fleet", "offered_events_per_s", "processed_events_per_s", "max_events_per_s",
-                "raw_ingest_events_per_s", "ratio_to_raw", "p99_detection_latency_ms",
-                "max_batch_duration_ms", "state_rows", "peak_rss_mb")
-        everything = asdict(self)
-        return {k: everything[k] for k in keys} | {k: v for k, v in everything.items() if k not in keys}
-
-
-class RssSampler:
-    """Peak RSS of this process tree, minus the processes that are the fleet (broker, simulator)."""
-
-    def __init__(self, interval_s: float = 0.5) -> None:
-        self.interval_s = interval_s
-        self.excluded: set[int] = set()
-        self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        me = psutil.Process()
-        while not self._stop.wait(self.interval_s):
-            total = 0
-            skip: set[int] = set()
-            for pid in self.excluded:
-                try:
-                    skip |= {pid} | {c.pid for c in psutil.Process(pid).children(recursive=True)}
-                except psutil.Error:
-                    continue
-            for proc in [me, *me.children(recursive=True)]:
-                if proc.pid in skip:
-                    continue
-                try:
-                    total += proc.memory_info().rss
-                except psutil.Error:
-                    continue
-            self.peak_bytes = max(self.peak_bytes, total)
-
-
-def _wait_for(predicate: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(poll_s)  # polling, bounded by the deadline above
-
-
-def _events_per_s(clusters: int, brokers: int) -> float:
-    # A heartbeat per broker every heartbeat interval; a probe round per cluster every probe
-    # interval: one bootstrap answer and one answer per broker endpoint.
-    return clusters * 1000 * (brokers / FleetSpec.heartbeat_interval_ms + (brokers + 1) / FleetSpec.probe_interval_ms)
-
-
-@dataclass
-class BatchLog:
-    """Every progress event of the queries of a phase (the listener's stats keep only totals)."""
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-
-class _BatchListener(ProgressRecorder):
-    def __init__(self, log: BatchLog) -> None:
-        super().__init__(None)
-        self.log = log
-
-    def onQueryProgress(self, event) -> None:
-        super().onQueryProgress(event)
-        p = event.progress
-        self.log.rows.append({
-            "query": p.name, "batch_id": p.batchId, "rows": p.numInputRows, "wall_ms": int(time.time() * 1000),
-            "duration_ms": int((p.durationMs or {}).get("triggerExecution", 0)),
-            "max_event": (p.eventTime or {}).get("max"),
-            "state_rows": sum(op.numRowsTotal for op in p.stateOperators),
-        })
-
-
-def _busy_rate(log: BatchLog, query: str) -> tuple[int, float]:
-    # Without the first batch: it also starts the query's Python workers and, in the full job,
-    # creates every shard's detection state, a start-up cost of each query, not its throughput.
-    batches = [b for b in log.rows if b["query"] == query and b["rows"] > 0][1:]
-    rows = sum(b["rows"] for b in batches)
-    busy_s = sum(b["duration_ms"] for b in batches) / 1000
-    return rows, rows / busy_s if busy_s else 0.0
 
 
 def _drain(spark: SparkSession, query: StreamingQuery, log: BatchLog, name: str, total: int,
            timeout_s: float) -> None:
-    _wait_for(lambda: sum(b["rows"] for b in log.rows if b["query"] == name) >= total or not query.isActive,
-              timeout_s, f"{name} to read {total} events")
+    wait_for(lambda: sum(b["rows"] for b in log.rows if b["query"] == name) >= total or not query.isActive,
+             timeout_s, f"{name} to read {total} events")
     if query.exception() is not None:
         raise RuntimeError(f"{name} failed: {query.exception()}")
     stop_gracefully(spark, query)
@@ -203,7 +94,7 @@ def _drain(spark: SparkSession, query: StreamingQuery, log: BatchLog, name: str,
 
 def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: FleetResult, workdir: Path,
                     log: BatchLog, progress: Callable[[str], None]) -> None:
-    rate = _events_per_s(result.clusters, result.brokers)
+    rate = events_per_s(result.clusters, result.brokers)
     seconds = max(20, math.ceil(BACKLOG_EVENTS / rate))
     spec = FleetSpec(clusters=result.clusters, brokers=result.brokers, faults=FAULT_KINDS,
                      start_ms=1_764_000_000_000, duration_ms=seconds * 1000, fault_every_ms=20_000)
@@ -221,7 +112,7 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
                  .option("checkpointLocation", str(workdir / "cp-raw"))
                  .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
         _drain(spark, query, log, "raw", run.sent, timeout_s=1800)
-        _, result.raw_ingest_events_per_s = _busy_rate(log, "raw")
+        _, result.raw_ingest_events_per_s = busy_rate(log, "raw")
         progress(f"  {result.raw_ingest_events_per_s:,.0f} events/s")
 
         progress("(b) full job over the same backlog")
@@ -233,7 +124,7 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
                  .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
         _drain(spark, query, log, "full", run.sent, timeout_s=3600)
         store.close()
-        _, result.max_events_per_s = _busy_rate(log, "full")
+        _, result.max_events_per_s = busy_rate(log, "full")
         result.ratio_to_raw = result.max_events_per_s / result.raw_ingest_events_per_s
         progress(f"  {result.max_events_per_s:,.0f} events/s ({result.ratio_to_raw:.2f} x raw)")
 
@@ -252,16 +143,16 @@ def _ingest(spark: SparkSession, config: FleetwatchConfig, bootstrap: str, sourc
              .option("checkpointLocation", str(workdir / f"cp-{name}"))
              .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
     _drain(spark, query, log, name, total, timeout_s=1800)
-    return _busy_rate(log, name)[1]
+    return busy_rate(log, name)[1]
 
 
 def compare_sources(spark: SparkSession, config: FleetwatchConfig, clusters: int, brokers: int,
                     progress: Callable[[str], None]) -> dict[str, Any]:
     """The same backlog on one real Kafka 4.4 broker, read by both sources in turn."""
     log = BatchLog()
-    listener = _BatchListener(log)
+    listener = BatchListener(log)
     spark.streams.addListener(listener)
-    rate = _events_per_s(clusters, brokers)
+    rate = events_per_s(clusters, brokers)
     seconds = max(20, math.ceil(BACKLOG_EVENTS / rate))
     spec = FleetSpec(clusters=clusters, brokers=brokers, faults=FAULT_KINDS, start_ms=1_764_000_000_000,
                      duration_ms=seconds * 1000, fault_every_ms=20_000)
@@ -297,8 +188,8 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
         query, recorder = start_job(spark, live_config, bus.bootstrap, store)
         # A deployment is up before faults happen: the fleet starts once the job has finished its
         # first (empty) micro-batch, which plans the query and starts Spark's Python workers.
-        _wait_for(lambda: any(b["query"] == QUERY_NAME for b in log.rows) or not query.isActive, 300,
-                  "the live job's first micro-batch")
+        wait_for(lambda: any(b["query"] == QUERY_NAME for b in log.rows) or not query.isActive, 300,
+                 "the live job's first micro-batch")
         progress(f"(c) live fleet for {live_s} s, a fault every {fault_every_s} s")
         simulator = subprocess.Popen(
             [sys.executable, "-m", "streaming.cli", "simulate", "--bootstrap", bus.bootstrap,
@@ -317,13 +208,13 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
         sim_s = time.time() - sim_started
         if simulator.returncode not in (0, 130):
             raise RuntimeError(f"simulator failed: {output[-2000:]}")
-        sent = _sent_events(output)
+        sent = sent_events(output)
         result.live_events = sent
         # The simulator may fall behind real time on a large fleet: what it offered is what it sent.
         result.offered_events_per_s = sent / sim_s
         consumed = lambda: sum(b["rows"] for b in log.rows if b["query"] == QUERY_NAME)  # noqa: E731
         try:
-            _wait_for(lambda: consumed() >= sent or not query.isActive, 120, "the job to read the live events")
+            wait_for(lambda: consumed() >= sent or not query.isActive, 120, "the job to read the live events")
         except TimeoutError:
             progress(f"  the job had read {consumed():,} of {sent:,} events 120 s after the fleet stopped")
         if query.exception() is not None:
@@ -344,7 +235,7 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
     durations = [b["duration_ms"] for b in steady] or [0]
     result.max_batch_duration_ms = max(durations)
     result.median_batch_duration_ms = statistics.median(durations)
-    lags = [(b["wall_ms"] - _iso_ms(b["max_event"])) / 1000 for b in steady if b["max_event"]]
+    lags = [(b["wall_ms"] - iso_ms(b["max_event"])) / 1000 for b in steady if b["max_event"]]
     result.max_lag_s = max(lags, default=0.0)
     result.final_lag_s = lags[-1] if lags else 0.0
     result.state_rows = max((b["state_rows"] for b in log.rows if b["query"] == QUERY_NAME), default=0)
@@ -366,37 +257,11 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
     result.latencies_by_rule = {rule: float(max(v)) for rule, v in sorted(latencies.items())}
 
 
-def _iso_ms(text: str) -> int:
-    return int(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def _sent_events(simulator_output: str) -> int:
-    for line in reversed(simulator_output.splitlines()):
-        if " events" in line and line.startswith("simulated"):
-            return int(line.split(": ", 1)[1].split(" events", 1)[0])
-    raise RuntimeError(f"no event count in the simulator's output: {simulator_output[-500:]}")
-
-
-def _limit(result: FleetResult) -> str:
-    real_rate = _events_per_s(result.clusters, result.brokers)
-    if result.offered_events_per_s < 0.9 * real_rate:
-        beyond_job = (f"; the full job's maximum here, {result.max_events_per_s:,.0f} events/s, is below it too"
-                      if result.max_events_per_s < real_rate else "")
-        return (f"the simulator could not offer the fleet's real rate of {real_rate:,.0f} events/s "
-                f"(one Python process, 2 shared cores){beyond_job}")
-    if not result.sustained:
-        return "CPU: the job's Python stages (parse, detection) cannot keep up on 2 cores"
-    if result.p99_detection_latency_ms and result.p99_detection_latency_ms > SESSION_TIMEOUT_MS + 3000:
-        return "latency: batch duration and lag"
-    return ("kept up; latency = lag + batch duration (a later event of the cluster proves a deadline "
-            "passed; without one, the 5 s allowed lateness adds)")
-
-
 def run_fleet(spark: SparkSession, config: FleetwatchConfig, clusters: int, brokers: int, live_s: int,
               fault_every_s: int, progress: Callable[[str], None]) -> FleetResult:
     result = FleetResult(fleet=f"{clusters}x{brokers}", clusters=clusters, brokers=brokers)
     log = BatchLog()
-    listener = _BatchListener(log)
+    listener = BatchListener(log)
     spark.streams.addListener(listener)
     try:
         with (tempfile.TemporaryDirectory(prefix="fleetwatch-bench-", ignore_cleanup_errors=True) as tmp,
@@ -407,53 +272,8 @@ def run_fleet(spark: SparkSession, config: FleetwatchConfig, clusters: int, brok
             result.peak_rss_mb = round(rss.peak_bytes / 2**20, 1)
     finally:
         spark.streams.removeListener(listener)
-    result.limited_by = _limit(result)
+    result.limited_by = limited_by(result)
     return result
-
-
-def print_table(results: list[FleetResult]) -> None:
-    columns = [("fleet", "fleet", "{}"), ("offered/s", "offered_events_per_s", "{:,.0f}"),
-               ("processed/s", "processed_events_per_s", "{:,.0f}"), ("max/s", "max_events_per_s", "{:,.0f}"),
-               ("raw/s", "raw_ingest_events_per_s", "{:,.0f}"), ("max/raw", "ratio_to_raw", "{:.2f}"),
-               ("p50 ms", "p50_detection_latency_ms", "{:,.0f}"), ("p99 ms", "p99_detection_latency_ms", "{:,.0f}"),
-               ("alerts", "alerts_measured", "{}"), ("max batch ms", "max_batch_duration_ms", "{:,}"),
-               ("max lag s", "max_lag_s", "{:.1f}"), ("state rows", "state_rows", "{:,}"),
-               ("peak RSS MB", "peak_rss_mb", "{:,.0f}")]
-    cells = [[head for head, _, _ in columns]]
-    for r in results:
-        values = asdict(r)
-        cells.append(["-" if values[key] is None else fmt.format(values[key]) for _, key, fmt in columns])
-    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    for row in cells:
-        print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
-    for r in results:
-        print(f"{r.fleet}: {r.limited_by}; sustained={r.sustained}")
-
-
-def write_chart(results: list[FleetResult], out_dir: Path) -> list[Path]:
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    sizes = [r.clusters for r in results]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput (events/s)", "detection latency (ms)"))
-    # What the fleet would send in real time: above "offered" where the simulator fell behind.
-    fig.add_trace(go.Scatter(x=sizes, y=[_events_per_s(r.clusters, r.brokers) for r in results],
-                             name="fleet's real rate", mode="lines+markers", line={"dash": "dot"}), row=1, col=1)
-    for name, key in (("offered", "offered_events_per_s"), ("processed (live)", "processed_events_per_s"),
-                      ("full job max", "max_events_per_s"), ("raw ingest", "raw_ingest_events_per_s")):
-        fig.add_trace(go.Scatter(x=sizes, y=[getattr(r, key) for r in results], name=name, mode="lines+markers"),
-                      row=1, col=1)
-    for name, key in (("p50", "p50_detection_latency_ms"), ("p99", "p99_detection_latency_ms")):
-        fig.add_trace(go.Scatter(x=sizes, y=[getattr(r, key) for r in results], name=f"latency {name}",
-                                 mode="lines+markers"), row=1, col=2)
-    fig.add_hline(y=SESSION_TIMEOUT_MS + 3000, line_dash="dot", annotation_text="session timeout + 3 s", row=1, col=2)
-    fig.update_xaxes(type="log", title_text="clusters (x12 brokers)")
-    fig.update_layout(title="fleetwatch on this machine", width=1200, height=500)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    html, png = out_dir / "throughput.html", out_dir / "throughput.png"
-    fig.write_html(html, include_plotlyjs="cdn")
-    fig.write_image(png)
-    return [html, png]
 
 
 def main(argv: list[str] | None = None) -> int:

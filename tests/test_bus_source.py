@@ -16,14 +16,18 @@ from pyspark.sql import functions as F
 from streaming import topics
 from streaming.bus import BusError, EmbeddedBus, ensure_topics
 from streaming.config import BusConfig
-from streaming.source.kafka_reader import (
+from streaming.source import (
+    PYTHON_SOURCE,
+    SPARK_SOURCE,
     KafkaReaderOptions,
     KafkaSourceError,
     KafkaStreamReader,
     RangeGroup,
     TopicPartitionRange,
+    choose_source,
+    jvm_kafka_available,
+    read_telemetry,
 )
-from streaming.source.telemetry import PYTHON_SOURCE, SPARK_SOURCE, choose_source, jvm_kafka_available, read_telemetry
 
 # (topic, partition, offset) -> (key, value, timestamp ms)
 Records = dict[tuple[str, int, int], tuple[str | None, str, int]]

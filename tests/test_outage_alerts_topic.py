@@ -76,7 +76,7 @@ def test_an_alert_the_bus_refuses_is_still_stored_and_in_the_outbox(spark, tmp_p
 @pytest.mark.real_kafka
 def test_the_job_creates_the_alerts_topic_on_a_bus_that_creates_none(spark, test_config, tmp_path):
     from streaming.collect.simulate import FleetSpec, Simulation
-    from streaming.kraft.cluster import KRaftCluster
+    from streaming.kraft import KRaftCluster
 
     sim = Simulation(FleetSpec(clusters=2, brokers=3, faults=("broker.heartbeat_lost",), start_ms=1_764_000_000_000,
                                duration_ms=90_000, seed=7, first_fault_ms=30_000, fault_every_ms=60_000))

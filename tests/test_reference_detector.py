@@ -1,4 +1,4 @@
-"""bench/reference_detector.py gives the engine's alert lines, byte for byte.
+"""The reference detector of bench/reference/ gives the engine's alert lines, byte for byte.
 
 `bench/replay_vs_reference.py` judges fleetwatch's replay by this reference detector (plain
 Python, one process, no code shared with streaming.detect): it is checked here on every rule
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,10 +27,13 @@ START_MS = 1_764_000_000_000
 
 
 def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "bench" / "reference_detector.py"
-    spec = importlib.util.spec_from_file_location("reference_detector", path)
+    # bench/ is not a package on the path: the reference package is loaded from its folder.
+    folder = Path(__file__).resolve().parents[1] / "bench" / "reference"
+    spec = importlib.util.spec_from_file_location("reference", folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its modules import each other relatively
     spec.loader.exec_module(module)
     return module
 

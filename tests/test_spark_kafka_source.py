@@ -23,11 +23,12 @@ from sqlalchemy import select
 from streaming import topics
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, FleetwatchConfig
+from streaming.contract import topic_of
 from streaming.kraft import KRaftCluster
 from streaming.live import start_job, stop_gracefully
 from streaming.replay import replay_file
 from streaming.sinks.store import Store, alert_history
-from streaming.source.telemetry import SPARK_SOURCE, jvm_kafka_available
+from streaming.source import SPARK_SOURCE, jvm_kafka_available
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 
@@ -61,9 +62,8 @@ def _produce(bootstrap: str, events_file: Path) -> int:
     with events_file.open("rb") as fh:
         for line in fh:
             event = json.loads(line)
-            topic = {"metadata_response": topics.METADATA, "broker_state": topics.BROKER_STATES,
-                     "broker_heartbeat": topics.HEARTBEATS}[event["type"]]
-            producer.send(topic, key=(event.get("cluster_id") or "").encode(), value=line.rstrip(b"\n"))
+            producer.send(topic_of(event["type"]), key=(event.get("cluster_id") or "").encode(),
+                          value=line.rstrip(b"\n"))
             count += 1
     producer.send(topics.METADATA, value=b"\x00{not json")  # quarantined by both paths
     producer.flush()

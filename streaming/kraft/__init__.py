@@ -2,16 +2,11 @@
 a broker off from its controllers. Used by the real-Kafka tests, `bench/real_faults.py` and the
 demo; the jars come from Maven Central through `streaming.jars`."""
 
-from streaming.kraft.cluster import (
-           CONTROLLER_ID_BASE,
-           KafkaNode,
-           KRaftCluster,
-           NodeFailed,
-           SecureListener,
-           new_cluster_id,
-)
+from streaming.kraft.cluster import CONTROLLER_ID_BASE, KRaftCluster, new_cluster_id
+from streaming.kraft.node import KafkaNode, NodeFailed
 from streaming.kraft.probing import BackgroundProbe, target_of
 from streaming.kraft.proxy import TcpProxy
+from streaming.kraft.secure_listener import SecureListener
 
 __all__ = ["CONTROLLER_ID_BASE", "BackgroundProbe", "KRaftCluster", "KafkaNode", "NodeFailed", "SecureListener",
            "TcpProxy", "new_cluster_id", "target_of"]

@@ -29,20 +29,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import os
 import signal
 import socket
 import subprocess
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from streaming.jars import classpath
+from streaming.kraft.kafka_view import active_controller, describe_brokers
+from streaming.kraft.node import KafkaNode, NodeFailed
 from streaming.kraft.proxy import TcpProxy
+from streaming.kraft.secure_listener import SecureListener
 
-__all__ = ["CONTROLLER_ID_BASE", "KRaftCluster", "KafkaNode", "NodeFailed", "SecureListener", "new_cluster_id"]
+__all__ = ["CONTROLLER_ID_BASE", "KRaftCluster", "new_cluster_id"]
 
 CONTROLLER_ID_BASE = 3000
 _PROXY_HOST = "127.0.0.2"  # where a partitionable broker's controller names resolve
@@ -69,10 +70,6 @@ Configuration:
 """
 
 
-class NodeFailed(Exception):
-    """A node did not format or start; the message names its log file."""
-
-
 def new_cluster_id() -> str:
     """A cluster id as `kafka-storage random-uuid` makes them (22 URL-safe base64 characters)."""
     while True:
@@ -85,104 +82,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@dataclass(frozen=True)
-class SecureListener:
-    """A SASL_SSL listener with one SCRAM-SHA-512 user and a certificate for 127.0.0.1 signed by
-    a CA of its own (`ca.pem`, for clients), made with openssl in `directory`."""
-
-    directory: Path
-    username: str
-    password: str
-
-    @property
-    def ca_file(self) -> Path:
-        return self.directory / "ca.pem"
-
-    @classmethod
-    def create(cls, directory: str | Path, username: str, password: str) -> SecureListener:
-        folder = Path(directory)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n", encoding="utf-8")
-        for command in (
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=fleetwatch-test-ca",
-             "-keyout", "ca.key", "-out", "ca.pem"],
-            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "broker.key",
-             "-out", "broker.csr"],
-            ["x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-days", "2", "-extfile", "san.cnf", "-out", "broker.pem"],
-            # Kafka's PEM key store wants a PKCS#8 key; unencrypted is fine without ssl.key.password.
-            ["pkcs8", "-topk8", "-nocrypt", "-in", "broker.key", "-out", "broker-pkcs8.key"],
-        ):
-            subprocess.run(["openssl", *command], cwd=folder, check=True, capture_output=True)
-        return cls(folder, username, password)
-
-    def properties(self) -> dict[str, str]:
-        key = (self.directory / "broker-pkcs8.key").read_text(encoding="utf-8")
-        chain = (self.directory / "broker.pem").read_text(encoding="utf-8")
-        return {
-            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-            "ssl.keystore.type": "PEM",
-            # One properties line each: `\n` is a line break inside a properties value.
-            "ssl.keystore.key": key.strip().replace("\n", "\\n"),
-            "ssl.keystore.certificate.chain": chain.strip().replace("\n", "\\n"),
-        }
-
-    def format_arguments(self) -> tuple[str, ...]:
-        return ("--add-scram", f"SCRAM-SHA-512=[name={self.username},password={self.password}]")
-
-
-@dataclass
-class KafkaNode:
-    """One Kafka process: its id, roles, ports and folder."""
-
-    node_id: int
-    roles: tuple[str, ...]
-    workdir: Path
-    client_port: int | None = None  # PLAINTEXT listener (brokers)
-    secure_port: int | None = None  # SASL_SSL listener (brokers of a cluster with `secure`)
-    controller_port: int | None = None  # CONTROLLER listener (controllers)
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    started_s: float | None = None  # seconds from spawn to "Kafka Server started", last start
-
-    @property
-    def is_broker(self) -> bool:
-        return "broker" in self.roles
-
-    @property
-    def is_controller(self) -> bool:
-        return "controller" in self.roles
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "server.log"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def rss_bytes(self) -> int:
-        """Resident memory of the node's JVM (0 when not running)."""
-        if not self.running or self.process is None:
-            return 0
-        try:
-            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    def signal(self, sig: int) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, sig)
 
 
 class KRaftCluster:
@@ -451,53 +350,12 @@ class KRaftCluster:
 
     def describe(self, via: int | None = None, timeout_s: float = 3) -> dict[int, bool]:
         """{broker id: fenced} as the cluster reports it (DescribeCluster v2 with fenced brokers)."""
-        return asyncio.run(self._describe(via, timeout_s))
-
-    async def _describe(self, via: int | None, timeout_s: float) -> dict[int, bool]:
-        from streaming.collect.protocol import Connection
-
         candidates = [self.nodes[via]] if via is not None else [b for b in self.brokers if b.running]
-        last: Exception | None = None
-        for node in candidates:
-            loop = asyncio.get_running_loop()
-            conn = Connection("127.0.0.1", node.client_port or 0, deadline=loop.time() + timeout_s,
-                              client_id="fleetwatch-harness")
-            try:
-                await conn.open()
-                await conn.negotiate()
-                body = await conn.call("DescribeCluster", 2, {
-                    "IncludeClusterAuthorizedOperations": False, "EndpointType": 1, "IncludeFencedBrokers": True})
-                return {b["BrokerId"]: b["IsFenced"] for b in body["Brokers"]}
-            except Exception as exc:  # try the next broker
-                last = exc
-            finally:
-                conn.close()
-        raise NodeFailed(f"no broker answered DescribeCluster: {last}")
+        return asyncio.run(describe_brokers(candidates, timeout_s))
 
     def quorum_leader(self, timeout_s: float = 3) -> int:
         """The active controller's id as a controller reports it (-1: none), asked directly (KIP-919)."""
-        return asyncio.run(self._quorum_leader(timeout_s))
-
-    async def _quorum_leader(self, timeout_s: float) -> int:
-        from streaming.collect.protocol import Connection
-
-        for node in (c for c in self.controllers if c.running):
-            loop = asyncio.get_running_loop()
-            conn = Connection("127.0.0.1", node.controller_port or 0, deadline=loop.time() + timeout_s,
-                              client_id="fleetwatch-harness")
-            try:
-                await conn.open()
-                await conn.negotiate()
-                body = await conn.call("DescribeQuorum", 1, {
-                    "Topics": [{"TopicName": "__cluster_metadata", "Partitions": [{"PartitionIndex": 0}]}]})
-                partition = body["Topics"][0]["Partitions"][0]
-                if partition["ErrorCode"] == 0:  # only the leader answers; others say NOT_LEADER_OR_FOLLOWER
-                    return partition["LeaderId"]
-            except Exception:
-                continue
-            finally:
-                conn.close()
-        return -1
+        return asyncio.run(active_controller(self.controllers, timeout_s))
 
     def wait_unfenced(self, brokers: Iterable[int] | None = None, timeout_s: float = 60) -> None:
         """Wait until `brokers` (default: all running brokers) are registered and unfenced."""

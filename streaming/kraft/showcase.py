@@ -22,7 +22,8 @@ from pathlib import Path
 
 from streaming.collect.probe import ProbeOptions
 from streaming.config import ClusterConfig, RuleOverrides
-from streaming.kraft.cluster import KRaftCluster, NodeFailed
+from streaming.kraft.cluster import KRaftCluster
+from streaming.kraft.node import NodeFailed
 from streaming.kraft.probing import BackgroundProbe, target_of
 
 __all__ = ["TARGET", "RealClusterShowcase"]

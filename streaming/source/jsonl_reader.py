@@ -12,10 +12,11 @@ from pathlib import Path
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from streaming.source.raw_rows import SCHEMA
+
 __all__ = ["FILE_TOPIC", "JsonlFileSource"]
 
 FILE_TOPIC = "file"
-SCHEMA = "key STRING, value STRING, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 

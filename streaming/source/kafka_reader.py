@@ -1,12 +1,11 @@
 """A PySpark streaming data source over kafka-python, for when Spark's Kafka connector is absent.
 
 Short name `fleetwatch_kafka`. One input partition per topic-partition, or per group of them
-(`max_partitions`); offsets are JSON objects `{"<topic>:<partition>": <next offset>, ...,
-"topic_ids": {"<topic>": <topic id>}}` (string keys, because Spark round-trips them through JSON
-in the checkpoint; the ids tell a recreated topic from the one read before). Rows have the
-columns of Spark's `kafka` source with key and value already cast to strings: see `SCHEMA`.
+(`max_partitions`, `kafka_ranges`); offsets are JSON objects of the next offset per
+topic-partition and the topics' ids (`kafka_offsets`). Rows have the columns of Spark's `kafka`
+source with key and value already cast to strings: see `raw_rows.SCHEMA`.
 
-Options:
+Options (`kafka_options`):
 - `bootstrap_servers` (required), `topics` (required, comma separated);
 - `starting_offsets`: `earliest` (default) or `latest`; partitions that appear later are
   always read from their beginning, like Spark's own Kafka source does;
@@ -47,8 +46,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -59,26 +57,23 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from streaming.resilience import Throttle, one_line
+from streaming.source.kafka_consumers import drop_executor_consumer, executor_consumer, new_consumer
+from streaming.source.kafka_offsets import (
+    TOPIC_IDS,
+    Offsets,
+    allocate,
+    offsets_by_partition,
+    partition_key,
+    restarted_topics,
+    topic_partition,
+)
+from streaming.source.kafka_options import SHORT_NAME, KafkaReaderOptions, KafkaSourceError
+from streaming.source.kafka_ranges import RangeGroup, TopicPartitionRange, group_ranges
+from streaming.source.raw_rows import SCHEMA
 
-__all__ = [
-    "DEFAULT_MAX_RECORDS_PER_BATCH",
-    "SCHEMA",
-    "SHORT_NAME",
-    "FleetwatchKafkaDataSource",
-    "KafkaReaderOptions",
-    "KafkaSourceError",
-    "KafkaStreamReader",
-    "RangeGroup",
-    "TopicPartitionRange",
-]
+__all__ = ["FleetwatchKafkaDataSource", "KafkaStreamReader"]
 
 log = logging.getLogger(__name__)
-
-SHORT_NAME = "fleetwatch_kafka"
-SCHEMA = "key STRING, value STRING, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP"
-DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
-DEFAULT_TIMEOUT_MS = 60_000
-CLIENT_OPTION = "client."
 
 _POLL_MS = 200
 _POLL_RECORDS = 5_000
@@ -87,87 +82,6 @@ _HIGHWATER_WAIT_S = 2.0
 # kafka-python rate-limits metadata refreshes (~100 ms each), and Spark asks for the latest
 # offsets every few milliseconds when idle: look for new topics and partitions less often.
 _DISCOVERY_INTERVAL_S = 2.0
-
-# {"<topic>:<partition>": next offset, ..., "topic_ids": {"<topic>": topic id}}: the ids tell a
-# topic that was deleted and created again (or lost by an in-memory bus) from the one read so far.
-Offsets = dict[str, Any]
-_IDS = "topic_ids"  # no topic-partition key: those always hold a ':'
-
-
-class KafkaSourceError(RuntimeError):
-    """The Kafka bus could not be read."""
-
-
-@dataclass(frozen=True)
-class KafkaReaderOptions:
-    bootstrap_servers: str
-    topics: tuple[str, ...]
-    starting_offsets: str = "earliest"
-    max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH
-    timeout_ms: int = DEFAULT_TIMEOUT_MS
-    max_partitions: int | None = None
-    # kafka-python security settings (`client.<name>` options: security_protocol, sasl_*, ssl_*),
-    # as `streaming.bus.BusAccess` resolved them. Left out of repr: they may hold a password.
-    client_settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> KafkaReaderOptions:
-        """Validate the string options Spark hands to the data source."""
-        bootstrap = (options.get("bootstrap_servers") or "").strip()
-        topics = tuple(t.strip() for t in (options.get("topics") or "").split(",") if t.strip())
-        if not bootstrap:
-            raise ValueError(f"{SHORT_NAME}: option bootstrap_servers is required")
-        if not topics:
-            raise ValueError(f"{SHORT_NAME}: option topics is required (comma separated)")
-        starting = (options.get("starting_offsets") or "earliest").strip().lower()
-        if starting not in ("earliest", "latest"):
-            raise ValueError(f"{SHORT_NAME}: starting_offsets must be earliest or latest, got {starting!r}")
-        cap = _int_option(options, "max_records_per_batch", DEFAULT_MAX_RECORDS_PER_BATCH)
-        timeout_ms = _int_option(options, "timeout_ms", DEFAULT_TIMEOUT_MS)
-        if timeout_ms < 1000:  # kafka-python wants request_timeout_ms > fetch_max_wait_ms (500)
-            raise ValueError(f"{SHORT_NAME}: timeout_ms must be >= 1000, got {timeout_ms}")
-        max_partitions = _int_option(options, "max_partitions", 0)
-        settings = tuple(sorted((name[len(CLIENT_OPTION):], str(value)) for name, value in options.items()
-                                if name.startswith(CLIENT_OPTION)))
-        return cls(bootstrap, topics, starting, cap or None, timeout_ms, max_partitions or None, settings)
-
-
-def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
-    raw = options.get(name)
-    if raw is None or not str(raw).strip():
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{SHORT_NAME}: option {name} must be an integer, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"{SHORT_NAME}: option {name} must be >= 0, got {value}")
-    return value
-
-
-def _key(topic: str, partition: int) -> str:
-    return f"{topic}:{partition}"
-
-
-def _topic_partition(key: str) -> TopicPartition:
-    # Kafka topic names cannot contain ':', so the last one separates the partition.
-    topic, partition = key.rsplit(":", 1)
-    return TopicPartition(topic, int(partition))
-
-
-def _positions(offsets: Offsets) -> dict[str, int]:
-    return {key: offset for key, offset in offsets.items() if key != _IDS}
-
-
-def _restarted_topics(start: Offsets, end: Offsets) -> set[str]:
-    """The topics whose partitions restarted between two offsets: the topic id changed, or one of
-    its partitions went back (a recreated topic, an in-memory bus restarted). A topic restarts as
-    a whole: all its partitions are read from their beginning."""
-    before, after = start.get(_IDS, {}), end.get(_IDS, {})
-    restarted = {topic for topic, topic_id in after.items() if before.get(topic) not in (None, topic_id)}
-    begin = _positions(start)
-    return restarted | {_topic_partition(key).topic for key, offset in _positions(end).items()
-                        if offset < begin.get(key, 0)}
 
 
 def _decode(raw: bytes | None) -> str | None:
@@ -193,58 +107,6 @@ def _arrow_batch(records: list[Any]) -> pa.RecordBatch:
         pa.array([r.offset for r in records], pa.int64()),
         pc.multiply(timestamps, 1000).cast(pa.timestamp("us", tz="UTC")),
     ], schema=_ARROW_SCHEMA)
-
-
-def _allocate(cap: int, lags: Mapping[str, int]) -> dict[str, int]:
-    """Split `cap` rows over partitions in proportion to their lag (never above a lag).
-
-    Leftover rows from rounding down go to the partitions with the largest remaining lag, so
-    a small cap over many partitions still makes progress.
-    """
-    total = sum(lags.values())
-    if total <= cap:
-        return dict(lags)
-    share = {key: cap * lag // total for key, lag in lags.items()}
-    leftover = cap - sum(share.values())
-    for key in sorted(lags, key=lambda k: (share[k] - lags[k], k)):
-        if leftover == 0:
-            break
-        if share[key] < lags[key]:
-            share[key] += 1
-            leftover -= 1
-    return share
-
-
-class TopicPartitionRange(InputPartition):
-    """Offsets [start, end) of one topic-partition: the unit of work of one Spark task."""
-
-    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
-        self.topic, self.partition, self.start, self.end = topic, partition, start, end
-
-    def __repr__(self) -> str:
-        return f"TopicPartitionRange({self.topic}:{self.partition} [{self.start}, {self.end}))"
-
-
-class RangeGroup(InputPartition):
-    """Several topic-partition ranges read one after the other by one Spark task."""
-
-    def __init__(self, ranges: list[TopicPartitionRange]) -> None:
-        self.ranges = ranges
-
-    def __repr__(self) -> str:
-        return f"RangeGroup({self.ranges!r})"
-
-
-def _group(ranges: list[TopicPartitionRange], groups: int) -> list[RangeGroup]:
-    """Ranges into at most `groups` groups of about equal size: the largest range first, each
-    into the group with the fewest records so far."""
-    bins: list[list[TopicPartitionRange]] = [[] for _ in range(min(groups, len(ranges)))]
-    sizes = [0] * len(bins)
-    for r in sorted(ranges, key=lambda r: (-(r.end - r.start), r.topic, r.partition)):
-        smallest = sizes.index(min(sizes))
-        bins[smallest].append(r)
-        sizes[smallest] += r.end - r.start
-    return [RangeGroup(b) for b in bins]
 
 
 class KafkaStreamReader(DataSourceStreamReader):
@@ -297,36 +159,37 @@ class KafkaStreamReader(DataSourceStreamReader):
             known = self._frontier if self._frontier is not None else self._initial
             self._warn_unavailable(exc)
             return dict(known or {})  # nothing new (a first start while the bus is away: nothing)
-        ids = dict(sorted({**base.get(_IDS, {}), **self._topic_ids}.items()))  # one order: one JSON text
-        restarted = _restarted_topics(base, {**ends, _IDS: ids})
-        positions = {key: 0 if _topic_partition(key).topic in restarted else offset
-                     for key, offset in _positions(base).items()}
+        ids = dict(sorted({**base.get(TOPIC_IDS, {}), **self._topic_ids}.items()))  # one order: one JSON text
+        restarted = restarted_topics(base, {**ends, TOPIC_IDS: ids})
+        positions = {key: 0 if topic_partition(key).topic in restarted else offset
+                     for key, offset in offsets_by_partition(base).items()}
         lags = {key: max(0, end - positions.get(key, 0)) for key, end in ends.items()}
         cap = self.options.max_records_per_batch
-        take = lags if cap is None else _allocate(cap, lags)
+        take = lags if cap is None else allocate(cap, lags)
         latest: Offsets = dict(positions)  # partitions that vanished keep their offset
         for key, rows in take.items():
             latest[key] = positions.get(key, 0) + rows
         if ids:
-            latest[_IDS] = ids
+            latest[TOPIC_IDS] = ids
         return latest
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        restarted = _restarted_topics(start, end)
+        restarted = restarted_topics(start, end)
         for topic in sorted(restarted):
             log.warning("topic restarted: reading its partitions from their beginning (the bus lost what it "
-                        "held)", extra={"topic": topic, "from": _positions(start), "to": _positions(end),
-                                        "topic_id": end.get(_IDS, {}).get(topic)})
+                        "held)", extra={"topic": topic, "from": offsets_by_partition(start),
+                                        "to": offsets_by_partition(end),
+                                        "topic_id": end.get(TOPIC_IDS, {}).get(topic)})
         self._advance_frontier(end, restarted)
         ranges: list[TopicPartitionRange] = []
-        for key, stop in sorted(_positions(end).items()):
-            tp = _topic_partition(key)
+        for key, stop in sorted(offsets_by_partition(end).items()):
+            tp = topic_partition(key)
             # A partition new in this batch starts at its beginning, and so does one that restarted.
             begin = 0 if tp.topic in restarted else start.get(key, 0)
             if stop > begin:
                 ranges.append(TopicPartitionRange(tp.topic, tp.partition, begin, stop))
         limit = self.options.max_partitions
-        return _group(ranges, limit) if limit is not None and len(ranges) > limit else ranges
+        return group_ranges(ranges, limit) if limit is not None and len(ranges) > limit else ranges
 
     def commit(self, end: Offsets) -> None:
         # Nothing to acknowledge in Kafka (no consumer group); it only confirms the frontier.
@@ -357,12 +220,12 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _advance_frontier(self, offsets: Offsets, restarted: set[str]) -> None:
         merged = dict(self._frontier or {})
-        for key, offset in _positions(offsets).items():
+        for key, offset in offsets_by_partition(offsets).items():
             # Never backwards, but in a topic that restarted: it starts over.
-            restart = _topic_partition(key).topic in restarted
+            restart = topic_partition(key).topic in restarted
             merged[key] = offset if restart else max(offset, merged.get(key, offset))
-        if _IDS in offsets:
-            merged[_IDS] = dict(sorted({**merged.get(_IDS, {}), **offsets[_IDS]}.items()))
+        if TOPIC_IDS in offsets:
+            merged[TOPIC_IDS] = dict(sorted({**merged.get(TOPIC_IDS, {}), **offsets[TOPIC_IDS]}.items()))
         self._frontier = merged
 
     def _initial_offsets(self) -> Offsets:
@@ -375,9 +238,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                 initial = dict(self._end_offsets(tps))
             else:
                 begin = self._driver_consumer().beginning_offsets(tps) if tps else {}
-                initial = {_key(tp.topic, tp.partition): offset for tp, offset in begin.items()}
+                initial = {partition_key(tp.topic, tp.partition): offset for tp, offset in begin.items()}
             if self._topic_ids:
-                initial[_IDS] = dict(sorted(self._topic_ids.items()))
+                initial[TOPIC_IDS] = dict(sorted(self._topic_ids.items()))
             self._initial = initial
             log.info(
                 "initial offsets",
@@ -433,12 +296,12 @@ class KafkaStreamReader(DataSourceStreamReader):
             highwater = consumer.highwater(tp)
             if highwater is None:
                 log.warning("no high watermark, using ListOffsets", extra={"partition": str(tp)})
-            ends[_key(tp.topic, tp.partition)] = max(listed[tp], highwater or 0)
+            ends[partition_key(tp.topic, tp.partition)] = max(listed[tp], highwater or 0)
         return ends
 
     def _driver_consumer(self) -> KafkaConsumer:
         if self._consumer is None:
-            self._consumer = _consumer(
+            self._consumer = new_consumer(
                 self.options, client_id="fleetwatch-source-driver", fetch_max_wait_ms=10
             )
         return self._consumer
@@ -457,7 +320,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def _read_range(self, partition: TopicPartitionRange) -> Iterator[pa.RecordBatch]:
         """Yield exactly the records in [start, end) of one topic-partition."""
         tp = TopicPartition(partition.topic, partition.partition)
-        consumer = _executor_consumer(self.options)
+        consumer = executor_consumer(self.options)
         timeout_s = self.options.timeout_ms / 1000
         try:
             consumer.assign([tp])
@@ -492,52 +355,10 @@ class KafkaStreamReader(DataSourceStreamReader):
                     return
         except BaseException as exc:
             # A consumer left mid-read (an error, or Spark stopping half-way) is not reused.
-            _drop_executor_consumer(self.options)
+            drop_executor_consumer(self.options)
             if isinstance(exc, KafkaError):
                 raise KafkaSourceError(f"{SHORT_NAME}: reading {partition!r} failed: {exc}") from exc
             raise
-
-
-# One consumer per executor Python worker, kept between tasks (Spark reuses its workers):
-# creating one cost ~15 ms of CPU and ~100 ms of wall time, for each task of
-# every micro-batch.
-_EXECUTOR_CONSUMERS: dict[tuple[str, int], KafkaConsumer] = {}
-
-
-def _executor_consumer(options: KafkaReaderOptions) -> KafkaConsumer:
-    key = (options.bootstrap_servers, options.timeout_ms, options.client_settings)
-    consumer = _EXECUTOR_CONSUMERS.get(key)
-    if consumer is None:
-        consumer = _EXECUTOR_CONSUMERS[key] = _consumer(options, client_id="fleetwatch-source-reader",
-                                                        fetch_max_wait_ms=10)
-    return consumer
-
-
-def _drop_executor_consumer(options: KafkaReaderOptions) -> None:
-    consumer = _EXECUTOR_CONSUMERS.pop((options.bootstrap_servers, options.timeout_ms, options.client_settings), None)
-    if consumer is not None:
-        with contextlib.suppress(Exception):
-            consumer.close()
-
-
-def _consumer(options: KafkaReaderOptions, *, client_id: str, **config: Any) -> KafkaConsumer:
-    try:
-        return KafkaConsumer(
-            bootstrap_servers=options.bootstrap_servers.split(","),
-            client_id=client_id,
-            group_id=None,  # assign() + seek() only: Tansu never completes a group join
-            enable_auto_commit=False,
-            # Only when retention deleted the requested offsets: skip ahead instead of failing.
-            auto_offset_reset="earliest",
-            request_timeout_ms=options.timeout_ms,
-            bootstrap_timeout_ms=options.timeout_ms,
-            # Back on the bus within a second of its return (kafka-python waits up to 30 s by default).
-            reconnect_backoff_max_ms=1000,
-            **dict(options.client_settings),
-            **config,
-        )
-    except KafkaError as exc:
-        raise KafkaSourceError(f"{SHORT_NAME}: cannot connect to {options.bootstrap_servers}: {exc}") from exc
 
 
 class FleetwatchKafkaDataSource(DataSource):

@@ -1,6 +1,6 @@
 """The telemetry stream: Spark's `kafka` source for a configured bus, else ours.
 
-Both paths yield the same columns and types (`kafka_reader.SCHEMA`), so the job downstream
+Both paths yield the same columns and types (`raw_rows`), so the job downstream
 does not know which one runs. Which one runs is decided once per checkpoint (`choose_source`):
 Spark cannot resume a checkpoint with another source than the one that wrote it.
 """
@@ -16,13 +16,14 @@ from pyspark.sql import functions as F
 from streaming.bus import BusAccess
 from streaming.config import BusConfig, ConfigError
 from streaming.jars import SPARK_KAFKA
-from streaming.source.kafka_reader import CLIENT_OPTION, SHORT_NAME, FleetwatchKafkaDataSource
+from streaming.source.kafka_options import CLIENT_OPTION, SHORT_NAME
+from streaming.source.kafka_reader import FleetwatchKafkaDataSource
+from streaming.source.raw_rows import COLUMNS
 
-__all__ = ["COLUMNS", "PYTHON_SOURCE", "SPARK_SOURCE", "choose_source", "jvm_kafka_available", "read_telemetry"]
+__all__ = ["PYTHON_SOURCE", "SPARK_SOURCE", "choose_source", "jvm_kafka_available", "read_telemetry"]
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 SPARK_SOURCE = "kafka"  # Spark's own connector, spark-sql-kafka-0-10
 PYTHON_SOURCE = SHORT_NAME  # the project's reader over kafka-python
 _KAFKA_PROVIDER = "org/apache/spark/sql/kafka010/KafkaSourceProvider.class"

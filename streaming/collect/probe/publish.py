@@ -45,7 +45,7 @@ class BusPublisher:
         from streaming.bus import ensure_topics
 
         access = BusAccess.of(bus)
-        ensure_topics(access, (topics.METADATA, topics.HEARTBEATS, topics.BROKER_STATES), partitions)
+        ensure_topics(access, topics.TELEMETRY, partitions)
         self._producer = KafkaProducer(bootstrap_servers=access.bootstrap, client_id="fleetwatch-probe",
                                        acks=1, linger_ms=20, **access.client_settings)
         self.sent = 0

@@ -1,0 +1,170 @@
+"""The broker rules of one broker (README "Broker rules")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .defaults import (
+    FENCED_GRACE,
+    FLAP_THRESHOLD,
+    FLAP_WINDOW,
+    HEARTBEAT_INTERVAL,
+    LEGAL,
+    PARTITION_WINDOW,
+    RESOLVE_AFTER,
+    SESSION_TIMEOUT,
+    STOPPING_TIMEOUT,
+)
+from .incidents import Incidents, advance
+
+__all__ = ["Broker"]
+
+
+class Broker:
+    def __init__(self, cluster_id: str | None, broker_id: int, incidents: Incidents) -> None:
+        self.cluster_id, self.broker_id, self.inc = cluster_id, broker_id, incidents
+        self.subject = f"{cluster_id}/{broker_id}"  # a broker without a cluster id is "None/<id>"
+        self.last_hb: int | None = None
+        self.takeover: int | None = None  # a new active controller's first report, for every known broker
+        self.held = False  # the cluster reports no active controller: the session deadline waits
+        self.max_epoch: int | None = None
+        self.fenced: bool | None = None
+        self.fenced_since: int | None = None
+        self.answered_at: int | None = None
+        self.counting_since: int | None = None
+        self.state: str | None = None
+        self.state_since: int | None = None
+        self.changes: list[int] = []
+        self.last_illegal: int | None = None
+        self.last_regression: int | None = None
+
+    def fire(self, rule: str, at: int, summary: str, target: str | None = None, **details: Any) -> None:
+        self.inc.fire(rule, self.subject, at, summary, cluster_id=self.cluster_id, broker_id=self.broker_id,
+                      target=target, **details)
+
+    def session_start(self) -> int | None:
+        if self.last_hb is None or self.takeover is None:
+            return self.last_hb
+        return max(self.last_hb, self.takeover)
+
+    def deadlines(self) -> list[int]:
+        firing, s, out = self.inc.firing, self.subject, []
+        start = self.session_start()
+        if start is not None and not self.held and not firing("broker.heartbeat_lost", s):
+            out.append(start + SESSION_TIMEOUT)
+        if self.fenced and self.fenced_since is not None and not firing("broker.fenced", s):
+            out.append(self.fenced_since + FENCED_GRACE)
+        if firing("broker.partitioned", s):
+            out.append(self.answered_at + PARTITION_WINDOW)  # it stops answering
+        elif (self.counting_since is not None and start is not None
+              and self.counting_since + HEARTBEAT_INTERVAL > start + SESSION_TIMEOUT):
+            out.append(self.counting_since + HEARTBEAT_INTERVAL)  # answers start counting after the cut-off
+        if self.state == "STOPPING" and not firing("broker.stuck_stopping", s):
+            out.append(self.state_since + STOPPING_TIMEOUT)
+        if firing("broker.epoch_regression", s):
+            out.append(self.last_regression + RESOLVE_AFTER)
+        if firing("broker.illegal_transition", s):
+            out.append(self.last_illegal + RESOLVE_AFTER)
+        if firing("broker.flapping", s):
+            out.append(self.changes[-FLAP_THRESHOLD] + FLAP_WINDOW)
+        return out
+
+    def on_time(self, now: int) -> None:
+        start = self.session_start()
+        if start is not None and not self.held and now == start + SESSION_TIMEOUT:
+            self.fire("broker.heartbeat_lost", now,
+                      f"broker {self.broker_id} sent no heartbeat for {SESSION_TIMEOUT} ms",
+                      last_heartbeat_ms=self.last_hb)
+        if self.fenced and now == self.fenced_since + FENCED_GRACE:
+            self.fire("broker.fenced", now, f"broker {self.broker_id} fenced for more than {FENCED_GRACE} ms",
+                      fenced_since_ms=self.fenced_since)
+        if self.state == "STOPPING" and now == self.state_since + STOPPING_TIMEOUT:
+            self.fire("broker.stuck_stopping", now,
+                      f"broker {self.broker_id} STOPPING for more than {STOPPING_TIMEOUT} ms",
+                      stopping_since_ms=self.state_since)
+        if self.last_regression is not None and now == self.last_regression + RESOLVE_AFTER:
+            self.inc.resolve("broker.epoch_regression", self.subject, now)
+        if self.last_illegal is not None and now == self.last_illegal + RESOLVE_AFTER:
+            self.inc.resolve("broker.illegal_transition", self.subject, now)
+        if len(self.changes) >= FLAP_THRESHOLD and now == self.changes[-FLAP_THRESHOLD] + FLAP_WINDOW:
+            self.inc.resolve("broker.flapping", self.subject, now)
+        self.check_partitioned(now)
+
+    def advance(self, now: int) -> None:
+        advance(self.deadlines, self.on_time, now, self.inc.alerts)
+
+    def check_partitioned(self, now: int, target: str | None = None) -> None:
+        """Cut off, answers counting, and an answer within the window (README: `answered_at >= now -
+        window` is read strictly, as the engine does: at answered_at + window it is no longer answering)."""
+        start = self.session_start()
+        cut_off = self.inc.firing("broker.heartbeat_lost", self.subject) or (
+            bool(self.fenced) and (start is None or now - start >= SESSION_TIMEOUT))
+        counting = self.last_hb is None or (self.counting_since is not None
+                                            and now >= self.counting_since + HEARTBEAT_INTERVAL)
+        answering = self.answered_at is not None and now - self.answered_at < PARTITION_WINDOW
+        if cut_off and counting and answering:
+            self.fire("broker.partitioned", now,
+                      f"broker {self.broker_id} answers clients but has lost its controller session",
+                      target=target, last_answer_ms=self.answered_at, last_heartbeat_ms=self.last_hb)
+        else:
+            self.inc.resolve("broker.partitioned", self.subject, now)
+
+    def observe_fenced(self, fenced: bool, at: int) -> None:
+        if fenced and not self.fenced:
+            self.fenced_since = at
+        elif not fenced:
+            self.fenced_since = None
+            self.inc.resolve("broker.fenced", self.subject, at)
+        self.fenced = fenced
+
+    def on_heartbeat(self, hb: dict[str, Any]) -> None:
+        ts, epoch = hb["ts"], hb["broker_epoch"]
+        if epoch < 0:
+            pass  # unknown epoch: neither a regression nor the highest
+        elif self.max_epoch is not None and epoch < self.max_epoch:
+            self.last_regression = ts
+            self.fire("broker.epoch_regression", ts,
+                      f"broker {self.broker_id} sent epoch {epoch} below {self.max_epoch}",
+                      broker_epoch=epoch, highest_epoch=self.max_epoch, source=hb["source"])
+        else:
+            self.max_epoch = epoch
+        if self.last_hb is None or ts > self.last_hb:
+            self.last_hb, self.counting_since = ts, None
+            self.inc.resolve("broker.heartbeat_lost", self.subject, ts)
+        if hb.get("fenced") is not None:
+            self.observe_fenced(hb["fenced"], ts)
+        self.check_partitioned(ts)
+
+    def on_state(self, ev: dict[str, Any]) -> None:
+        ts, state = ev["ts"], ev["state"]
+        previous = self.state if self.state is not None else ev.get("previous_state")
+        if state in ("FENCED", "ONLINE", "OFFLINE"):
+            self.observe_fenced(state == "FENCED", ts)
+        if previous is not None and previous != state:  # a change
+            self.changes = [c for c in self.changes if ts - c < FLAP_WINDOW] + [ts]
+            if len(self.changes) >= FLAP_THRESHOLD:
+                self.fire("broker.flapping", ts, f"broker {self.broker_id} changed state {len(self.changes)} "
+                          f"times within {FLAP_WINDOW} ms", changes=len(self.changes))
+        claimed_from = ev.get("previous_state") or previous
+        if claimed_from is not None and claimed_from != state and (claimed_from, state) not in LEGAL:
+            self.last_illegal = ts
+            self.fire("broker.illegal_transition", ts, f"broker {self.broker_id} went {claimed_from} -> {state}",
+                      from_state=claimed_from, to_state=state)
+        if state != self.state:
+            self.state_since = ts
+            if state != "STOPPING":
+                self.inc.resolve("broker.stuck_stopping", self.subject, ts)
+        self.state = state
+        self.check_partitioned(ts)
+
+    def on_answer(self, r: dict[str, Any]) -> None:
+        ts = r["ts"]
+        self.answered_at = ts if self.answered_at is None else max(self.answered_at, ts)
+        if self.counting_since is None and self.last_hb is not None and ts >= self.last_hb + HEARTBEAT_INTERVAL:
+            self.counting_since = ts
+        self.check_partitioned(ts, r["target"])
+
+    def on_listed(self, entry: dict[str, Any], r: dict[str, Any]) -> None:
+        if entry.get("fenced") is not None:
+            self.observe_fenced(entry["fenced"], r["ts"])
+            self.check_partitioned(r["ts"], r["target"])

@@ -1,0 +1,62 @@
+"""One cluster id's part of the state: its brokers and its controller, and how a response of the
+cluster reaches each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .broker import Broker
+from .controller import Controller
+from .incidents import Alerts, Incidents
+
+__all__ = ["Cluster"]
+
+
+class Cluster:
+    """Broker and controller rules of one cluster id (README "Forgetting": a cluster shard)."""
+
+    def __init__(self, cluster_id: str | None, alerts: Alerts) -> None:
+        self.cluster_id = cluster_id
+        self.inc = Incidents(alerts)
+        self.brokers: dict[int, Broker] = {}
+        self.controller = Controller(cluster_id or "", self.inc)
+
+    def subjects(self) -> list[Broker | Controller]:
+        return [*self.brokers.values(), self.controller]
+
+    def broker(self, broker_id: int, now: int) -> Broker:
+        """The broker, with what fell due before `now` fired."""
+        if broker_id not in self.brokers:
+            self.brokers[broker_id] = Broker(self.cluster_id, broker_id, self.inc)
+            self.brokers[broker_id].held = self.controller.none_since is not None
+        broker = self.brokers[broker_id]
+        broker.advance(now)
+        return broker
+
+    def on_broker_event(self, ev: dict[str, Any]) -> None:
+        broker = self.broker(ev["broker_id"], ev["ts"])
+        if ev["type"] == "broker_heartbeat":
+            broker.on_heartbeat(ev)
+        else:
+            broker.on_state(ev)
+
+    def on_response(self, r: dict[str, Any]) -> None:
+        ts = r["ts"]
+        self.controller.advance(ts)
+        held = self.controller.none_since is not None
+        takeover = self.controller.on_response(r)
+        holds = self.controller.none_since is not None
+        if takeover or held != holds:
+            for broker in self.brokers.values():
+                broker.advance(ts)
+                broker.held = holds  # no active controller reported: nobody holds the sessions
+                if takeover:
+                    # A new active controller: Kafka's gives every registered broker a full session from now.
+                    if broker.last_hb is not None and not self.inc.firing("broker.heartbeat_lost", broker.subject):
+                        broker.takeover = ts
+                else:
+                    broker.advance(ts)  # released by the same controller: a held deadline stands
+        for entry in r.get("brokers") or ():
+            self.broker(entry["node_id"], ts).on_listed(entry, r)
+        if r.get("responder_node_id") is not None:
+            self.broker(r["responder_node_id"], ts).on_answer(r)

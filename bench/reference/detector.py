@@ -1,0 +1,117 @@
+"""The detector: events read in, on time or late, applied in event-time order to the parts of the
+state they are about, and the timers that are due at the end."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .cluster import Cluster
+from .defaults import EVENT_TYPES, LATENESS, STATE_TTL
+from .fleet import Fleet, address
+from .incidents import Alerts
+from .target import Target
+
+__all__ = ["Detector", "Part", "detect", "read_events"]
+
+
+class Part:
+    """A part of the state that is forgotten as a whole (README "Forgetting"): a cluster, a target, the fleet."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+        self.rules = make()
+        self.last_event: int | None = None
+
+    def heard(self, ts: int) -> Any:
+        """An event of this part at `ts`: after more than a TTL of quiet, what fell due fires, and with
+        nothing open the part starts over."""
+        if self.last_event is not None and ts - self.last_event > STATE_TTL:
+            for subject in self.rules.subjects():
+                subject.advance(ts)
+            if not self.rules.inc.open:
+                self.rules = self.make()
+        self.last_event = ts if self.last_event is None else max(self.last_event, ts)
+        return self.rules
+
+
+class Detector:
+    def __init__(self) -> None:
+        self.alerts = Alerts()
+        self.clusters: dict[str, Part] = {}
+        self.targets: dict[str, Part] = {}
+        self.fleet = Part(lambda: Fleet(self.alerts))
+
+    def cluster(self, cluster_id: str | None, ts: int) -> Cluster:
+        key = cluster_id or ""  # null and "" are one cluster without an id
+        if key not in self.clusters:
+            self.clusters[key] = Part(lambda: Cluster(cluster_id or None, self.alerts))
+        return self.clusters[key].heard(ts)
+
+    def target(self, name: str, ts: int) -> Target:
+        if name not in self.targets:
+            self.targets[name] = Part(lambda: Target(name, self.alerts))
+        return self.targets[name].heard(ts)
+
+    def apply(self, ev: dict[str, Any], line: int) -> None:
+        ts = ev["ts"]
+        self.alerts.cause = (0, (ts, line))
+        if ev["type"] == "metadata_response":
+            self.target(ev["target"], ts).on_response(ev)
+            if ev.get("error") is None and ev["cluster_id"]:
+                self.cluster(ev["cluster_id"], ts).on_response(ev)
+                fleet = self.fleet_at(ts)
+                if ev["expected"] is None:
+                    fleet.on_bootstrap(ev)
+                for entry in ev.get("brokers") or ():
+                    fleet.advertise(ev["cluster_id"], entry["node_id"], [address(entry)], ts, ev["target"])
+            return
+        self.cluster(ev["cluster_id"], ts).on_broker_event(ev)
+        if ev["type"] == "broker_heartbeat" and ev["kind"] == "registration" and ev.get("endpoints"):
+            fleet = self.fleet_at(ts)
+            if ev["cluster_id"]:
+                fleet.advertise(ev["cluster_id"], ev["broker_id"], [address(e) for e in ev["endpoints"]], ts, None)
+
+    def fleet_at(self, ts: int) -> Fleet:
+        fleet = self.fleet.heard(ts)
+        fleet.forget_quiet(ts)
+        return fleet
+
+    def finish(self, watermark: int) -> None:
+        """The end of the input is not silence: timers fire up to the final watermark only."""
+        for part in [*self.clusters.values(), *self.targets.values()]:
+            for subject in part.rules.subjects():
+                subject.advance(watermark)
+
+
+def read_events(lines: Iterable[bytes | str]) -> tuple[list[tuple[int, int, dict[str, Any]]], int, int]:
+    """(ts, line, event) of the events on time, and how many lines were late or not events."""
+    events, late, skipped, latest = [], 0, 0, None
+    for line_no, raw in enumerate(lines):
+        try:
+            ev = json.loads(raw)
+            ok = (ev["schema"] == "fleetwatch.event/v1" and ev["type"] in EVENT_TYPES
+                  and type(ev["ts"]) is int and isinstance(ev["source"], str))
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            skipped += 1
+            continue
+        if latest is not None and ev["ts"] < latest - LATENESS:
+            late += 1  # it arrived after the watermark had passed it: it changes nothing
+            continue
+        latest = ev["ts"] if latest is None else max(latest, ev["ts"])
+        events.append((ev["ts"], line_no, ev))
+    return events, late, skipped
+
+
+def detect(lines: Iterable[bytes | str]) -> tuple[list[dict[str, Any]], int, int]:
+    """The alert lines for a stream of JSONL lines, in output order; and the late and skipped counts."""
+    events, late, skipped = read_events(lines)
+    detector = Detector()
+    for _, line_no, ev in sorted(events, key=lambda e: (e[0], e[1])):
+        detector.apply(ev, line_no)
+    if events:
+        detector.finish(max(ts for ts, _, _ in events) - LATENESS)
+    return detector.alerts.sorted(), late, skipped

@@ -1,0 +1,74 @@
+"""Alert lines and open incidents, and the timers of a subject: what every rule writes through."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from .defaults import SEVERITY
+
+__all__ = ["TIMER", "Alerts", "Incidents", "advance"]
+
+
+# What caused an alert: (0, (ts, line)) for an event, (1, ()) for a timer. At equal event times,
+# alerts fired by an event come first, then by the event's line (README "Alert fields").
+TIMER = (1, ())
+
+
+class Alerts:
+    """Every alert line written, and the cause of whatever fires or resolves now."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[tuple[Any, ...], dict[str, Any]]] = []  # (sort key, alert)
+        self.cause: tuple[int, tuple[Any, ...]] = TIMER
+
+    def write(self, alert: dict[str, Any], subject: str) -> None:
+        at = alert["ends_at"] if alert["status"] == "resolved" else alert["starts_at"]
+        phase, position = self.cause
+        self.lines.append(((at, phase, position, alert["rule"], subject, alert["status"] == "resolved"), alert))
+
+    def sorted(self) -> list[dict[str, Any]]:
+        return [alert for _, alert in sorted(self.lines, key=lambda line: line[0])]
+
+
+class Incidents:
+    """The open alerts of one part of the state (a cluster, a target, the fleet): (rule, subject) -> alert."""
+
+    def __init__(self, alerts: Alerts) -> None:
+        self.alerts = alerts
+        self.open: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def firing(self, rule: str, subject: str) -> bool:
+        return (rule, subject) in self.open
+
+    def fire(self, rule: str, subject: str, at: int, summary: str, *, cluster_id: str | None = None,
+             target: str | None = None, broker_id: int | None = None, endpoint: str | None = None,
+             **details: Any) -> None:
+        if (rule, subject) in self.open:
+            return  # one incident at a time: the first firing line stands
+        alert = {
+            "schema": "fleetwatch.alert/v1",
+            "alert_id": hashlib.sha256(f"{rule}|{subject}|{at}".encode()).hexdigest()[:32],
+            "rule": rule, "status": "firing", "severity": SEVERITY[rule], "cluster_id": cluster_id,
+            "target": target, "broker_id": broker_id, "endpoint": endpoint, "starts_at": at, "ends_at": None,
+            "summary": summary, "details": details,
+        }
+        self.open[(rule, subject)] = alert
+        self.alerts.write(alert, subject)
+
+    def resolve(self, rule: str, subject: str, at: int) -> None:
+        alert = self.open.pop((rule, subject), None)
+        if alert is not None:
+            self.alerts.write({**alert, "status": "resolved", "ends_at": max(at, alert["starts_at"])}, subject)
+
+
+def advance(deadlines: Callable[[], list[int]], on_time: Callable[[int], None], now: int,
+            alerts: Alerts) -> None:
+    """Fire, in time order, each deadline of a subject that fell due strictly before `now`."""
+    cause, alerts.cause = alerts.cause, TIMER
+    done = None
+    while due := [t for t in deadlines() if t < now and (done is None or t > done)]:
+        done = min(due)
+        on_time(done)
+    alerts.cause = cause

@@ -1,0 +1,179 @@
+"""What bench/throughput.py measures and how: the result of one fleet, the instruments (peak RSS,
+every micro-batch's progress) and the arithmetic on them (rates, lag, what limited the job)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psutil
+
+from streaming.collect.simulate import FleetSpec
+from streaming.config import RuleSettings
+from streaming.progress import ProgressRecorder
+
+__all__ = [
+    "SESSION_TIMEOUT_MS",
+    "BatchListener",
+    "BatchLog",
+    "FleetResult",
+    "RssSampler",
+    "busy_rate",
+    "events_per_s",
+    "iso_ms",
+    "limited_by",
+    "sent_events",
+    "wait_for",
+]
+
+SESSION_TIMEOUT_MS = RuleSettings().session_timeout_ms  # the bench runs the default rules
+
+
+@dataclass
+class FleetResult:
+    fleet: str
+    clusters: int
+    brokers: int
+    backlog_events: int = 0
+    raw_ingest_events_per_s: float = 0.0
+    max_events_per_s: float = 0.0
+    ratio_to_raw: float = 0.0
+    offered_events_per_s: float = 0.0
+    processed_events_per_s: float = 0.0
+    live_events: int = 0
+    live_processed: int = 0
+    sustained: bool = False
+    p50_detection_latency_ms: float | None = None
+    p99_detection_latency_ms: float | None = None
+    alerts_measured: int = 0
+    max_batch_duration_ms: int = 0
+    median_batch_duration_ms: float = 0.0
+    max_lag_s: float = 0.0
+    final_lag_s: float = 0.0
+    state_rows: int = 0
+    peak_rss_mb: float = 0.0
+    limited_by: str = ""
+    latencies_by_rule: dict[str, float] = field(default_factory=dict)
+
+    def json_line(self) -> dict[str, Any]:
+        keys = ("fleet", "offered_events_per_s", "processed_events_per_s", "max_events_per_s",
+                "raw_ingest_events_per_s", "ratio_to_raw", "p99_detection_latency_ms",
+                "max_batch_duration_ms", "state_rows", "peak_rss_mb")
+        everything = asdict(self)
+        return {k: everything[k] for k in keys} | {k: v for k, v in everything.items() if k not in keys}
+
+
+class RssSampler:
+    """Peak RSS of this process tree, minus the processes that are the fleet (broker, simulator)."""
+
+    def __init__(self, interval_s: float = 0.5) -> None:
+        self.interval_s = interval_s
+        self.excluded: set[int] = set()
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        me = psutil.Process()
+        while not self._stop.wait(self.interval_s):
+            total = 0
+            skip: set[int] = set()
+            for pid in self.excluded:
+                try:
+                    skip |= {pid} | {c.pid for c in psutil.Process(pid).children(recursive=True)}
+                except psutil.Error:
+                    continue
+            for proc in [me, *me.children(recursive=True)]:
+                if proc.pid in skip:
+                    continue
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.peak_bytes = max(self.peak_bytes, total)
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(poll_s)  # polling, bounded by the deadline above
+
+
+def events_per_s(clusters: int, brokers: int) -> float:
+    # A heartbeat per broker every heartbeat interval; a probe round per cluster every probe
+    # interval: one bootstrap answer and one answer per broker endpoint.
+    return clusters * 1000 * (brokers / FleetSpec.heartbeat_interval_ms + (brokers + 1) / FleetSpec.probe_interval_ms)
+
+
+@dataclass
+class BatchLog:
+    """Every progress event of the queries of a phase (the listener's stats keep only totals)."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+class BatchListener(ProgressRecorder):
+    """Spark's progress listener of the job, that also logs every progress event into a `BatchLog`."""
+
+    def __init__(self, log: BatchLog) -> None:
+        super().__init__(None)
+        self.log = log
+
+    def onQueryProgress(self, event) -> None:
+        super().onQueryProgress(event)
+        p = event.progress
+        self.log.rows.append({
+            "query": p.name, "batch_id": p.batchId, "rows": p.numInputRows, "wall_ms": int(time.time() * 1000),
+            "duration_ms": int((p.durationMs or {}).get("triggerExecution", 0)),
+            "max_event": (p.eventTime or {}).get("max"),
+            "state_rows": sum(op.numRowsTotal for op in p.stateOperators),
+        })
+
+
+def busy_rate(log: BatchLog, query: str) -> tuple[int, float]:
+    # Without the first batch: it also starts the query's Python workers and, in the full job,
+    # creates every shard's detection state, a start-up cost of each query, not its throughput.
+    batches = [b for b in log.rows if b["query"] == query and b["rows"] > 0][1:]
+    rows = sum(b["rows"] for b in batches)
+    busy_s = sum(b["duration_ms"] for b in batches) / 1000
+    return rows, rows / busy_s if busy_s else 0.0
+
+
+def iso_ms(text: str) -> int:
+    return int(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def sent_events(simulator_output: str) -> int:
+    for line in reversed(simulator_output.splitlines()):
+        if " events" in line and line.startswith("simulated"):
+            return int(line.split(": ", 1)[1].split(" events", 1)[0])
+    raise RuntimeError(f"no event count in the simulator's output: {simulator_output[-500:]}")
+
+
+def limited_by(result: FleetResult) -> str:
+    real_rate = events_per_s(result.clusters, result.brokers)
+    if result.offered_events_per_s < 0.9 * real_rate:
+        beyond_job = (f"; the full job's maximum here, {result.max_events_per_s:,.0f} events/s, is below it too"
+                      if result.max_events_per_s < real_rate else "")
+        return (f"the simulator could not offer the fleet's real rate of {real_rate:,.0f} events/s "
+                f"(one Python process, 2 shared cores){beyond_job}")
+    if not result.sustained:
+        return "CPU: the job's Python stages (parse, detection) cannot keep up on 2 cores"
+    if result.p99_detection_latency_ms and result.p99_detection_latency_ms > SESSION_TIMEOUT_MS + 3000:
+        return "latency: batch duration and lag"
+    return ("kept up; latency = lag + batch duration (a later event of the cluster proves a deadline "
+            "passed; without one, the 5 s allowed lateness adds)")

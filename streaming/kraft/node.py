@@ -1,0 +1,65 @@
+"""One Kafka process of a `KRaftCluster`: its id, roles, ports, folder and JVM, and the error a node
+that did not format or start raises."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["KafkaNode", "NodeFailed"]
+
+
+class NodeFailed(Exception):
+    """A node did not format or start; the message names its log file."""
+
+
+@dataclass
+class KafkaNode:
+    """One Kafka process: its id, roles, ports and folder."""
+
+    node_id: int
+    roles: tuple[str, ...]
+    workdir: Path
+    client_port: int | None = None  # PLAINTEXT listener (brokers)
+    secure_port: int | None = None  # SASL_SSL listener (brokers of a cluster with `secure`)
+    controller_port: int | None = None  # CONTROLLER listener (controllers)
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    started_s: float | None = None  # seconds from spawn to "Kafka Server started", last start
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the node's JVM (0 when not running)."""
+        if not self.running or self.process is None:
+            return 0
+        try:
+            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, sig)

@@ -1,0 +1,73 @@
+"""The offsets of the `fleetwatch_kafka` source and the arithmetic of planning a micro-batch on them.
+
+An offset is a JSON object `{"<topic>:<partition>": <next offset>, ..., "topic_ids": {"<topic>":
+<topic id>}}` (string keys, because Spark round-trips it through JSON in the checkpoint); the ids
+tell a topic that was deleted and created again (or lost by an in-memory bus) from the one read
+so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafka import TopicPartition
+
+__all__ = [
+    "TOPIC_IDS",
+    "Offsets",
+    "allocate",
+    "offsets_by_partition",
+    "partition_key",
+    "restarted_topics",
+    "topic_partition",
+]
+
+Offsets = dict[str, Any]
+TOPIC_IDS = "topic_ids"  # no topic-partition key: those always hold a ':'
+
+
+def partition_key(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+def topic_partition(key: str) -> TopicPartition:
+    # Kafka topic names cannot contain ':', so the last one separates the partition.
+    topic, partition = key.rsplit(":", 1)
+    return TopicPartition(topic, int(partition))
+
+
+def offsets_by_partition(offsets: Offsets) -> dict[str, int]:
+    """The topic-partitions' offsets, without the topic ids."""
+    return {key: offset for key, offset in offsets.items() if key != TOPIC_IDS}
+
+
+def restarted_topics(start: Offsets, end: Offsets) -> set[str]:
+    """The topics whose partitions restarted between two offsets: the topic id changed, or one of
+    its partitions went back (a recreated topic, an in-memory bus restarted). A topic restarts as
+    a whole: all its partitions are read from their beginning."""
+    before, after = start.get(TOPIC_IDS, {}), end.get(TOPIC_IDS, {})
+    restarted = {topic for topic, topic_id in after.items() if before.get(topic) not in (None, topic_id)}
+    begin = offsets_by_partition(start)
+    return restarted | {topic_partition(key).topic for key, offset in offsets_by_partition(end).items()
+                        if offset < begin.get(key, 0)}
+
+
+def allocate(cap: int, lags: Mapping[str, int]) -> dict[str, int]:
+    """Split `cap` rows over partitions in proportion to their lag (never above a lag).
+
+    Leftover rows from rounding down go to the partitions with the largest remaining lag, so
+    a small cap over many partitions still makes progress.
+    """
+    total = sum(lags.values())
+    if total <= cap:
+        return dict(lags)
+    share = {key: cap * lag // total for key, lag in lags.items()}
+    leftover = cap - sum(share.values())
+    for key in sorted(lags, key=lambda k: (share[k] - lags[k], k)):
+        if leftover == 0:
+            break
+        if share[key] < lags[key]:
+            share[key] += 1
+            leftover -= 1
+    return share
