@@ -1,7 +1,7 @@
 """The rules over what the probe reports of real KRaft clusters (measured on Kafka 4.4).
 
 Plain Python, no Spark: each case is what the probe emits in one of the situations the
-real-Kafka tests (tests/test_real_kafka_faults.py) produce, reduced to the events that decide it.
+real-Kafka tests (tests/pipeline/test_real_kafka_faults.py) produce, reduced to the events that decide it.
 """
 
 from __future__ import annotations

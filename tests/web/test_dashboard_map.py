@@ -1,7 +1,7 @@
 """The fleet map on the overview: one tile per cluster, coloured by its worst state, grouped by a tag.
 
 Queries and views against a real SQLite store; the map itself in headless Chromium
-(`pytest tests/test_dashboard_map.py --headless --webdriver Chrome`).
+(`pytest tests/web/test_dashboard_map.py --headless --webdriver Chrome`).
 """
 
 from __future__ import annotations

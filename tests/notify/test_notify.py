@@ -53,7 +53,7 @@ try:  # the PostgreSQL server of the store and deploy tests
 except ImportError:  # pragma: no cover - support module missing
     PostgresServer = pg_binaries = None
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "whsec-test-7f3a9c1e"
 
 

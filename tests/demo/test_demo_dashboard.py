@@ -4,7 +4,7 @@ the deliveries page shows it delivered to the demo's receiver.
 The real demo runs as a subprocess (embedded Tansu, simulated fleet, Spark job, dashboard); one
 thread watches its SQLite store for the first firing alert while headless Chromium watches the
 overview page for that alert's cluster row turning from `sev-healthy` to a severity. Run with
-`pytest -s tests/test_demo_dashboard.py --headless --webdriver Chrome` to see the delay; the
+`pytest -s tests/demo/test_demo_dashboard.py --headless --webdriver Chrome` to see the delay; the
 screenshot lands in artifacts/screenshots/demo-overview-alert.png. Then, like Ctrl-C, SIGINT to
 the demo's process group: it must exit 0 and leave no process (JVM, dashboard, Tansu) behind.
 """
@@ -31,7 +31,7 @@ from test_deploy_support import free_port
 
 from streaming.demo import RECEIVER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 SHOW_WITHIN_S = 15.0  # issue 6: the overview shows a fault within 15 s of its alert
 # The first alert lands ~45 s after start. On a loaded machine the job can lag so far behind that

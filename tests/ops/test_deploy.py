@@ -25,7 +25,7 @@ from streaming.ops import check_config
 from streaming.ops.metrics import CONTENT_TYPE, render_metrics, start_metrics_server
 from streaming.sinks.store import Store
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"

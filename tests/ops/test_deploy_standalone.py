@@ -35,7 +35,7 @@ from streaming.sinks.store import Store, alerts, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).parent
 START_MS = 1_764_000_000_000
 

@@ -1,6 +1,6 @@
 """The dashboard: its queries against a real SQLite store, and its pages in headless Chromium.
 
-Browser tests: `pytest tests/test_dashboard.py --headless --webdriver Chrome` (Debian packages
+Browser tests: `pytest tests/web/test_dashboard.py --headless --webdriver Chrome` (Debian packages
 `chromium` and `chromium-driver`). As root Chromium needs --no-sandbox, which dash_duo adds
 itself; chromedriver adds --disable-background-networking and --disable-sync. Screenshots of
 every page land in artifacts/screenshots/.
@@ -34,8 +34,8 @@ from dashboard.views.fleet import LISTED_LIMIT, fleet_table
 from dashboard.views.formatting import format_age, format_ts
 from streaming.sinks.store import Store
 
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
-STYLESHEET = Path(__file__).resolve().parents[1] / "dashboard" / "assets" / "fleetwatch.css"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+STYLESHEET = Path(__file__).resolve().parents[2] / "dashboard" / "assets" / "fleetwatch.css"
 T0 = 1_763_800_000_000
 PAY = "MkU3OEVBNTcwNTJENDM2Qg"
 ORDERS = "T3JkZXJzQ2x1c3RlcjAwMQ"

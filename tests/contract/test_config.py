@@ -90,7 +90,7 @@ def test_empty_file_gives_spec_defaults(tmp_path, text):
 
 
 def test_shipped_config_loads():
-    shipped = Path(__file__).resolve().parents[1] / "conf" / "fleetwatch.yaml"
+    shipped = Path(__file__).resolve().parents[2] / "conf" / "fleetwatch.yaml"
     if not shipped.exists():
         pytest.skip(f"{shipped} is not there")
     load_config(shipped)

@@ -38,7 +38,7 @@ import pytest
 import yaml
 from test_deploy_support import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WATCH_S = 90  # issue 20: at most 20 lines in the demo's first 90 s
 MAX_LINES = 20
 # On a loaded 2-core machine Spark's first micro-batch alone has taken 45 s.

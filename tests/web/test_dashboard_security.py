@@ -34,7 +34,7 @@ from dashboard.page_content import PageContent
 from streaming.notify.silences import Silence
 from streaming.sinks.store import Store, silences
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AUTH = ("FLEETWATCH_DASHBOARD_USER", "FLEETWATCH_DASHBOARD_PASSWORD")
 
 
