@@ -19,7 +19,7 @@ The sockets are real: while the receiver is down, every attempt is refused by th
 Figures: how long the receiver was down (notifier clock, and wall time its process was gone),
 notifications recorded, delivered, duplicates (the same (alert_id, status) accepted twice), lost
 (never accepted), out of order (per rule and subject), failed attempts during the outage, and the
-catch-up time after the receiver came back. `tests/test_notify_outage.py` runs the same code.
+catch-up time after the receiver came back. `tests/notify/test_notify_outage.py` runs the same code.
 """
 
 from __future__ import annotations

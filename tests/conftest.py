@@ -1,15 +1,14 @@
-"""Shared fixtures: one real local Spark session for the whole run (JVM start-up is slow), and a
-healthy real Kafka cluster watched for the whole run when it holds a `real_kafka` test."""
+"""Shared fixtures: one real local Spark session for the whole run (JVM start-up is slow), one real
+PostgreSQL server for the whole run, and a healthy real Kafka cluster watched for the whole run when
+it holds a `real_kafka` test."""
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
-
-EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "examples"
+from support.postgres import PostgresServer, pg_binaries
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +26,18 @@ def spark(test_config):
     session = spark_session(test_config, "fleetwatch-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server on 127.0.0.1 for the session (tests/support/postgres.py); every test
+    that wants a fresh database asks it for one. Skipped, saying so, without its binaries."""
+    bin_dir = pg_binaries()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not installed: apt-get install postgresql")
+    server = PostgresServer(bin_dir).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES
+from support.paths import EXAMPLES
 from test_rules import ALL_CASES
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 TARGET = "real-kafka-4.4"
 # Kafka's fast fencing settings for the cluster, and the rules an SRE would set to match them (as
-# tests/test_real_kafka_faults.py does): fleetwatch's default 9 s session timeout and 30 s fenced
+# tests/pipeline/test_real_kafka_faults.py does): fleetwatch's default 9 s session timeout and 30 s fenced
 # grace would outlast a 25 s fault.
 SESSION_TIMEOUT_MS = 3000
 FENCED_GRACE_MS = 5000

@@ -16,7 +16,7 @@ import time
 
 import pytest
 from sqlalchemy import func, select
-from test_live import _expected_lines, _fleet, _lines, _poll, _produce
+from support.live_fleet import expected_lines, poll_until, produce, simulated_fleet, stored_lines
 
 import streaming.bus.embedded as bus_module
 from streaming import topics
@@ -50,20 +50,20 @@ def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, tes
         "spark": test_config.spark.model_copy(update={"checkpoint_dir": str(tmp_path / "checkpoint"),
                                                       "trigger_ms": 500}),
         "rules": test_config.rules.model_copy(update={"allowed_lateness_ms": 60_000})})
-    sim = _fleet(duration_ms=240_000)
+    sim = simulated_fleet(duration_ms=240_000)
     events = list(sim.events())
-    expected = _expected_lines(sim, config.rule_book())
+    expected = expected_lines(sim, config.rule_book())
     half = len(events) // 2
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     bus = EmbeddedBus(partitions=PARTITIONS, log_path=tmp_path / "tansu-1.log").start()
     port = int(bus.bootstrap.rsplit(":", 1)[1])
     restarted = None
     publisher = AlertPublisher(bus.bootstrap)
-    produced = _produce(bus.bootstrap, events[:half])
+    produced = produce(bus.bootstrap, events[:half])
     query, recorder = start_job(spark, config, bus.bootstrap, store, publisher)
     try:
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced, timeout_s=240), "first half not read"
-        before = _lines(store)
+        before = stored_lines(store)
         assert before < expected, "the second half must hold alerts still to come"
 
         os.killpg(bus.pid, signal.SIGKILL)
@@ -75,15 +75,15 @@ def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, tes
         monkeypatch.setattr(bus_module, "_port_is_free", _no_listener_on)
         restarted = EmbeddedBus(partitions=PARTITIONS, port=port, log_path=tmp_path / "tansu-2.log").start()
         back_at = time.monotonic()
-        produced += _produce(restarted.bootstrap, events[half:])
+        produced += produce(restarted.bootstrap, events[half:])
 
         try:
-            _poll(lambda: _lines(store) == expected, 240, "every expected alert after the bus restart")
+            poll_until(lambda: stored_lines(store) == expected, 240, "every expected alert after the bus restart")
         except AssertionError:
             with store.engine.connect() as conn:
                 reasons = dict(conn.execute(select(quarantine.c.reason, func.count())
                                             .group_by(quarantine.c.reason)).all())
-            got = _lines(store)
+            got = stored_lines(store)
             raise AssertionError(f"missing {expected - got}, unexpected {got - expected}; quarantined {reasons}; "
                                  f"read {recorder.stats['fleetwatch'].input_rows} of {produced}") from None
         caught_up_s = time.monotonic() - back_at

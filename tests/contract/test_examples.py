@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.paths import EXAMPLES
 
 from streaming.contract import parse_message
 from streaming.detect.engine import detect
 
-# The repository is cloned beside shared/.
-EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "examples"
 NAMES = ("heartbeat-and-fence", "misroute", "identity", "controller")
 # The fields the examples README says decide correctness.
 FIELDS = ("status", "rule", "severity", "cluster_id", "target", "broker_id", "endpoint", "starts_at", "ends_at")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_deploy_support import poll
-from test_notify import make_alert
+from support.notify import make_alert
+from support.processes import poll
 
 from streaming.config import FleetwatchConfig
 from streaming.console import Status, rate_per_s, render_status

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 import pytest
-from test_deploy_support import free_port
+from support.processes import free_port
 
 from streaming.demo import RECEIVER
 

@@ -36,7 +36,7 @@ from typing import TypeVar
 import psutil
 import pytest
 import yaml
-from test_deploy_support import free_port
+from support.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WATCH_S = 90  # issue 20: at most 20 lines in the demo's first 90 s

@@ -15,17 +15,8 @@ import time
 import httpx
 import pytest
 import yaml
-from test_notify import (
-    Hook,
-    NotifierProcess,
-    env_with,
-    free_port,
-    iso_ms,
-    make_alert,
-    resolved,
-    wait_for,
-    write_config,
-)
+from support.notify import Hook, NotifierProcess, env_with, iso_ms, make_alert, resolved, wait_for, write_config
+from support.processes import free_port
 
 from streaming.sinks.store import Store
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from test_notify import ROOT
+from support.paths import ROOT
 
 
 def _bench():

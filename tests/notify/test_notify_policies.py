@@ -4,9 +4,8 @@ with a clock under the test's control.
 
 - a silence ending (or expired by hand) re-checks what it held (deploy/README.md, "Silences");
 - a resolution goes wherever its firing went ("Routing");
-- an unknown route `match` key or value is a config error;
 - dead letters after a limit, unblocking the subject; `--requeue-dead` keeps order;
-- `Retry-After` of any shape: bounded, no exception, no hot loop;
+- `Retry-After` of any shape: no hot loop (its parsing is in test_notify_policy_config.py);
 - retention: finished notifications of resolved alerts and ended silences older than
   `alerting.delivery.retention_days` go, in bounded batches; recent, undelivered and open stay.
 """
@@ -14,20 +13,16 @@ with a clock under the test's control.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
-import yaml
 from sqlalchemy import func, inspect, select, text, update
-from test_deploy_support import PostgresServer, pg_binaries
-from test_notify import ROOT, Hook, delivery_rows, env_with, make_alert, outbox_rows, resolved
+from support.notify import Hook, delivery_rows, make_alert, outbox_rows, resolved
+from support.postgres import PostgresServer, pg_binaries
 
-from streaming.config import ConfigError, FleetwatchConfig, load_config
+from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifyOptions
-from streaming.notify.policy import parse_retry_after
 from streaming.notify.silences import add_silence, expire_silence, list_silences
 from streaming.sinks.store import Store, outbox
 
@@ -218,48 +213,6 @@ def test_resolution_goes_wherever_its_firing_went(store_url, hook):
     store.close()
 
 
-# -- 3. route match keys -----------------------------------------------------------------------
-
-@pytest.mark.parametrize(("match", "words"), [
-    ({"severty": ["critical"]}, "unknown key"),
-    ({"severity": ["crtical"]}, "'crtical' matches no severity"),
-    ({"status": ["fired"]}, "'fired' matches no status"),
-    ({"rule": ["broker.fen\u0441ed"]}, "matches no rule"),
-    ({"region": ["eu-west-1"]}, "unknown key"),
-])
-def test_a_route_match_typo_is_a_config_error(tmp_path, match, words):
-    (field,) = match
-    cfg = {"clusters": [{"name": "pay", "tags": {"env": "prod"}}],
-           "alerting": {"receivers": [{"name": "ops", "type": "webhook", "url": "http://127.0.0.1:1/x"}],
-                        "routes": [{"receiver": "ops"}, {"receiver": "ops", "match": match}]}}
-    file = tmp_path / "fleetwatch.yaml"
-    file.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    with pytest.raises(ConfigError) as raised:
-        load_config(file)
-    message = str(raised.value)
-    assert "\n" not in message and f"alerting.routes.1.match.{field}: " in message and words in message, message
-    done = subprocess.run([sys.executable, "-m", "streaming.notify", "notify", "--config", str(file), "--once"],
-                          cwd=ROOT, env=env_with(), capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
-    assert f"alerting.routes.1.match.{field}: " in done.stderr, done.stderr
-    checked = subprocess.run([sys.executable, "-m", "streaming.ops.check_config", str(file)], cwd=ROOT,
-                             env=env_with(), capture_output=True, text=True, timeout=60)
-    line = next(n for n, text in enumerate(file.read_text().splitlines(), 1) if f"{field}:" in text)
-    assert checked.returncode == 2, checked.stdout
-    assert f"{file}:{line}: error: alerting.routes[1].match.{field}: " in checked.stdout, checked.stdout
-
-
-def test_route_match_keys_that_exist_are_accepted():
-    config = FleetwatchConfig.model_validate({
-        "clusters": [{"name": "pay", "tags": {"env": "prod"}}],
-        "alerting": {"receivers": [{"name": "ops", "type": "webhook", "url": "http://127.0.0.1:1/x"}],
-                     "routes": [{"receiver": "ops", "match": {
-                         "env": ["prod"], "broker": ["1", "2"], "rule": ["broker.*"], "severity": ["crit*"],
-                         "status": ["resolved"], "cluster_id": ["Mk*"], "target": ["pay"], "endpoint": ["b1:9092"],
-                         "broker_id": ["3"]}}]}})
-    assert config.alerting.routes[0].match["env"] == ["prod"]
-
-
 # -- 4. dead letters ---------------------------------------------------------------------------
 
 def _drive(notifier: Notifier, clock: Clock, until, *, step_s: float = 2.0, passes: int = 200) -> None:
@@ -368,23 +321,6 @@ def test_requeue_dead_keeps_order_and_never_sends_a_firing_after_its_resolution(
 
 
 # -- 5. Retry-After ----------------------------------------------------------------------------
-
-def test_parse_retry_after_is_bounded_and_never_raises():
-    now = 1_763_800_000_000
-    cap = 3_600_000
-    assert parse_retry_after("7", now, cap) == 7000
-    assert parse_retry_after(" 2.5 ", now, cap) == 2500
-    assert parse_retry_after("Sat, 22 Nov 2025 08:27:00 GMT", now, cap) == 20_000
-    assert parse_retry_after("Sat, 22 Nov 2025 08:00:00 GMT", now, cap) == 0  # in the past
-    assert parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now, cap) == cap
-    for value in ("inf", "Infinity", "1e400", "99999999999999999999999", "-inf"):
-        assert parse_retry_after(value, now, cap) in (cap, None), value
-    assert parse_retry_after("inf", now, cap) == cap
-    for value in ("nan", "NaN", "-5", "-0.5", "", "soon", "٣", "1_000", "0x10", "Mon, 99 Foo 2025 xx:yy GMT",
-                  "\udcff", "5, 6", "\x00"):
-        assert parse_retry_after(value, now, cap) is None, value
-    assert parse_retry_after("0", now, cap) == 0
-
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-30", "1e400", "Fri, 31 Dec 9999 23:59:59 GMT", "garbage",
                                    "ØØ", "0"])

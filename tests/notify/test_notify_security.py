@@ -19,9 +19,7 @@ import threading
 import time
 
 import pytest
-from test_deploy_support import PostgresServer, pg_binaries
-from test_notify import (
-    ROOT,
+from support.notify import (
     Hook,
     NotifierProcess,
     env_with,
@@ -33,6 +31,8 @@ from test_notify import (
     wait_for,
     write_config,
 )
+from support.paths import ROOT
+from support.postgres import PostgresServer, pg_binaries
 
 from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions

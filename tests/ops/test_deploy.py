@@ -1,7 +1,7 @@
 """Deployment and operations: deploy/ files, `check-config`, and `/metrics` scraped by a real Prometheus.
 
 The Spark standalone cluster test is in test_deploy_standalone.py; the store against PostgreSQL in
-test_store.py.
+tests/store/test_store.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pyspark
 import pytest
 import yaml
-from test_deploy_support import free_port, poll, stop_process
+from support.processes import free_port, poll, stop_process
 
 from streaming.ops import check_config
 from streaming.ops.metrics import CONTENT_TYPE, render_metrics, start_metrics_server

@@ -26,7 +26,8 @@ import pytest
 import yaml
 from kafka import KafkaProducer
 from sqlalchemy import func, select
-from test_deploy_support import PostgresServer, free_port, pg_binaries, poll
+from support.postgres import PostgresServer, pg_binaries
+from support.processes import free_port, poll
 
 from streaming import topics
 from streaming.bus import EmbeddedBus

@@ -20,11 +20,11 @@ import pytest
 import yaml
 from kafka import KafkaProducer
 from sqlalchemy import func, select
+from support.live_fleet import START_MS, expected_lines, poll_until, produce, simulated_fleet, stored_lines
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
-from streaming.config import RuleBook
 from streaming.contract import event_from_dict
 from streaming.detect.engine import detect
 from streaming.live import start_job, stop_gracefully
@@ -32,44 +32,6 @@ from streaming.replay import replay_file
 from streaming.sinks.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
-
-START_MS = 1_764_000_000_000
-
-
-def _fleet(duration_ms: int = 150_000, clusters: int = 3) -> Simulation:
-    return Simulation(FleetSpec(clusters=clusters, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
-                                duration_ms=duration_ms, seed=7, first_fault_ms=30_000, fault_every_ms=60_000))
-
-
-def _produce(bootstrap: str, items) -> int:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    count = 0
-    for topic, event in items:
-        producer.send(topic, key=(event.get("cluster_id") or "").encode(), value=json.dumps(event).encode())
-        count += 1
-    producer.flush()
-    producer.close()
-    return count
-
-
-def _poll(predicate, timeout_s: float, what: str, interval_s: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval_s)  # polling the store, bounded by the deadline
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-
-
-def _lines(store: Store) -> set[tuple[str, str]]:
-    with store.engine.connect() as conn:
-        return set(conn.execute(select(alert_history.c.alert_id, alert_history.c.status)).all())
-
-
-def _expected_lines(sim: Simulation, book: RuleBook | None = None) -> set[tuple[str, str]]:
-    events = [event_from_dict(e) for _, e in sim.events()]
-    return {(a.to_dict()["alert_id"], a.status) for a in detect(events, book)}
 
 
 @pytest.fixture
@@ -79,14 +41,14 @@ def bus(tmp_path):
 
 
 def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, test_config, bus, tmp_path):
-    sim = _fleet(clusters=30)
+    sim = simulated_fleet(clusters=30)
     labels = [lbl for lbl in sim.labels() if lbl["rule"] == "broker.heartbeat_lost"]
     assert labels, "the simulator injected no stopped broker"
     config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
         update={"checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500})})
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    produced = _produce(bus.bootstrap, sim.events())
-    _produce(bus.bootstrap, [(topics.METADATA, {"not": "an event"})])
+    produced = produce(bus.bootstrap, sim.events())
+    produce(bus.bootstrap, [(topics.METADATA, {"not": "an event"})])
     with KafkaProducer(bootstrap_servers=bus.bootstrap) as producer:
         producer.send(topics.HEARTBEATS, value=b"\x00{garbage")
         producer.flush()
@@ -101,7 +63,7 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
                     alerts.c.rule == "broker.heartbeat_lost", alerts.c.cluster_id == label["cluster_id"],
                     alerts.c.broker_id == label["broker_id"])).first()
 
-        row = _poll(heartbeat_lost_in_store, 240, "broker.heartbeat_lost in the store")
+        row = poll_until(heartbeat_lost_in_store, 240, "broker.heartbeat_lost in the store")
         assert row.starts_at == label["starts_at"]
         detected_after_s = time.monotonic() - started
 
@@ -109,10 +71,10 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
             with store.engine.connect() as conn:
                 return dict(conn.execute(select(quarantine.c.reason, func.count()).group_by(quarantine.c.reason)).all())
 
-        assert _poll(lambda: len(quarantined()) == 2 and quarantined(), 60, "two quarantined messages") == {
+        assert poll_until(lambda: len(quarantined()) == 2 and quarantined(), 60, "two quarantined messages") == {
             "missing_field:schema": 1, "not_json": 1}
-        expected = _expected_lines(sim)
-        _poll(lambda: _lines(store) == expected, 120, "the live alerts to equal the replayed ones")
+        expected = expected_lines(sim)
+        poll_until(lambda: stored_lines(store) == expected, 120, "the live alerts to equal the replayed ones")
         assert query.isActive and query.exception() is None
         # Progress events reach listeners asynchronously, after the batch's sink has run.
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced + 2, timeout_s=60)
@@ -130,7 +92,7 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
     events_file = tmp_path / "events.jsonl"
     write_events(sim, events_file)
     replayed = replay_file(events_file, tmp_path / "alerts.jsonl", config)
-    assert {(a["alert_id"], a["status"]) for a in replayed.alerts} == _lines(store)
+    assert {(a["alert_id"], a["status"]) for a in replayed.alerts} == stored_lines(store)
 
 
 def _run_job(config_path: Path, log_path: Path) -> subprocess.Popen:
@@ -141,9 +103,9 @@ def _run_job(config_path: Path, log_path: Path) -> subprocess.Popen:
 
 
 def test_killed_job_restarts_from_checkpoint_without_losing_or_repeating(bus, tmp_path):
-    sim = _fleet(duration_ms=240_000)
+    sim = simulated_fleet(duration_ms=240_000)
     events = list(sim.events())
-    expected = _expected_lines(sim)
+    expected = expected_lines(sim)
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     config_path = tmp_path / "fleetwatch.yaml"
     config_path.write_text(yaml.safe_dump({
@@ -155,18 +117,18 @@ def test_killed_job_restarts_from_checkpoint_without_losing_or_repeating(bus, tm
     store = Store(store_url)
     log_path = tmp_path / "job.log"
     half = len(events) // 2
-    _produce(bus.bootstrap, events[:half])
+    produce(bus.bootstrap, events[:half])
     job = _run_job(config_path, log_path)
     try:
-        _poll(lambda: _lines(store), 240, "the first alerts of the first half")
+        poll_until(lambda: stored_lines(store), 240, "the first alerts of the first half")
         # Mid-stream: the second half arrives and the job is killed while it works on it.
-        _produce(bus.bootstrap, events[half:])
+        produce(bus.bootstrap, events[half:])
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=30)
-        before = _lines(store)
+        before = stored_lines(store)
         assert before < expected, "the kill came too late to test a restart"
         job = _run_job(config_path, log_path)
-        _poll(lambda: _lines(store) == expected, 300, "every expected alert after the restart")
+        poll_until(lambda: stored_lines(store) == expected, 300, "every expected alert after the restart")
     finally:
         os.killpg(job.pid, signal.SIGTERM)
         job.wait(timeout=60)
@@ -177,8 +139,8 @@ def test_killed_job_restarts_from_checkpoint_without_losing_or_repeating(bus, tm
 
 def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_config, bus, tmp_path):
     # Shards map to buckets by count: state written with one count must not be read with another.
-    events = list(_fleet(duration_ms=40_000).events())
-    _produce(bus.bootstrap, events[:len(events) // 2])
+    events = list(simulated_fleet(duration_ms=40_000).events())
+    produce(bus.bootstrap, events[:len(events) // 2])
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
 
     def config(buckets: int):
@@ -191,10 +153,10 @@ def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_con
     finally:
         stop_gracefully(spark, query)
         spark.streams.removeListener(recorder)
-    _produce(bus.bootstrap, events[len(events) // 2:])
+    produce(bus.bootstrap, events[len(events) // 2:])
     query, recorder = start_job(spark, config(4), bus.bootstrap, store)
     try:
-        _poll(lambda: not query.isActive, 120, "the job to refuse the checkpoint")
+        poll_until(lambda: not query.isActive, 120, "the job to refuse the checkpoint")
         assert "has 8 buckets but spark.state_buckets is 4" in str(query.exception())
     finally:
         stop_gracefully(spark, query)
@@ -231,18 +193,19 @@ def test_alerts_open_before_a_checkpoint_reset_are_resolved_unless_the_new_state
             update={"checkpoint_dir": str(tmp_path / checkpoint), "trigger_ms": 500})})
         query, recorder = start_job(spark, config, bootstrap, store)
         try:
-            _poll(lambda: done(recorder.stats.get("fleetwatch")) or query.exception(), 240, what)
+            poll_until(lambda: done(recorder.stats.get("fleetwatch")) or query.exception(), 240, what)
             assert query.exception() is None
         finally:
             stop_gracefully(spark, query)
             spark.streams.removeListener(recorder)
 
     # 1. An old fleet on a bus since lost: its broker.heartbeat_lost is open when the job stops.
-    old = [(topic, e) for topic, e in _fleet(duration_ms=100_000, clusters=2).events() if e["ts"] < START_MS + 45_000]
+    old = [(topic, e) for topic, e in simulated_fleet(duration_ms=100_000, clusters=2).events()
+           if e["ts"] < START_MS + 45_000]
     old_open = {a.to_dict()["alert_id"] for a in detect([event_from_dict(e) for _, e in old])}
     assert len(old_open) == 1
     with EmbeddedBus(log_path=tmp_path / "tansu-old.log") as old_bus:
-        _produce(old_bus.bootstrap, old)
+        produce(old_bus.bootstrap, old)
         run(old_bus.bootstrap, "checkpoint-a", lambda _: old_open <= _alert_rows(store).keys(), "the old alert")
     assert {a: row[0] for a, row in _alert_rows(store).items()} == dict.fromkeys(old_open, "firing")
 
@@ -253,17 +216,17 @@ def test_alerts_open_before_a_checkpoint_reset_are_resolved_unless_the_new_state
     new_open = {a for a, status in expected if (a, "resolved") not in expected}
     assert new_open, "the new fleet must leave alerts open"
     with EmbeddedBus(log_path=tmp_path / "tansu-new.log") as bus:
-        _produce(bus.bootstrap, fleet)
+        produce(bus.bootstrap, fleet)
         reset_at = int(time.time() * 1000)
         run(bus.bootstrap, "checkpoint-b",
-            lambda _: _alert_rows(store)[next(iter(old_open))][0] == "resolved" and expected <= _lines(store),
+            lambda _: _alert_rows(store)[next(iter(old_open))][0] == "resolved" and expected <= stored_lines(store),
             "the old alert resolved and the new ones fired")
         rows = _alert_rows(store)
         (old_id,) = old_open
         status, orphaned_at, ends_at, reason = rows[old_id]
         assert (status, orphaned_at) == ("resolved", None)
         assert reason.startswith("detection state reset") and reset_at <= ends_at <= int(time.time() * 1000)
-        assert _lines(store) == expected | {(old_id, "firing"), (old_id, "resolved")}
+        assert stored_lines(store) == expected | {(old_id, "firing"), (old_id, "resolved")}
         assert {a for a, row in rows.items() if row[0] == "firing"} == new_open
         with store.engine.connect() as conn:  # receivers get the resolve
             body = json.loads(conn.scalar(select(outbox.c.body).where(outbox.c.alert_id == old_id,

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 from sqlalchemy import func, select
-from test_deploy_support import PostgresServer, pg_binaries
-from test_live import _expected_lines, _fleet, _lines, _poll, _produce
+from support.live_fleet import expected_lines, poll_until, produce, simulated_fleet, stored_lines
+from support.postgres import PostgresServer, pg_binaries
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
@@ -63,9 +63,9 @@ def _job_lines(log_path: Path, msg: str) -> list[dict]:
 def test_the_job_rides_out_a_postgresql_outage_losing_and_repeating_nothing(tmp_path):
     bin_dir = pg_binaries()
     assert bin_dir is not None, "PostgreSQL binaries (initdb, pg_ctl) are needed: apt-get install postgresql"
-    sim = _fleet(duration_ms=240_000)
+    sim = simulated_fleet(duration_ms=240_000)
     events = list(sim.events())
-    expected = _expected_lines(sim)
+    expected = expected_lines(sim)
     pg = DurablePostgres(bin_dir).start()
     job = None
     try:
@@ -84,27 +84,27 @@ def test_the_job_rides_out_a_postgresql_outage_losing_and_repeating_nothing(tmp_
             job = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config_path)],
                                    stdout=log_path.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
                                    env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-            _poll(lambda: len(_job_lines(log_path, "store unavailable, retrying")) >= 2, 60,
-                  "the job to wait for the database at start")
+            poll_until(lambda: len(_job_lines(log_path, "store unavailable, retrying")) >= 2, 60,
+                       "the job to wait for the database at start")
             assert job.poll() is None, "the job gave up while the database was down"
             pg.resume()
             store = Store(url)
             half = len(events) // 2
-            _produce(bus.bootstrap, events[:half])
-            _poll(lambda: _lines(store), 240, "the first alerts")
+            produce(bus.bootstrap, events[:half])
+            poll_until(lambda: stored_lines(store), 240, "the first alerts")
 
             # Mid-stream: the database dies, the second half arrives meanwhile.
             retries_before = len(_job_lines(log_path, "store unavailable, retrying"))
-            assert _lines(store) < expected, "the second half must hold alerts still to come"
+            assert stored_lines(store) < expected, "the second half must hold alerts still to come"
             pg.kill()
             down_at = time.monotonic()
-            _produce(bus.bootstrap, events[half:])
+            produce(bus.bootstrap, events[half:])
             while time.monotonic() - down_at < OUTAGE_S:
                 assert job.poll() is None, "the job died with the database"
                 time.sleep(1)  # the outage lasts OUTAGE_S; the job is watched meanwhile
             pg.resume()
             back_at = time.monotonic()
-            _poll(lambda: _lines(store) == expected, 180, "every expected alert after the outage")
+            poll_until(lambda: stored_lines(store) == expected, 180, "every expected alert after the outage")
             caught_up_s = time.monotonic() - back_at
             assert job.poll() is None
             with store.engine.connect() as conn:
@@ -129,7 +129,7 @@ def test_the_job_rides_out_a_postgresql_outage_losing_and_repeating_nothing(tmp_
 def test_the_submitted_driver_serving_metrics_waits_for_a_database_that_is_down(tmp_path):
     # The Spark Operator's driver (`streaming.ops.submit --metrics-port`) opens the store for
     # /metrics before `run` starts: with the database down it must wait, as `run` does, not crash.
-    from test_deploy_support import free_port
+    from support.processes import free_port
 
     down = f"postgresql+psycopg://fleetwatch@127.0.0.1:{free_port()}/fleetwatch"  # nothing listens there
     config_path = tmp_path / "fleetwatch.yaml"
@@ -142,7 +142,7 @@ def test_the_submitted_driver_serving_metrics_waits_for_a_database_that_is_down(
                               stdout=log_path.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
                               env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     try:
-        retries = _poll(lambda: [r for r in _job_lines(log_path, "store unavailable, retrying")
+        retries = poll_until(lambda: [r for r in _job_lines(log_path, "store unavailable, retrying")
                                  if r.get("what") == "open the store"][1:] or driver.poll() is not None,
                         120, "the driver to wait for the database")
         assert driver.poll() is None, f"the driver exited ({driver.returncode}):\n{log_path.read_text()[-2000:]}"

@@ -19,7 +19,6 @@ from collections import Counter
 
 import pytest
 from sqlalchemy import func, select
-from test_store import postgres  # noqa: F401 - the session's PostgreSQL server
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
 from streaming.contract import event_from_dict

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLES
 from sqlalchemy import func, select
+from support.paths import EXAMPLES
 
 from streaming.job import bucket_of
 from streaming.replay import replay_file

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import func, select, text
-from test_store import postgres, store_url  # noqa: F401 - fixtures: both databases
 
 from streaming.config import FleetwatchConfig, RetentionConfig
 from streaming.job import OUTPUT_SCHEMA
@@ -33,7 +32,7 @@ TABLES = (alert_history, broker_transitions, controller_history, alerts, quarant
 
 
 @pytest.fixture
-def db(store_url):  # noqa: F811 - the fixture imported above
+def db(store_url):
     s = Store(store_url)
     yield s
     s.close()

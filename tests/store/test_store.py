@@ -11,7 +11,6 @@ import threading
 
 import pytest
 from sqlalchemy import create_engine, func, inspect, select
-from test_deploy_support import PostgresServer, pg_binaries
 
 from streaming.sinks.store import (
     Store,
@@ -25,23 +24,6 @@ from streaming.sinks.store import (
     quarantine,
     targets,
 )
-
-
-@pytest.fixture(scope="session")
-def postgres():
-    bin_dir = pg_binaries()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not installed: apt-get install postgresql")
-    server = PostgresServer(bin_dir).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return request.getfixturevalue("postgres").create_database()
 
 
 @pytest.fixture

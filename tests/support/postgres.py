@@ -1,7 +1,7 @@
-"""Real parts for the deployment and store tests: a throwaway PostgreSQL, free ports, polling.
+"""A throwaway PostgreSQL server for the store, notifier and deployment tests (no tests here).
 
-No tests here: the deployment and store test modules import these helpers
-(`from test_deploy_support import ...`; pytest puts `tests/` on sys.path).
+The server of the whole session is the `postgres` fixture of tests/conftest.py; modules that need
+a server of their own start a `PostgresServer` themselves.
 """
 
 from __future__ import annotations
@@ -11,65 +11,14 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
-__all__ = ["PostgresServer", "free_port", "pg_binaries", "poll", "stop_process"]
+from support.processes import free_port
 
-T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def poll(predicate: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.25) -> T:
-    """Return the first truthy `predicate()`; fail after `timeout_s` naming `what`."""
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while True:
-        try:
-            result = predicate()
-        except Exception as exc:  # the thing polled for may not be up yet
-            last_error, result = exc, None
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            hint = f" (last error: {last_error!r})" if last_error else ""
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}{hint}")
-        time.sleep(interval_s)  # polling, bounded by the deadline
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 20.0, *, group: bool = True) -> None:
-    """SIGTERM (the process group when it has its own), then SIGKILL after `timeout_s`."""
-    if proc.poll() is not None:
-        return
-    try:
-        if group:
-            os.killpg(proc.pid, 15)
-        else:
-            proc.terminate()
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            if group:
-                os.killpg(proc.pid, 9)
-            else:
-                proc.kill()
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+__all__ = ["PostgresServer", "pg_binaries"]
 
 
 def pg_binaries() -> Path | None:

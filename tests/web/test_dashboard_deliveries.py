@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 from sqlalchemy import create_engine
-from test_dashboard import PAY, T0, _alert, _screenshot, _wait_for_url
+from support.browser import screenshot, wait_for_url
+from support.dashboard_fleet import PAY, T0, alert
 
 from dashboard.app import create_app
 from dashboard.queries.deliveries import delivery_counts, delivery_list, delivery_receivers
@@ -28,9 +29,9 @@ TOKEN = "tok-9d3e7c1a55"  # in the receiver's URL: must never reach the page
 
 def _alerts() -> list[dict[str, Any]]:
     return [
-        _alert("d-lost", "broker.heartbeat_lost", "critical", PAY, "payments-eu1", broker_id=3,
-               summary="broker 3 sent no heartbeat for 15.0 s"),
-        _alert("d-fenced", "broker.fenced", "warning", PAY, "payments-eu1", broker_id=2, summary="broker 2 fenced"),
+        alert("d-lost", "broker.heartbeat_lost", "critical", PAY, "payments-eu1", broker_id=3,
+              summary="broker 3 sent no heartbeat for 15.0 s"),
+        alert("d-fenced", "broker.fenced", "warning", PAY, "payments-eu1", broker_id=2, summary="broker 2 fenced"),
     ]
 
 
@@ -123,13 +124,13 @@ def test_deliveries_page_lists_rows_without_secrets(dash_duo, delivered) -> None
     # Receivers are named, never located: no URL, no token, no port of theirs.
     page = dash_duo.driver.page_source
     assert TOKEN not in page and f":{receiver.port}" not in page and "/gone" not in page
-    _screenshot(dash_duo, "deliveries")
+    screenshot(dash_duo, "deliveries")
 
     # Filters narrow the list and follow in the address.
     dash_duo.select_dcc_dropdown("#deliveries-state", value="dead letter")
     dash_duo.wait_for_no_elements('.delivery-row[data-receiver="ops"]')
     assert [r.get_attribute("data-receiver") for r in dash_duo.find_elements(".delivery-row")] == ["pager"]
-    _wait_for_url(dash_duo, f"{dash_duo.server_url}/deliveries?state=dead")
+    wait_for_url(dash_duo, f"{dash_duo.server_url}/deliveries?state=dead")
 
     # The alert's rule links to that alert on the alerts page.
     dash_duo.find_element('.delivery-row[data-receiver="pager"] a.alert-link').click()

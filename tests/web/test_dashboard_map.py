@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from dash import no_update
-from test_dashboard import SCREENSHOTS, STYLESHEET, T0, _alert, _broker, _screenshot, _wait_for_url
+from support.browser import SCREENSHOTS, STYLESHEET, screenshot, wait_for_url
+from support.dashboard_fleet import T0, alert, broker
 
 from dashboard.app import create_app
 from dashboard.page_content import PageContent
@@ -41,21 +42,21 @@ def _fill(store: Store) -> None:
                       "updated_ms": T0} for cid, (target, _, _) in FLEET.items()],
         "targets": [{"target": target, "pinned_cluster_id": cid, "last_cluster_id": cid, "last_ok_ms": T0,
                      "updated_ms": T0} for cid, (target, _, _) in FLEET.items()],
-        "brokers": [_broker(cid, b, "FENCED" if (cid, b) == (LOG, 2) else "ONLINE", T0 - 500)
+        "brokers": [broker(cid, b, "FENCED" if (cid, b) == (LOG, 2) else "ONLINE", T0 - 500)
                     for cid in FLEET for b in (1, 2, 3)],
     })
     store.record_alerts([
-        _alert("pay-fenced", "broker.fenced", "warning", PAY, "pay-eu", broker_id=2,
-               summary="broker 2 fenced for 31 s"),
-        _alert("pay-lost", "broker.heartbeat_lost", "critical", PAY, "pay-eu", broker_id=1,
-               summary="broker 1 sent no heartbeat for 15.0 s"),
-        _alert("ord-fenced", "broker.fenced", "warning", ORD, "orders", broker_id=3, summary="broker 3 fenced"),
-        _alert("sea-illegal", "broker.illegal_transition", "info", SEA, "search", broker_id=1,
-               summary="broker 1 went OFFLINE -> ONLINE"),
-        _alert("met-unreach", "cluster.unreachable", "critical", None, "metrics",
-               summary="every response of metrics failed for 30 s"),
-        _alert("bil-old", "broker.fenced", "warning", BIL, "billing", broker_id=1, status="resolved",
-               ends_at=T0 - 1000, summary="resolved long ago"),
+        alert("pay-fenced", "broker.fenced", "warning", PAY, "pay-eu", broker_id=2,
+              summary="broker 2 fenced for 31 s"),
+        alert("pay-lost", "broker.heartbeat_lost", "critical", PAY, "pay-eu", broker_id=1,
+              summary="broker 1 sent no heartbeat for 15.0 s"),
+        alert("ord-fenced", "broker.fenced", "warning", ORD, "orders", broker_id=3, summary="broker 3 fenced"),
+        alert("sea-illegal", "broker.illegal_transition", "info", SEA, "search", broker_id=1,
+              summary="broker 1 went OFFLINE -> ONLINE"),
+        alert("met-unreach", "cluster.unreachable", "critical", None, "metrics",
+              summary="every response of metrics failed for 30 s"),
+        alert("bil-old", "broker.fenced", "warning", BIL, "billing", broker_id=1, status="resolved",
+              ends_at=T0 - 1000, summary="resolved long ago"),
     ])
 
 
@@ -139,7 +140,7 @@ def test_unchanged_map_is_not_sent_again(tmp_path: Path) -> None:
     assert _tiles(fleet_map)
     assert pages.overview(shown_key=first)[1:3] == (no_update, first)  # the browser shows it already
     assert pages.overview(group_by="region", shown_key=first)[2] != first
-    store.record_alerts([_alert("bil-new", "broker.fenced", "warning", BIL, "billing", broker_id=1)])
+    store.record_alerts([alert("bil-new", "broker.fenced", "warning", BIL, "billing", broker_id=1)])
     _, fleet_map, key, _ = pages.overview(shown_key=first)
     assert key != first and _tiles(fleet_map)
     store.close()
@@ -185,7 +186,7 @@ def test_map_colours_groups_and_click_through(dash_duo, map_url: str) -> None:
     dash_duo.wait_for_element(f'#overview-body .cluster-row[data-cluster="{PAY}"]')
     map_top, table_top = (dash_duo.find_element(s).location["y"] for s in ("#fleet-map", "#overview-body"))
     assert map_top < table_top
-    _screenshot(dash_duo, "overview-map")
+    screenshot(dash_duo, "overview-map")
 
     # A click opens the cluster page in place: no page load (the marker survives).
     dash_duo.driver.execute_script("window.fleetwatchMarker = 1")
@@ -204,7 +205,7 @@ def test_map_group_by_another_tag_and_the_link(dash_duo, map_url: str) -> None:
     dash_duo.wait_for_element('#fleet-map .map-group[data-group="eu"]')
     groups = {group for _, _, _, group, *_ in dash_duo.driver.execute_script(TILES_JS)}
     assert set(groups) == {"eu", "us", ""}
-    _wait_for_url(dash_duo, f"{dash_duo.server_url}/?group=region")
+    wait_for_url(dash_duo, f"{dash_duo.server_url}/?group=region")
     # The search narrows the map as it narrows the table.
     dash_duo.find_element("#search").send_keys("pay")
     dash_duo.wait_for_no_elements(f'#fleet-map a.tile[href="/cluster/{ORD}"]')
@@ -223,11 +224,11 @@ def test_map_of_a_thousand_clusters(dash_duo, tmp_path: Path) -> None:
     n = 1000
     store.write({
         "clusters": [{"cluster_id": f"c{c:04d}", "target": f"team-{c:04d}", "updated_ms": T0} for c in range(n)],
-        "brokers": [_broker(f"c{c:04d}", b, "ONLINE", T0 - b) for c in range(n) for b in range(3)],
+        "brokers": [broker(f"c{c:04d}", b, "ONLINE", T0 - b) for c in range(n) for b in range(3)],
     })
     troubled = [17, 404, 999]
-    store.record_alerts([_alert(f"x{c}", "broker.heartbeat_lost", "critical", f"c{c:04d}", f"team-{c:04d}",
-                                broker_id=1) for c in troubled])
+    store.record_alerts([alert(f"x{c}", "broker.heartbeat_lost", "critical", f"c{c:04d}", f"team-{c:04d}",
+                               broker_id=1) for c in troubled])
     tags = {f"team-{c:04d}": {"env": ("prod", "staging", "dev")[c % 3]} for c in range(n)}
     dash_duo.start_server(create_app(store.url, refresh_ms=60_000, tags=tags))
     dash_duo.wait_for_element("#fleet-map a.tile")
@@ -254,7 +255,7 @@ def test_map_follows_the_store_live(dash_duo, tmp_path: Path) -> None:
     dash_duo.start_server(create_app(store.url, refresh_ms=300, tags=TAGS))
     billing = f'#fleet-map a.tile[href="/cluster/{BIL}"]'
     dash_duo.wait_for_element(f"{billing}.sev-healthy")
-    store.record_alerts([_alert("bil-live", "broker.fenced", "warning", BIL, "billing", broker_id=1)])
+    store.record_alerts([alert("bil-live", "broker.fenced", "warning", BIL, "billing", broker_id=1)])
     # The map is sent again only when it changed: the next refresh after a change recolours the tile.
     dash_duo.wait_for_element(f"{billing}.sev-warning")
     assert len(dash_duo.find_elements("#fleet-map a.tile")) == len(FLEET)

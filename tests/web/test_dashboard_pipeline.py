@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from selenium.webdriver.support.wait import WebDriverWait
-from test_dashboard import T0, _screenshot
+from support.browser import screenshot
+from support.dashboard_fleet import T0
 
 from dashboard.app import create_app
 from dashboard.queries.pipeline import pipeline_series
@@ -92,7 +93,7 @@ def test_pipeline_charts_draw_the_stored_batches_and_refresh(dash_duo, tmp_path:
     assert len(dash_duo.find_elements(".batch-row")) == 26
     charts_y, table_y = (dash_duo.find_element(s).location["y"] for s in ("#pipeline-charts", "#pipeline-body"))
     assert charts_y < table_y
-    _screenshot(dash_duo, "pipeline-charts")
+    screenshot(dash_duo, "pipeline-charts")
 
     # A new batch is drawn on the next refresh, as the rest of the page is.
     store.write({"pipeline_progress": [_batch("fleetwatch", 20, T0 + 20 * 2000)]})

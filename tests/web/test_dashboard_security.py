@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from test_dashboard import PAY, T0, _alert, _fill
-from test_deploy_support import free_port
+from support.dashboard_fleet import PAY, T0, alert, fill_fleet
+from support.processes import free_port
 
 from dashboard.app import create_app
 from dashboard.page_content import PageContent
@@ -69,7 +69,7 @@ def _stderr_until(process: subprocess.Popen[str], marker: str, timeout_s: float 
 def store_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = Store(url)
-    _fill(store)
+    fill_fleet(store)
     store.close()
     return url
 
@@ -143,8 +143,8 @@ def test_with_auth_a_silence_records_the_user_and_needs_the_credentials(store_ur
 
 def test_a_silence_of_one_misrouted_endpoint_keeps_the_endpoint(store_url: str) -> None:
     store = Store(store_url)
-    misroutes = [_alert(f"m{i}", "connection.misrouted", "critical", PAY, "payments-eu1",
-                        endpoint=f"b{i}.pay:9092", summary="reaches another cluster") for i in (1, 2)]
+    misroutes = [alert(f"m{i}", "connection.misrouted", "critical", PAY, "payments-eu1",
+                       endpoint=f"b{i}.pay:9092", summary="reaches another cluster") for i in (1, 2)]
     store.record_alerts(misroutes)
     answer = PageContent(store, lambda path: path, None).silence("m1", "b1 is being rescheduled", "dashboard")
     assert answer.startswith("Silence "), answer

@@ -1,0 +1,74 @@
+"""Delivery policies (issue 19) checked without a notifier running: an unknown route `match` key or
+value is a config error, in one line, at load, from `fleetwatch notify` and from `check-config`;
+`Retry-After` of any shape parses to a bounded delay or to nothing, and never raises.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from support.notify import env_with
+from support.paths import ROOT
+
+from streaming.config import ConfigError, FleetwatchConfig, load_config
+from streaming.notify.policy import parse_retry_after
+
+
+@pytest.mark.parametrize(("match", "words"), [
+    ({"severty": ["critical"]}, "unknown key"),
+    ({"severity": ["crtical"]}, "'crtical' matches no severity"),
+    ({"status": ["fired"]}, "'fired' matches no status"),
+    ({"rule": ["broker.fen\u0441ed"]}, "matches no rule"),
+    ({"region": ["eu-west-1"]}, "unknown key"),
+])
+def test_a_route_match_typo_is_a_config_error(tmp_path, match, words):
+    (field,) = match
+    cfg = {"clusters": [{"name": "pay", "tags": {"env": "prod"}}],
+           "alerting": {"receivers": [{"name": "ops", "type": "webhook", "url": "http://127.0.0.1:1/x"}],
+                        "routes": [{"receiver": "ops"}, {"receiver": "ops", "match": match}]}}
+    file = tmp_path / "fleetwatch.yaml"
+    file.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    with pytest.raises(ConfigError) as raised:
+        load_config(file)
+    message = str(raised.value)
+    assert "\n" not in message and f"alerting.routes.1.match.{field}: " in message and words in message, message
+    done = subprocess.run([sys.executable, "-m", "streaming.notify", "notify", "--config", str(file), "--once"],
+                          cwd=ROOT, env=env_with(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert f"alerting.routes.1.match.{field}: " in done.stderr, done.stderr
+    checked = subprocess.run([sys.executable, "-m", "streaming.ops.check_config", str(file)], cwd=ROOT,
+                             env=env_with(), capture_output=True, text=True, timeout=60)
+    line = next(n for n, text in enumerate(file.read_text().splitlines(), 1) if f"{field}:" in text)
+    assert checked.returncode == 2, checked.stdout
+    assert f"{file}:{line}: error: alerting.routes[1].match.{field}: " in checked.stdout, checked.stdout
+
+
+def test_route_match_keys_that_exist_are_accepted():
+    config = FleetwatchConfig.model_validate({
+        "clusters": [{"name": "pay", "tags": {"env": "prod"}}],
+        "alerting": {"receivers": [{"name": "ops", "type": "webhook", "url": "http://127.0.0.1:1/x"}],
+                     "routes": [{"receiver": "ops", "match": {
+                         "env": ["prod"], "broker": ["1", "2"], "rule": ["broker.*"], "severity": ["crit*"],
+                         "status": ["resolved"], "cluster_id": ["Mk*"], "target": ["pay"], "endpoint": ["b1:9092"],
+                         "broker_id": ["3"]}}]}})
+    assert config.alerting.routes[0].match["env"] == ["prod"]
+
+
+def test_parse_retry_after_is_bounded_and_never_raises():
+    now = 1_763_800_000_000
+    cap = 3_600_000
+    assert parse_retry_after("7", now, cap) == 7000
+    assert parse_retry_after(" 2.5 ", now, cap) == 2500
+    assert parse_retry_after("Sat, 22 Nov 2025 08:27:00 GMT", now, cap) == 20_000
+    assert parse_retry_after("Sat, 22 Nov 2025 08:00:00 GMT", now, cap) == 0  # in the past
+    assert parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now, cap) == cap
+    for value in ("inf", "Infinity", "1e400", "99999999999999999999999", "-inf"):
+        assert parse_retry_after(value, now, cap) in (cap, None), value
+    assert parse_retry_after("inf", now, cap) == cap
+    for value in ("nan", "NaN", "-5", "-0.5", "", "soon", "٣", "1_000", "0x10", "Mon, 99 Foo 2025 xx:yy GMT",
+                  "\udcff", "5, 6", "\x00"):
+        assert parse_retry_after(value, now, cap) is None, value
+    assert parse_retry_after("0", now, cap) == 0

@@ -1,0 +1,57 @@
+"""A simulated fleet through the live job: the fleet, producing it to a bus, the alert lines it
+must give (the engine's, as `replay` gives them) and the lines in the store, polled with a deadline.
+Shared by the live job's tests and the outage tests (bus, store)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from kafka import KafkaProducer
+from sqlalchemy import select
+
+from streaming.collect.simulate import FleetSpec, Simulation
+from streaming.config import RuleBook
+from streaming.contract import event_from_dict
+from streaming.detect.engine import detect
+from streaming.sinks.store import Store, alert_history
+
+__all__ = ["START_MS", "expected_lines", "poll_until", "produce", "simulated_fleet", "stored_lines"]
+
+START_MS = 1_764_000_000_000
+
+
+def simulated_fleet(duration_ms: int = 150_000, clusters: int = 3) -> Simulation:
+    return Simulation(FleetSpec(clusters=clusters, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
+                                duration_ms=duration_ms, seed=7, first_fault_ms=30_000, fault_every_ms=60_000))
+
+
+def produce(bootstrap: str, items) -> int:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    count = 0
+    for topic, event in items:
+        producer.send(topic, key=(event.get("cluster_id") or "").encode(), value=json.dumps(event).encode())
+        count += 1
+    producer.flush()
+    producer.close()
+    return count
+
+
+def poll_until(predicate, timeout_s: float, what: str, interval_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval_s)  # polling the store, bounded by the deadline
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def stored_lines(store: Store) -> set[tuple[str, str]]:
+    with store.engine.connect() as conn:
+        return set(conn.execute(select(alert_history.c.alert_id, alert_history.c.status)).all())
+
+
+def expected_lines(sim: Simulation, book: RuleBook | None = None) -> set[tuple[str, str]]:
+    events = [event_from_dict(e) for _, e in sim.events()]
+    return {(a.to_dict()["alert_id"], a.status) for a in detect(events, book)}

@@ -1,0 +1,240 @@
+"""The notifier tests' real parts (no tests here): a real HTTP receiver on 127.0.0.1 whose answers
+the test scripts, the notifier as a real child process and its CLI, alerts as the job writes them,
+and what the store holds afterwards. Imported by the tests in tests/notify/ and tests/demo/."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlalchemy import select, text
+
+from streaming.detect.alerts import RULES, alert_id
+from streaming.sinks.store import Store, deliveries, metadata, outbox, subject_of
+from support.paths import ROOT
+from support.processes import free_port
+
+__all__ = ["SECRET", "Hook", "NotifierProcess", "all_delivered", "delivery_rows", "env_with", "iso_ms", "make_alert",
+           "outbox_rows", "resolved", "run_cli", "store_text", "wait_for", "write_config"]
+
+# The webhook secret of the notifier tests: it must never show in a log, an answer or the store.
+SECRET = "whsec-test-7f3a9c1e"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
+    """Poll until predicate() is truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def iso_ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+class Hook:
+    """A real HTTP receiver on 127.0.0.1 whose answers the test scripts.
+
+    `script` holds the actions for the next requests (then `default`): ("ok",), ("status", code,
+    body), ("slow", seconds) or ("hang",): answer 200 only once `release` is set. `by_path` maps a
+    path prefix to a fixed action; `decide(path, body)`, when set, chooses first (None: go on). A
+    request is an *arrival* when the receiver accepts it (2xx), recorded the moment it is received.
+    """
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.lock = threading.Lock()
+        self.arrivals: list[dict[str, Any]] = []
+        self.refused: list[dict[str, Any]] = []
+        self.script: deque[tuple] = deque()
+        self.by_path: dict[str, tuple] = {}
+        self.decide: Callable[[str, bytes], tuple | None] | None = None
+        self.default: tuple = ("ok",)
+        self.in_flight = threading.Event()
+        self.hung: dict[str, Any] | None = None
+        self.release = threading.Event()
+        self.server: ThreadingHTTPServer | None = None
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _action(self, path: str, body: bytes) -> tuple:
+        with self.lock:
+            if self.decide is not None and (chosen := self.decide(path, body)) is not None:
+                return chosen
+            for prefix, action in self.by_path.items():
+                if path.startswith(prefix):
+                    return action
+            return self.script.popleft() if self.script else self.default
+
+    def start(self) -> Hook:
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                if len(body) < length:
+                    return  # the sender died mid-request (a killed notifier): nothing was received
+                request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                           "body": body, "t": time.monotonic()}
+                action = hook._action(self.path, body)
+                code, reply = 200, b'{"status":"success"}'
+                if action[0] == "status":
+                    code, reply = action[1], (action[2] if len(action) > 2 else "").encode()
+                with hook.lock:
+                    (hook.arrivals if code < 300 else hook.refused).append(request)
+                if action[0] == "slow":
+                    time.sleep(action[1])
+                elif action[0] == "hang":
+                    hook.hung = request
+                    hook.in_flight.set()
+                    hook.release.wait(30)
+                extra = action[3] if action[0] == "status" and len(action) > 3 else {}
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    for name, value in extra.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
+                except OSError:
+                    pass  # the client gave up (timeout, or it was killed)
+
+        class Server(ThreadingHTTPServer):
+            allow_reuse_address = True
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.release.set()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+    def got(self, prefix: str = "/") -> list[dict[str, Any]]:
+        with self.lock:
+            return [a for a in self.arrivals if a["path"].startswith(prefix)]
+
+
+def make_alert(rule: str, *, cluster: str | None = "clusterA", broker: int | None = None, target: str | None = None,
+               endpoint: str | None = None, starts_at: int, ends_at: int | None = None,
+               details: dict | None = None) -> dict[str, Any]:
+    target = target or (f"tgt-{cluster}" if cluster else None)
+    alert = {"schema": "fleetwatch.alert/v1", "alert_id": "", "rule": rule, "status": "firing",
+             "severity": RULES[rule][0], "cluster_id": cluster, "target": target,
+             "broker_id": broker, "endpoint": endpoint, "starts_at": starts_at, "ends_at": None,
+             "summary": f"{rule} on {cluster} broker {broker}", "details": details or {}}
+    alert["alert_id"] = alert_id(rule, subject_of(alert), starts_at)
+    if ends_at is not None:
+        return resolved(alert, ends_at)
+    return alert
+
+
+def resolved(alert: dict[str, Any], ends_at: int) -> dict[str, Any]:
+    return {**alert, "status": "resolved", "ends_at": ends_at}
+
+
+def write_config(tmp_path: Path, receivers: list[dict], routes: list[dict] | None = None,
+                 store_url: str | None = None, **extra) -> Path:
+    cfg = {"store": {"url": store_url or f"sqlite:///{tmp_path / 'fleet.db'}"},
+           "alerting": {"receivers": receivers, "routes": routes or []}, **extra}
+    path = tmp_path / "fleetwatch.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def env_with(**values: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FW_", "PYTEST"))}
+    env.update(values)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+class NotifierProcess:
+    """`python -m streaming.notify notify …` as a real child process; stderr (JSON logs) kept."""
+
+    def __init__(self, config: Path, log_path: Path, env: dict[str, str], *extra: str) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streaming.notify", "notify", "--config", str(config), "--interval-ms", "100",
+             *extra], cwd=ROOT, env=env, stdout=self._log, stderr=self._log)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self._log.close()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(20)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self._log.close()
+        return code
+
+
+def run_cli(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "streaming.notify", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def delivery_rows(store: Store, receiver: str | None = None) -> list[dict[str, Any]]:
+    stmt = select(deliveries).order_by(deliveries.c.id)
+    if receiver:
+        stmt = stmt.where(deliveries.c.receiver == receiver)
+    with store.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def outbox_rows(store: Store) -> list[dict[str, Any]]:
+    with store.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(select(outbox).order_by(outbox.c.id))]
+
+
+def store_text(store: Store) -> str:
+    """Every value of every table, as one string (to look for leaked secrets)."""
+    out = []
+    with store.engine.connect() as conn:
+        for table in metadata.sorted_tables:
+            for row in conn.execute(select(table)):
+                out.append(repr(tuple(row)))
+        if store.engine.dialect.name == "sqlite":
+            out += [repr(r) for r in conn.execute(text("SELECT * FROM sqlite_master"))]
+    return "\n".join(out)
+
+
+def all_delivered(store: Store) -> bool:
+    rows = outbox_rows(store)
+    return bool(rows) and all(r["delivered_at"] is not None for r in rows)
+
