@@ -98,7 +98,7 @@ def test_a_target_quiet_for_longer_than_the_ttl_no_longer_holds_its_cluster_id()
 
 def test_state_written_before_the_ttl_existed_loads_and_counts_from_its_next_event(monkeypatch):
     from streaming.detect.identity import DuplicateRegistry
-    from streaming.detect.routing import AdvertisementRegistry
+    from streaming.detect.misroutes import AdvertisementRegistry
 
     engine = ShardEngine("fleet")
     engine.process(enumerate_positions([boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")])]), -(2**62), BOOK)

@@ -28,7 +28,7 @@ from streaming.detect.alerts import EVENT_PHASE, TIMER_PHASE, Alert, Emitter, In
 from streaming.detect.brokers import BrokerTracker
 from streaming.detect.controller import ClusterTracker
 from streaming.detect.identity import DuplicateRegistry, TargetTracker
-from streaming.detect.routing import AdvertisementRegistry, check_misrouted
+from streaming.detect.misroutes import AdvertisementRegistry, check_misrouted
 
 __all__ = ["FLEET_SHARD", "Output", "ShardEngine", "detect", "shards_of"]
 

@@ -1,4 +1,4 @@
-"""Routing rules: misrouted connections (KIP-1242) and endpoint collisions."""
+"""Misrouted connections (KIP-1242) and endpoint collisions: where an endpoint really leads."""
 
 from __future__ import annotations
 
