@@ -28,7 +28,7 @@ from test_rules import (
     t,
 )
 
-from streaming.detect.engine import ShardEngine
+from streaming.detect import ShardEngine, load_engine
 
 TTL_S = 700  # longer than every default window (the longest: forget_after_ms, 600 s)
 BOOK = book_with(state_ttl_ms=TTL_S * 1000)
@@ -112,7 +112,7 @@ def test_state_written_before_the_ttl_existed_loads_and_counts_from_its_next_eve
         m.setattr(DuplicateRegistry, "__getstate__",
                   lambda self: {"holders": self.holders, "held_by": self.held_by}, raising=False)
         old = pickle.dumps(engine)
-    loaded = pickle.loads(old)
+    loaded = load_engine(old)
     assert loaded.next_deadline(BOOK) is None  # nothing to forget until it hears something
     out = loaded.process(enumerate_positions([boot(TTL_S, "doc", D, "d1:9092", [bk(5, "x1:9092")])]),
                          -(2**62), BOOK)
