@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from streaming.contract import parse_message
-from streaming.detect.engine import detect
+from streaming.detect import detect
 
 # The repository is cloned beside shared/.
 EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "examples"

@@ -1,12 +1,12 @@
 """The detection state's TTL (streaming/detect/forgetting.py): what has been quiet for longer than
 `state_ttl_ms` is forgotten, unless an alert about it is open; the same alerts whatever the
-micro-batches, and with the engines pickled between them (the runs of test_rules)."""
+micro-batches, and with the engines pickled between them (the runs of support.rule_events)."""
 
 from __future__ import annotations
 
 import pickle
 
-from test_rules import (
+from support.rule_events import (
     B1,
     COLLISION,
     EPOCH,
