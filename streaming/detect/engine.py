@@ -10,8 +10,9 @@ are about:
   `endpoint.collision` (successful responses' identities and advertisements, registrations'
   endpoints). Only this shard is fleet-wide.
 
-`ShardEngine` is plain, picklable Python: the Spark job keeps one per shard in its state store,
-and `detect()` runs the same engines over a list of events for tests and benchmarks.
+`ShardEngine` is plain, picklable Python: the Spark job keeps one per shard in its state store
+(in the format of state_format.py), and `detect()` runs the same engines over a list of events
+for tests and benchmarks.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """The engine's handling of time across rules: the order of alerts at equal times, late events,
-per-cluster and per-target settings, and disorder within the allowed lateness."""
+per-cluster and per-target settings, disorder within the allowed lateness, and the trackers it
+drives alike (the Tracker protocol)."""
 
 from __future__ import annotations
+
+import inspect
 
 import pytest
 from support.rule_events import (
@@ -41,6 +44,10 @@ from support.rule_events import (
 
 from streaming.config import ClusterConfig, RuleBook, RuleSettings
 from streaming.detect import ShardEngine, detect
+from streaming.detect.brokers import BrokerTracker
+from streaming.detect.controller import ClusterTracker
+from streaming.detect.identity import TargetTracker
+from streaming.detect.tracker import Tracker
 
 # -- ordering -----------------------------------------------------------------------------------
 
@@ -120,3 +127,13 @@ def test_disorder_within_lateness_does_not_depend_on_batching():
     results = {k: [line_of(a.to_dict()) for a in detect(events, batch_size=k)] for k in BATCHINGS}
     assert results[None] == []
     assert results[1] == results[None]
+
+
+# -- the trackers the engine drives alike --------------------------------------------------------
+
+
+@pytest.mark.parametrize("tracker", [BrokerTracker, ClusterTracker, TargetTracker])
+def test_every_tracker_has_the_tracker_protocols_signatures(tracker):
+    for method in ("deadlines", "on_time", "advance_to", "snapshot"):
+        assert inspect.signature(getattr(tracker, method)) == inspect.signature(getattr(Tracker, method)), method
+    assert hasattr(tracker, "subject")
