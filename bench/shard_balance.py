@@ -37,8 +37,7 @@ from pathlib import Path
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook, SparkConfig
 from streaming.contract import BrokerHeartbeat, Event, MetadataResponse, event_from_dict, parse_message
-from streaming.detect.engine import FLEET_SHARD, shards_of
-from streaming.detect.thinning import redundant_heartbeats
+from streaming.detect import FLEET_SHARD, redundant_heartbeats, shards_of
 from streaming.job import bucket_of
 
 START_MS = 1_764_000_000_000

@@ -129,7 +129,7 @@ class Route(_Strict):
     match: dict[str, list[str]] = Field(default_factory=dict)
 
 
-# What a route may match on (streaming/notify/routing.py): the alert object's own fields (SPEC
+# What a route may match on (streaming/notify/routes.py): the alert object's own fields (SPEC
 # section 4; `broker` is `broker_id`), else a tag of a configured cluster. Anything else is a typo
 # that would silently drop alerts, so it is an error.
 ROUTE_FIELDS = ("rule", "severity", "status", "cluster_id", "target", "broker_id", "broker", "endpoint", "alert_id",

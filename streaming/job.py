@@ -29,8 +29,15 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 from streaming.config import FleetwatchConfig, RuleBook
 from streaming.contract import Event, Rejected, event_to_dict, latest_valid_ts, parse_message
-from streaming.detect.engine import Output, Position, ShardEngine, shards_of
-from streaming.detect.thinning import redundant_heartbeats
+from streaming.detect import (
+    Position,
+    ShardEngine,
+    ShardOutput,
+    dump_engine,
+    load_engine,
+    redundant_heartbeats,
+    shards_of,
+)
 from streaming.jars import connector_jars
 from streaming.packing import PackedItem, pack, unpack
 
@@ -193,7 +200,7 @@ def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
                           max_clock_skew_ms=book.defaults.max_clock_skew_ms), PARSED_SCHEMA)
 
 
-def _output_rows(out: Output) -> list[tuple[Any, ...]]:
+def _output_rows(out: ShardOutput) -> list[tuple[Any, ...]]:
     rows = [("alert", a.subject, a.event_ms, json.dumps({**a.to_dict(), "sort_key": a.sort_key()},
                                                           separators=(",", ":")))
             for a in out.alerts]
@@ -264,12 +271,12 @@ class DetectorProcessor(StatefulProcessor):
               events: list[tuple[Position, Event]] | None, watermark: int) -> list[tuple[Any, ...]]:
         """Process a shard's events (or, with None, only its due timers) and store the engine back."""
         stored = engines.get(shard)
-        engine = pickle.loads(stored[1]) if stored is not None else ShardEngine(shard)
+        engine = load_engine(stored[1]) if stored is not None else ShardEngine(shard)
         out = engine.advance(watermark, self.book) if events is None else engine.process(events, watermark, self.book)
         if engine.forgotten(watermark, self.book):
             engines.pop(shard, None)  # quiet for longer than the state TTL, nothing open
         else:
-            engines[shard] = (engine.next_deadline(self.book), pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL))
+            engines[shard] = (engine.next_deadline(self.book), dump_engine(engine))
         return _output_rows(out)
 
     def _advance_due(self, engines: dict[str, tuple[int | None, bytes]], watermark: int,

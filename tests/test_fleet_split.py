@@ -3,14 +3,31 @@
 `endpoint.collision` compares pairs at one address and `cluster.id_duplicate` targets holding one
 id, but an advertisement or a held id moves between addresses and ids, and the state TTL forgets
 per cluster and per target (streaming/detect/README.md, "Shards and scale-out"). The moves are
-rule scenarios in test_rules.py; here the forgetting, with the default TTL of one day, checked on
-the engine (every batching, pickled) and on the reference detector of bench/.
+rule scenarios in tests/support/rule_cases/; here the forgetting, with the default TTL of one
+day, checked on the engine (every batching, pickled) and on the reference detector of bench/.
 """
 
 from __future__ import annotations
 
+from support.rule_events import (
+    COLLISION,
+    ID_CHANGED,
+    ID_DUPLICATE,
+    L_ID,
+    M_ID,
+    C,
+    D,
+    E,
+    F,
+    R,
+    bk,
+    boot,
+    later,
+    lines,
+    run,
+    t,
+)
 from test_reference_detector import as_lines, reference_alerts
-from test_rules import COLLISION, ID_CHANGED, ID_DUPLICATE, L_ID, M_ID, C, D, E, F, R, bk, boot, later, lines, run, t
 
 from streaming.config import RuleSettings
 

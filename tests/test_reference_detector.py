@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 from support.paths import EXAMPLES
-from test_rules import ALL_CASES
+from support.rule_cases import ALL_CASES
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
 from streaming.contract import Event, event_from_dict, event_to_dict, parse_message
-from streaming.detect.engine import detect
+from streaming.detect import detect
 
 START_MS = 1_764_000_000_000
 

@@ -33,7 +33,7 @@ ILLEGAL = "broker.illegal_transition"
 
 @dataclass
 class BrokerTracker:
-    """Everything known about one broker (`cluster_id`, `broker_id`)."""
+    """Everything known about one broker (`cluster_id`, `broker_id`): a `Tracker`."""
 
     cluster_id: str | None
     broker_id: int

@@ -18,7 +18,7 @@ DISAGREEMENT = "cluster.controller_disagreement"
 
 @dataclass
 class ClusterTracker:
-    """The controller as the successful responses of one cluster report it."""
+    """The controller as the successful responses of one cluster report it: a `Tracker`."""
 
     cluster_id: str
     none_since: int | None = None

@@ -10,13 +10,13 @@ are about:
   `endpoint.collision` (successful responses' identities and advertisements, registrations'
   endpoints). Only this shard is fleet-wide.
 
-`ShardEngine` is plain, picklable Python: the Spark job keeps one per shard in its state store,
-and `detect()` runs the same engines over a list of events for tests and benchmarks.
+`ShardEngine` is plain, picklable Python: the Spark job keeps one per shard in its state store
+(in the format of state_format.py), and `detect()` runs the same engines over a list of events
+for tests and benchmarks.
 """
 
 from __future__ import annotations
 
-import pickle
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,9 +28,11 @@ from streaming.detect.alerts import EVENT_PHASE, TIMER_PHASE, Alert, Emitter, In
 from streaming.detect.brokers import BrokerTracker
 from streaming.detect.controller import ClusterTracker
 from streaming.detect.identity import DuplicateRegistry, TargetTracker
-from streaming.detect.routing import AdvertisementRegistry, check_misrouted
+from streaming.detect.misroutes import AdvertisementRegistry, check_misrouted
+from streaming.detect.state_format import dump_engine, load_engine
+from streaming.detect.tracker import Tracker
 
-__all__ = ["FLEET_SHARD", "Output", "ShardEngine", "detect", "shards_of"]
+__all__ = ["FLEET_SHARD", "Position", "ShardEngine", "ShardOutput", "detect", "shards_of"]
 
 FLEET_SHARD = "fleet"
 CLUSTER_PREFIX = "cluster:"
@@ -56,8 +58,9 @@ def shards_of(event: Event) -> list[str]:
 
 
 @dataclass
-class Output:
-    """What one processing step produced, for the sinks."""
+class ShardOutput:
+    """What one processing step of a shard produced, for the sinks: alerts, late events, and the
+    rows of the state store's tables."""
 
     alerts: list[Alert] = field(default_factory=list)
     late: list[tuple[Position, Event]] = field(default_factory=list)
@@ -102,11 +105,12 @@ class ShardEngine:
         return {k: v for k, v in self.__dict__.items() if k != "cluster_id" and not k.startswith("_listing")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Older layouts are brought up to date by streaming/detect/state_format.py.
         self.__dict__.update(state)
-        self.__dict__.setdefault("last_event_ms", None)  # state written before the TTL: as if new
         self._derive()
 
-    def _settings(self, book: RuleBook) -> RuleSettings:
+    def _rules(self, book: RuleBook) -> RuleSettings:
+        """The settings of this shard's cluster (of a target's shard: the global ones)."""
         return book.for_cluster(self.cluster_id, self.cluster.target if self.cluster else None)
 
     # -- time -------------------------------------------------------------------------------
@@ -130,40 +134,40 @@ class ShardEngine:
         forget_at = self._forget_at(book)
         return forget_at is not None and watermark > forget_at
 
-    def _rule_deadline(self, book: RuleBook) -> int | None:
-        rules = self._settings(book)
-        times = [t for b in self.brokers.values() for t in b.deadlines(rules, self.incidents)]
+    def _trackers(self, book: RuleBook) -> list[tuple[Tracker, RuleSettings]]:
+        """Every tracker of the shard with its settings: the brokers, the cluster, the targets."""
+        rules = self._rules(book)
+        trackers: list[tuple[Tracker, RuleSettings]] = [(broker, rules) for broker in self.brokers.values()]
         if self.cluster is not None:
-            times += self.cluster.deadlines(rules, self.incidents)
-        times += [t for tt in self.targets.values() for t in tt.deadlines(book, self.incidents)]
+            trackers.append((self.cluster, rules))
+        trackers += [(target, book.for_target(name)) for name, target in self.targets.items()]
+        return trackers
+
+    def _rule_deadline(self, book: RuleBook) -> int | None:
+        times = [t for tracker, rules in self._trackers(book) for t in tracker.deadlines(rules, self.incidents)]
         return min(times) if times else None
 
-    def advance(self, watermark: int, book: RuleBook) -> Output:
+    def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
         """Fire every timer the watermark has passed (a timer at T fires once W > T)."""
-        result = Output()
+        result = ShardOutput()
         out = Emitter(cause=(TIMER_PHASE, ()))
-        rules = self._settings(book)
         done = None
         while True:
             due = self._rule_deadline(book)
             if due is None or due >= watermark or (done is not None and due <= done):
                 break
             done = due
-            for broker in self.brokers.values():
-                if due in broker.deadlines(rules, self.incidents):
-                    broker.on_time(due, rules, self.incidents, out)
-                    result.brokers.append(broker.snapshot())
-            if self.cluster is not None and due in self.cluster.deadlines(rules, self.incidents):
-                self.cluster.on_time(due, rules, self.incidents, out)
-            for tracker in self.targets.values():
-                if due in tracker.deadlines(book, self.incidents):
-                    tracker.on_time(due, book, self.incidents, out)
+            for tracker, rules in self._trackers(book):
+                if due in tracker.deadlines(rules, self.incidents):
+                    tracker.on_time(due, rules, self.incidents, out)
+                    if isinstance(tracker, BrokerTracker):  # the others' rows are written at their events
+                        result.brokers.append(tracker.snapshot())
         result.alerts = out.alerts
         return result
 
     # -- events -----------------------------------------------------------------------------
 
-    def process(self, events: Iterable[tuple[Position, Event]], watermark: int, book: RuleBook) -> Output:
+    def process(self, events: Iterable[tuple[Position, Event]], watermark: int, book: RuleBook) -> ShardOutput:
         """Apply one micro-batch of this shard's events, after the timers the watermark passed."""
         result = self.advance(watermark, book)
         touched_brokers: set[int] = set()
@@ -199,7 +203,7 @@ class ShardEngine:
         result.targets += [self.targets[t].snapshot() for t in sorted(touched_targets) if t in self.targets]
         return result
 
-    def _quiet_for_long(self, now: int, book: RuleBook, result: Output) -> None:
+    def _quiet_for_long(self, now: int, book: RuleBook, result: ShardOutput) -> None:
         """The shard heard nothing for longer than the state TTL before `now`: what fell due
         meanwhile fires, and with nothing open the shard starts over (forgetting.py)."""
         passed = self.advance(now, book)
@@ -218,8 +222,8 @@ class ShardEngine:
         return tracker
 
     def _cluster_event(self, event: Event, book: RuleBook, out: Emitter,
-                       result: Output, timers: Emitter) -> tuple[set[int], bool]:
-        rules = self._settings(book)
+                       result: ShardOutput, timers: Emitter) -> tuple[set[int], bool]:
+        rules = self._rules(book)
         inc = self.incidents
         if isinstance(event, MetadataResponse):
             if self.cluster is None:
@@ -295,7 +299,7 @@ class ShardEngine:
         tracker = self.targets.get(event.target)
         if tracker is None:
             tracker = self.targets[event.target] = TargetTracker(event.target)
-        tracker.advance_to(event.ts, book, inc, timers)
+        tracker.advance_to(event.ts, book.for_target(event.target), inc, timers)
         tracker.on_response(event, book, inc, out)
         check_misrouted(event, inc, out)
         return {event.target}
@@ -342,7 +346,7 @@ def detect(events: Sequence[Event], book: RuleBook | None = None, *,
             if engine.forgotten(watermark, book):
                 del engines[shard]  # as the job drops it
             elif pickled:
-                engines[shard] = pickle.loads(pickle.dumps(engine))
+                engines[shard] = load_engine(dump_engine(engine))
         batch_max = max(e.ts for e in events[start:start + size])
         watermark = max(watermark, batch_max - lateness)
     for _, engine in sorted(engines.items()):

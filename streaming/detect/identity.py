@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.config import RuleBook
+from streaming.config import RuleBook, RuleSettings
 from streaming.contract import MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.forgetting import LastHeard
@@ -33,7 +33,8 @@ def _misrouted_answer(r: MetadataResponse) -> bool:
 
 @dataclass
 class TargetTracker:
-    """One configured target (a cluster name the collectors probe)."""
+    """One configured target (a cluster name the collectors probe); a `Tracker` whose `rules`
+    are the target's settings (`RuleBook.for_target`)."""
 
     target: str
     pinned: str | None = None
@@ -49,22 +50,22 @@ class TargetTracker:
     def subject(self) -> str:
         return self.target
 
-    def deadlines(self, book: RuleBook, incidents: Incidents) -> list[int]:
+    def deadlines(self, rules: RuleSettings, incidents: Incidents) -> list[int]:
         if self.failing_since is not None and not incidents.is_firing(UNREACHABLE, self.subject):
-            return [self.failing_since + book.for_target(self.target).unreachable_ms]
+            return [self.failing_since + rules.unreachable_ms]
         return []
 
-    def on_time(self, now: int, book: RuleBook, incidents: Incidents, out: Emitter) -> None:
-        window = book.for_target(self.target).unreachable_ms
+    def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        window = rules.unreachable_ms
         if self.failing_since is not None and now == self.failing_since + window:
             incidents.fire(out, UNREACHABLE, self.subject, now,
                            f"every probe of {self.target} failed for {window} ms", target=self.target,
                            details={"failing_since_ms": self.failing_since, "last_error": self.last_error})
 
-    def advance_to(self, now: int, book: RuleBook, incidents: Incidents, out: Emitter) -> None:
-        for due in self.deadlines(book, incidents):
+    def advance_to(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        for due in self.deadlines(rules, incidents):
             if due < now:
-                self.on_time(due, book, incidents, out)
+                self.on_time(due, rules, incidents, out)
 
     def on_response(self, r: MetadataResponse, book: RuleBook, incidents: Incidents, out: Emitter) -> None:
         s = self.subject
@@ -128,9 +129,6 @@ class DuplicateRegistry:
     held_by: dict[str, str] = field(default_factory=dict)
     # When each target's bootstrap was last heard of, to forget the targets gone quiet.
     heard: LastHeard[str] = field(default_factory=LastHeard)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update({"heard": LastHeard()}, **state)  # no `heard`: written before the TTL
 
     def on_bootstrap(self, r: MetadataResponse, incidents: Incidents, out: Emitter) -> None:
         assert r.cluster_id is not None

@@ -58,10 +58,10 @@ from streaming.notify.policy import (
     parse_retry_after,
     resolution_verdict,
 )
-from streaming.notify.receivers import HttpRequest, Item, Receiver, build_receivers
+from streaming.notify.receivers import HttpRequest, OutgoingAlert, Receiver, build_receivers
 from streaming.notify.redact import Scrubber
 from streaming.notify.retention import delete_expired
-from streaming.notify.routing import Router, group_key
+from streaming.notify.routes import Router, group_key
 from streaming.notify.silences import Silence, active_silences
 from streaming.notify.states import DEAD, DELIVERED, FINAL_OK, HELD, PENDING, SILENCED, SUPERSEDED
 from streaming.sinks.store import Store, deliveries, outbox
@@ -120,8 +120,8 @@ class _Row:
     created_at: int  # when the outbox row was recorded
     body: str
 
-    def item(self) -> Item:
-        return Item(self.body, json.loads(self.body))
+    def item(self) -> OutgoingAlert:
+        return OutgoingAlert(self.body, json.loads(self.body))
 
 
 class Notifier:
@@ -617,7 +617,7 @@ class Notifier:
             bodies = list(conn.scalars(stmt))
         size = GROUP_LIMIT["alertmanager"]
         for start in range(0, len(bodies), size):
-            items = [Item(b, json.loads(b)) for b in bodies[start:start + size]]
+            items = [OutgoingAlert(b, json.loads(b)) for b in bodies[start:start + size]]
             outcome = self.send(receiver, receiver.request(items, now))
             if not outcome.ok:
                 self._am_refreshed[receiver.name] = now - self.options.alertmanager_refresh_ms // 2

@@ -43,7 +43,7 @@ __all__ = [
     "SIGNATURE_TOLERANCE_S",
     "AlertmanagerReceiver",
     "HttpRequest",
-    "Item",
+    "OutgoingAlert",
     "PagerDutyReceiver",
     "Receiver",
     "SlackReceiver",
@@ -64,7 +64,7 @@ SLACK_GROUP_MAX = 50
 
 
 @dataclass(frozen=True)
-class Item:
+class OutgoingAlert:
     """One (alert_id, status) to deliver: the stored body (exact bytes) and its parsed alert."""
 
     body: str
@@ -207,7 +207,7 @@ class Receiver:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+    def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         raise NotImplementedError
 
 
@@ -221,7 +221,7 @@ class WebhookReceiver(Receiver):
             log.warning("webhook receiver has no secret_env: its requests are not signed",
                         extra={"receiver": self.name})
 
-    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+    def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         (item,) = items
         body = item.body.encode()
         alert_id, status = str(item.alert["alert_id"]), str(item.alert["status"])
@@ -248,7 +248,7 @@ class SlackReceiver(Receiver):
                 f"{cls._escape(_where(alert))}: {cls._escape(str(alert.get('summary') or ''))} "
                 f"(alert {alert['alert_id']})").strip()
 
-    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+    def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         alerts = [item.alert for item in items]
         if len(alerts) == 1:
             text = self._line(alerts[0])
@@ -276,7 +276,7 @@ class PagerDutyReceiver(Receiver):
     def _default_url(self) -> str | None:
         return PAGERDUTY_EVENTS_URL
 
-    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+    def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         (item,) = items
         alert = item.alert
         event: dict[str, Any] = {"routing_key": self.routing_key, "dedup_key": alert["alert_id"]}
@@ -328,7 +328,7 @@ class AlertmanagerReceiver(Receiver):
                                 "details": json.dumps(alert.get("details") or {}, sort_keys=True)},
                 "startsAt": _iso(starts), "endsAt": _iso(ends)}
 
-    def request(self, items: Sequence[Item], now_ms: int) -> HttpRequest:
+    def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         payload = [self.alert_entry(item.alert, now_ms) for item in items]
         return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
 

@@ -21,7 +21,7 @@ from streaming.bus import BusAccess, BusError, ensure_topics
 from streaming.collect.simulate import FleetSpec, Simulation, produce_live
 from streaming.config import ConfigError, SecurityConfig
 from streaming.contract import event_from_dict
-from streaming.detect.engine import detect
+from streaming.detect import detect
 from streaming.kraft import KRaftCluster, SecureListener
 from streaming.live import AlertPublisher, start_job, stop_gracefully
 from streaming.sinks.store import Store, alert_history

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_rules import CONTROLLER_WINDOW, C, F, R, _event, later, lines, past, resp, t
+from support.rule_events import CONTROLLER_WINDOW, C, F, R, contract_event, later, lines, past, resp, t
 
 from streaming.contract import Event
 
@@ -21,7 +21,7 @@ def unknown_controller(ts: int, responder: int) -> Event:
         "type": "metadata_response", "ts": ts, "cluster_id": C, "target": "pay", "endpoint": f"b{responder}:9092",
         "expected": None, "responder_node_id": responder, "controller_id": None, "controller_known": False,
         "error": None, "latency_ms": 3, "brokers": []}
-    return _event(obj)
+    return contract_event(obj)
 
 
 def test_an_unknown_controller_is_not_no_controller():

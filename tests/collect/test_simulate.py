@@ -28,7 +28,7 @@ from streaming.collect.simulate import (
     produce_live,
 )
 from streaming.contract import event_from_dict, event_to_dict
-from streaming.detect.engine import detect
+from streaming.detect import detect
 
 TOPIC_OF = {"metadata_response": topics.METADATA, "broker_state": topics.BROKER_STATES,
             "broker_heartbeat": topics.HEARTBEATS}

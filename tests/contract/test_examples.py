@@ -10,7 +10,7 @@ import pytest
 from support.paths import EXAMPLES
 
 from streaming.contract import parse_message
-from streaming.detect.engine import detect
+from streaming.detect import detect
 
 NAMES = ("heartbeat-and-fence", "misroute", "identity", "controller")
 # The fields the examples README says decide correctness.

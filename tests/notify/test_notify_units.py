@@ -21,14 +21,14 @@ from streaming.notify.receivers import (
     ALERTMANAGER_FIRING_TTL_MS,
     AlertmanagerReceiver,
     HttpRequest,
-    Item,
+    OutgoingAlert,
     PagerDutyReceiver,
     SlackReceiver,
     sign,
     verify_signature,
 )
 from streaming.notify.redact import Scrubber, redact_text, redact_url
-from streaming.notify.routing import Router
+from streaming.notify.routes import Router
 from streaming.notify.silences import parse_duration
 from streaming.sinks.store import Store
 
@@ -194,14 +194,14 @@ def test_slack_and_pagerduty_messages():
     slack, pager = SlackReceiver(cfg[0], {}), PagerDutyReceiver(cfg[1], {"PD": "key-12345"})
     alert = {**make_alert("connection.misrouted", cluster="c1", endpoint="b1:9092", starts_at=1_763_800_000_000),
              "summary": "b1:9092 answers as <cluster c2> & node 4"}
-    text = json.loads(slack.request([Item(json.dumps(alert), alert)], 0).body)["text"]
+    text = json.loads(slack.request([OutgoingAlert(json.dumps(alert), alert)], 0).body)["text"]
     assert "&lt;cluster c2&gt; &amp; node 4" in text and "*[FIRING]* critical `connection.misrouted`" in text
     assert pager.url == "https://events.pagerduty.com/v2/enqueue"
-    trigger = json.loads(pager.request([Item("", alert)], 0).body)
+    trigger = json.loads(pager.request([OutgoingAlert("", alert)], 0).body)
     assert trigger["event_action"] == "trigger" and trigger["dedup_key"] == alert["alert_id"]
     assert trigger["payload"]["timestamp"] == "2025-11-22T08:26:40.000Z"
     assert trigger["payload"]["component"] == "b1:9092" and trigger["payload"]["source"] == "tgt-c1"
-    resolve = json.loads(pager.request([Item("", resolved(alert, 1_763_800_060_000))], 0).body)
+    resolve = json.loads(pager.request([OutgoingAlert("", resolved(alert, 1_763_800_060_000))], 0).body)
     assert resolve == {"routing_key": "key-12345", "dedup_key": alert["alert_id"], "event_action": "resolve"}
     with pytest.raises(ConfigError, match=r"\$PD, which is not set"):
         PagerDutyReceiver(cfg[1], {})

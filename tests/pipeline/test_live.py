@@ -26,7 +26,7 @@ from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
 from streaming.contract import event_from_dict
-from streaming.detect.engine import detect
+from streaming.detect import detect
 from streaming.live import start_job, stop_gracefully
 from streaming.replay import replay_file
 from streaming.sinks.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine

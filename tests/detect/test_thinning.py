@@ -13,8 +13,7 @@ import pytest
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
 from streaming.config import RuleBook
 from streaming.contract import BrokerHeartbeat, Event, event_from_dict
-from streaming.detect.engine import detect
-from streaming.detect.thinning import redundant_heartbeats
+from streaming.detect import detect, redundant_heartbeats
 
 START_MS = 1_764_000_000_000
 GAP_MS = RuleBook().shortest_session_timeout_ms - 1  # what the job passes

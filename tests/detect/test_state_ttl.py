@@ -1,12 +1,12 @@
 """The detection state's TTL (streaming/detect/forgetting.py): what has been quiet for longer than
 `state_ttl_ms` is forgotten, unless an alert about it is open; the same alerts whatever the
-micro-batches, and with the engines pickled between them (the runs of test_rules)."""
+micro-batches, and with the engines pickled between them (the runs of support.rule_events)."""
 
 from __future__ import annotations
 
 import pickle
 
-from test_rules import (
+from support.rule_events import (
     B1,
     COLLISION,
     EPOCH,
@@ -28,7 +28,7 @@ from test_rules import (
     t,
 )
 
-from streaming.detect.engine import ShardEngine
+from streaming.detect import ShardEngine, load_engine
 
 TTL_S = 700  # longer than every default window (the longest: forget_after_ms, 600 s)
 BOOK = book_with(state_ttl_ms=TTL_S * 1000)
@@ -98,7 +98,7 @@ def test_a_target_quiet_for_longer_than_the_ttl_no_longer_holds_its_cluster_id()
 
 def test_state_written_before_the_ttl_existed_loads_and_counts_from_its_next_event(monkeypatch):
     from streaming.detect.identity import DuplicateRegistry
-    from streaming.detect.routing import AdvertisementRegistry
+    from streaming.detect.misroutes import AdvertisementRegistry
 
     engine = ShardEngine("fleet")
     engine.process(enumerate_positions([boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")])]), -(2**62), BOOK)
@@ -112,7 +112,7 @@ def test_state_written_before_the_ttl_existed_loads_and_counts_from_its_next_eve
         m.setattr(DuplicateRegistry, "__getstate__",
                   lambda self: {"holders": self.holders, "held_by": self.held_by}, raising=False)
         old = pickle.dumps(engine)
-    loaded = pickle.loads(old)
+    loaded = load_engine(old)
     assert loaded.next_deadline(BOOK) is None  # nothing to forget until it hears something
     out = loaded.process(enumerate_positions([boot(TTL_S, "doc", D, "d1:9092", [bk(5, "x1:9092")])]),
                          -(2**62), BOOK)

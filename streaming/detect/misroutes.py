@@ -1,4 +1,4 @@
-"""Routing rules: misrouted connections (KIP-1242) and endpoint collisions."""
+"""Misrouted connections (KIP-1242) and endpoint collisions: where an endpoint really leads."""
 
 from __future__ import annotations
 
@@ -62,7 +62,8 @@ class AdvertisementRegistry:
         return {"adverts": self.adverts, "advertisers": self.advertisers, "heard": self.heard}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update({"heard": LastHeard()}, **state, _listed={})  # no `heard`: written before the TTL
+        # Older layouts are brought up to date by streaming/detect/state_format.py.
+        self.__dict__.update(state, _listed={})
 
     def advertise_listed(self, cluster_id: str, brokers: tuple[Broker, ...], at: int, incidents: Incidents,
                          out: Emitter, target: str | None = None) -> None:
