@@ -10,8 +10,8 @@ import pytest
 from conftest import EXAMPLES
 from sqlalchemy import func, select
 
-from streaming.job import bucket_of
-from streaming.replay import replay_file
+from streaming.pipeline.parse import bucket_of
+from streaming.pipeline.replay import replay_file
 from streaming.sinks.store import Store, alert_history, alerts, outbox, quarantine
 
 pytestmark = pytest.mark.spark

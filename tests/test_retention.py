@@ -10,8 +10,8 @@ from sqlalchemy import func, select, text
 from test_store import postgres, store_url  # noqa: F401 - fixtures: both databases
 
 from streaming.config import FleetwatchConfig, RetentionConfig
-from streaming.job import OUTPUT_SCHEMA
 from streaming.ops.metrics import render_metrics
+from streaming.pipeline.state import OUTPUT_SCHEMA
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import (
     Store,
