@@ -23,7 +23,7 @@ from typing import Any
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, parse_faults, write_events
 from streaming.config import FleetwatchConfig
 from streaming.detect.alerts import RULES
-from streaming.replay import replay_file
+from streaming.pipeline.replay import replay_file
 from streaming.sinks.store import subject_of
 
 START_MS = 1_764_000_000_000

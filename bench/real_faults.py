@@ -37,9 +37,9 @@ from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig
-from streaming.job import spark_session
 from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
-from streaming.live import start_job, stop_gracefully
+from streaming.pipeline.run import start_job
+from streaming.pipeline.session import spark_session
 from streaming.sinks.store import Store, alerts, controller_history
 
 SESSION_TIMEOUT_MS = 3000
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, float]]] = {name: [] for name in FAULTS}
     with EmbeddedBus(partitions={t: 2 for t in topics.TELEMETRY}, log_path=workdir / "tansu.log") as bus:
         spark = spark_session(config, "fleetwatch-real-faults")
-        query, recorder = start_job(spark, config, bus.bootstrap, store)
+        job = start_job(spark, config, bus.bootstrap, store)
         cluster = KRaftCluster(workdir / "cluster", brokers=3, controllers=3, partitionable=[2],
                                session_timeout_ms=SESSION_TIMEOUT_MS)
         started = time.monotonic()
@@ -204,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             probe.stop()
             cluster.stop_all()
-            stop_gracefully(spark, query)
-            spark.streams.removeListener(recorder)
+            job.stop()
+            spark.streams.removeListener(job.recorder)
             spark.stop()
     table = []
     for name, (_, kafka_what, alert_what) in FAULTS.items():

@@ -3,7 +3,7 @@
     .venv/bin/python bench/shard_balance.py                        # simulate 10,000 clusters x 3, 30 s
     .venv/bin/python bench/shard_balance.py --events EVENTS.jsonl  # or count a recorded file
 
-The detection stage runs one task per bucket of shards (`streaming.job.bucket_of`, with
+The detection stage runs one task per bucket of shards (`streaming.pipeline.parse.bucket_of`, with
 `spark.state_buckets` buckets; Spark then deals the buckets out to its shuffle partitions). Its
 work is the events routed to each shard, after the job's heartbeat thinning (per chunk of
 `--chunk` events, as the parse stage does). For each layout this prints the events routed, the
@@ -38,7 +38,7 @@ from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook, SparkConfig
 from streaming.contract import BrokerHeartbeat, Event, MetadataResponse, event_from_dict, parse_message
 from streaming.detect import FLEET_SHARD, redundant_heartbeats, shards_of
-from streaming.job import bucket_of
+from streaming.pipeline.parse import bucket_of
 
 START_MS = 1_764_000_000_000
 FLEET_BUCKETS = 16

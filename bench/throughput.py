@@ -69,9 +69,11 @@ from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import FleetwatchConfig
-from streaming.job import build_pipeline, parse_stage, spark_session
 from streaming.kraft import KRaftCluster
-from streaming.live import QUERY_NAME, start_job, stop_gracefully
+from streaming.pipeline.graph import build_pipeline
+from streaming.pipeline.parse import parse_stage
+from streaming.pipeline.run import QUERY_NAME, start_job, stop_gracefully
+from streaming.pipeline.session import spark_session
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store, alert_history
 from streaming.source import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
@@ -185,10 +187,10 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
         rss.excluded.add(bus.pid)
         live_config = config.model_copy(update={
             "spark": config.spark.model_copy(update={"checkpoint_dir": str(workdir / "cp-live")})})
-        query, recorder = start_job(spark, live_config, bus.bootstrap, store)
+        job = start_job(spark, live_config, bus.bootstrap, store)
         # A deployment is up before faults happen: the fleet starts once the job has finished its
         # first (empty) micro-batch, which plans the query and starts Spark's Python workers.
-        wait_for(lambda: any(b["query"] == QUERY_NAME for b in log.rows) or not query.isActive, 300,
+        wait_for(lambda: any(b["query"] == QUERY_NAME for b in log.rows) or not job.query.isActive, 300,
                  "the live job's first micro-batch")
         progress(f"(c) live fleet for {live_s} s, a fault every {fault_every_s} s")
         simulator = subprocess.Popen(
@@ -214,13 +216,13 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
         result.offered_events_per_s = sent / sim_s
         consumed = lambda: sum(b["rows"] for b in log.rows if b["query"] == QUERY_NAME)  # noqa: E731
         try:
-            wait_for(lambda: consumed() >= sent or not query.isActive, 120, "the job to read the live events")
+            wait_for(lambda: consumed() >= sent or not job.query.isActive, 120, "the job to read the live events")
         except TimeoutError:
             progress(f"  the job had read {consumed():,} of {sent:,} events 120 s after the fleet stopped")
-        if query.exception() is not None:
-            raise RuntimeError(f"live job failed: {query.exception()}")
-        stop_gracefully(spark, query)
-        spark.streams.removeListener(recorder)  # it writes to this phase's store, deleted below
+        if job.query.exception() is not None:
+            raise RuntimeError(f"live job failed: {job.query.exception()}")
+        job.stop()
+        spark.streams.removeListener(job.recorder)  # it writes to this phase's store, deleted below
         spark.sparkContext.setLogLevel("WARN")
     batches = [b for b in log.rows if b["query"] == QUERY_NAME and b["rows"] > 0]
     result.live_processed = sum(b["rows"] for b in batches)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
 from pathlib import Path
 
 from streaming.config import ConfigError, FleetwatchConfig, load_config
@@ -32,81 +30,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sqlalchemy.engine import make_url
+    from streaming.pipeline.run import RunOptions, run_job
 
-    from streaming.bus import BusAccess, EmbeddedBus
-    from streaming.console import StatusReader, StatusTicker, duration_text, open_console, plural
-    from streaming.job import spark_session
-    from streaming.live import QUERY_NAME, AlertPublisher, open_store, start_job, stop_gracefully, stop_on_signals
-    from streaming.ops.metrics import serve_metrics_from_args
-    from streaming.resilience import Stopping
-
-    config = _config(args)
-    stop = threading.Event()
-    stop_on_signals(stop)
-    log_path = Path(args.log_file)
-    with open_console(log_path, verbose=args.verbose) as console:
-        with ExitStack() as stack:  # stops what started, in reverse order
-            bus = None
-            if config.bus.bootstrap_servers is None:
-                bus = EmbeddedBus(partitions=config.bus.partitions).start()
-                stack.callback(bus.stop)
-            # A configured bus is reached with its security; the embedded one is plain loopback.
-            access = (BusAccess.from_config(config.bus.bootstrap_servers, config.bus.security)
-                      if bus is None else BusAccess(bus.bootstrap))
-            bootstrap = access.bootstrap
-            store = open_store(config.store.url, stop)  # waits (and says so) while the database is down
-            if store is None:
-                return 0
-            stack.callback(store.close)
-            metrics = serve_metrics_from_args(args, store)  # Prometheus /metrics, when --metrics-port is given
-            if metrics is not None:
-                stack.callback(metrics.stop)
-            rows = [("bus", bootstrap + (" (embedded Tansu: no bus configured)" if bus is not None else "")),
-                    ("store", make_url(config.store.url).render_as_string(hide_password=True)),
-                    ("checkpoint", config.spark.checkpoint_dir)]
-            if metrics is not None:
-                rows.append(("metrics", f"http://{args.metrics_host}:{args.metrics_port}/metrics"))
-            rows += [("logs", f"{log_path} (--verbose shows them here)"),
-                     ("stop", "Ctrl-C (the current micro-batch finishes first)")]
-            console.banner("fleetwatch run: the streaming job", rows)
-            ticker = StatusTicker(console, StatusReader(store, None, QUERY_NAME, deliveries_shown=False)).start()
-            stack.callback(ticker.stop)
-            ticker.phase = "starting Spark"
-            spark = spark_session(config)
-            stop_on_signals(stop)  # creating the SparkContext took over SIGINT
-            stack.callback(spark.stop)
-            publisher = AlertPublisher(access, partitions=config.bus.partitions)
-            stack.callback(publisher.close)
-            ticker.phase = "starting the job"
-            try:
-                query, ticker.reader.recorder = start_job(spark, config, access, store, publisher, stop=stop)
-            except Stopping:  # asked to stop while the start waited for the store
-                return 0
-            ticker.phase = None
-            try:
-                while not stop.wait(1.0) and query.isActive:
-                    pass
-                ticker.phase = "stopping: finishing the current micro-batch"
-            finally:
-                stop_gracefully(spark, query)
-            # Asked to stop, a batch waiting for the store gives up: that is no failure of the job.
-            failure = None if stop.is_set() else query.exception()
-            ticker.phase = None
-            final = ticker.tick()
-            ticker.phase = "stopping"
-        if failure is not None:
-            first = (str(failure).strip().splitlines() or [""])[0]
-            console.closing(f"fleetwatch run: the streaming job failed: {first}; details in {log_path}")
-            return 1
-        console.closing(f"fleetwatch run stopped after {duration_text(final.elapsed_s)}: "
-                        f"{plural(final.batches, 'micro-batch', 'micro-batches')}, "
-                        f"{plural(final.alerts_seen, 'alert')} in the store ({final.firing} firing)")
-        return 0
+    return run_job(_config(args), RunOptions(log_file=Path(args.log_file), verbose=args.verbose,
+                                             metrics_port=args.metrics_port, metrics_host=args.metrics_host))
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from streaming.replay import replay_file
+    from streaming.pipeline.replay import replay_file
     from streaming.sinks.store import Store
 
     events = Path(args.events)

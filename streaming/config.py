@@ -230,7 +230,7 @@ class SparkConfig(_Strict):
     # commit per micro-batch); on a cluster, the executors' total cores.
     shuffle_partitions: int = Field(2, ge=1)
     max_records_per_batch: int = Field(200000, gt=0)
-    # Detection state is kept per bucket of shards (see streaming/job.py): each bucket costs a
+    # Detection state is kept per bucket of shards (see streaming/pipeline/state.py): each bucket costs a
     # fixed ~10 ms per micro-batch, and buckets bound the detection stage's parallelism (give a
     # cluster a few per core). Fixed for the life of a checkpoint: the job refuses state
     # written with another count.

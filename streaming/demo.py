@@ -127,7 +127,7 @@ def _real_kafka(options: DemoOptions, bus: EmbeddedBus, console: Console,
 
 
 def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
-    from streaming.live import stop_on_signals
+    from streaming.pipeline.run import stop_on_signals
 
     if _port_taken(options.port):
         raise ConfigError(f"port {options.port} is in use: give the dashboard another one with --port")
@@ -196,8 +196,8 @@ class _Demo:
         return f"real Kafka: {self.showcase.state}" if self.showcase is not None else None
 
     def _start_parts(self, stack: ExitStack) -> StatusTicker:
-        from streaming.live import QUERY_NAME
         from streaming.notify.delivery import Notifier, NotifyOptions
+        from streaming.pipeline.run import QUERY_NAME
 
         store = Store(self.store_url)
         stack.callback(store.close)
@@ -245,8 +245,9 @@ class _Demo:
              ("stop", "Ctrl-C")])
 
     def _run_job(self, stack: ExitStack, ticker: StatusTicker) -> BaseException | None:
-        from streaming.job import spark_session
-        from streaming.live import AlertPublisher, start_job, stop_gracefully, stop_on_signals
+        from streaming.pipeline.run import start_job, stop_on_signals
+        from streaming.pipeline.session import spark_session
+        from streaming.sinks.alerts_topic import AlertPublisher
 
         ticker.phase = "starting Spark"
         spark = spark_session(self.config, "fleetwatch-demo")
@@ -264,18 +265,19 @@ class _Demo:
             self.config = self.config.model_copy(update={"clusters": [*self.config.clusters,
                                                                       showcase.cluster_config()]})
         ticker.phase = "starting the job"
-        query, recorder = start_job(spark, self.config, self.bus.bootstrap, self.store, publisher)
-        ticker.reader.recorder = recorder
+        job = start_job(spark, self.config, self.bus.bootstrap, self.store, publisher)
+        ticker.reader.recorder = job.recorder
         if showcase is not None:
             self.showcase = showcase.start()
             stack.callback(showcase.stop)
         ticker.phase = None
-        while not self.stop.wait(1.0) and query.isActive:
-            if self.dashboard.process.poll() is not None and not self.dashboard.exit_reported:
-                self.dashboard.exit_reported = True
-                self.console.line(f"the dashboard exited (code {self.dashboard.process.returncode}); "
-                                  f"see {self.log_path}")
+        job.run_until(self.stop, on_poll=self._report_dashboard_exit)
         ticker.phase = "stopping: finishing the current micro-batch"
         self.stop.set()
-        stop_gracefully(spark, query)
-        return query.exception()
+        job.stop()
+        return job.query.exception()
+
+    def _report_dashboard_exit(self) -> None:
+        if self.dashboard.process.poll() is not None and not self.dashboard.exit_reported:
+            self.dashboard.exit_reported = True
+            self.console.line(f"the dashboard exited (code {self.dashboard.process.returncode}); see {self.log_path}")

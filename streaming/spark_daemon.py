@@ -63,7 +63,7 @@ _prefer_installed_pyspark()
 # reads the worker module to run (sys.argv[1]) when it is imported.
 from pyspark import daemon  # noqa: E402
 
-import streaming.job  # noqa: E402
+import streaming.pipeline.graph  # noqa: E402
 import streaming.source.kafka_reader  # noqa: E402, F401
 
 gc.freeze()

@@ -1,6 +1,6 @@
 """The detection stage: telemetry events in, alerts and state rows out, in event time.
 
-Its interface, as the pipeline (streaming/job.py) and the others use it:
+Its interface, as the pipeline (streaming/pipeline/) and the others use it:
 
 - `shards_of(event)` names the shards an event feeds (a cluster's, a target's, the fleet's);
   the job routes each event to them, with its `Position` in the input ((source, offset)).

@@ -1,6 +1,6 @@
 """The detection state's stored format: one `ShardEngine` as bytes in the job's state store.
 
-The Spark job keeps each shard's engine pickled in its checkpoint (streaming/job.py). Pickle
+The Spark job keeps each shard's engine pickled in its checkpoint (streaming/pipeline/state.py). Pickle
 writes an object's class by module and name and its fields as they are, and a checkpoint
 outlives the code that wrote it: every layout ever written is read here, and only here.
 

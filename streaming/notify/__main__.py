@@ -1,8 +1,35 @@
 """`python -m streaming.notify notify --config F` / `python -m streaming.notify silence …`: the
-same commands as `fleetwatch notify` and `fleetwatch silence`."""
+same commands as `fleetwatch notify` and `fleetwatch silence`, without the rest of the CLI."""
 
+import argparse
 import sys
+from collections.abc import Sequence
 
-from streaming.cli import main
+from streaming.config import ConfigError
+from streaming.notify import cli
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from streaming.logs import setup_logging
+
+    parser = argparse.ArgumentParser(prog="fleetwatch",  # usage and errors read as `fleetwatch notify|silence`
+                                     description="deliver alerts to the receivers, and manage silences")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, help_text, configure, command in (
+            ("notify", "deliver alerts from the store's outbox to the receivers", cli.configure_parser, cli.command),
+            ("silence", "add, list and expire silences", cli.configure_silence_parser, cli.silence_command)):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        configure(p)
+        p.set_defaults(func=command)
+    args = parser.parse_args(argv)
+    setup_logging()
+    try:
+        return args.func(args)
+    except ConfigError as exc:  # as `fleetwatch notify|silence` says it
+        print(f"fleetwatch {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
 
 sys.exit(main())

@@ -2,10 +2,10 @@
 
 `deploy/spark/fleetwatch_job.py` (the application file spark-submit runs) calls `main()`. The
 SparkSession is created first from what spark-submit passed (`--master`, `--conf`, `--packages`),
-so the config's `spark.master` does not override the cluster's; `fleetwatch run` then takes the
-session over unchanged: same pipeline, same store, same SIGTERM handling (the running
-micro-batch finishes, then the query stops). `--metrics-port` serves Prometheus `/metrics`
-from the driver for as long as the job runs.
+so the config's `spark.master` does not override the cluster's; `fleetwatch run`'s job
+(`streaming.pipeline.run.run_job`) then takes the session over unchanged: same pipeline, same
+store, same SIGTERM handling (the running micro-batch finishes, then the query stops).
+`--metrics-port` serves Prometheus `/metrics` from the driver for as long as the job runs.
 
 Outside spark-submit (no py4j gateway handed over), it runs with the config's `spark.master`.
 """
@@ -63,20 +63,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("spark.master of the config ignored: spark-submit's master wins",
                  extra={"config_master": config.spark.master, "master": master})
 
-    from streaming.live import open_store
+    from streaming.pipeline.run import RunOptions, open_store, run_job
 
     # The store may be down while the driver starts: wait for it, as `run` does, instead of failing.
     metrics = serve_metrics_from_args(args, open_store(config.store.url)) if args.metrics_port is not None else None
-    # This driver serves /metrics itself: `run` must not start a second server on the same port.
-    os.environ.pop("FLEETWATCH_METRICS_PORT", None)
     try:
-        from streaming.cli import main as fleetwatch
-
-        return fleetwatch(["run", "--config", args.config])
+        # This driver serves /metrics itself (above, for as long as the driver runs): the job serves none.
+        return run_job(config, RunOptions(metrics_port=None))
+    except ConfigError as exc:
+        print(f"fleetwatch run: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
     finally:
         if metrics is not None:
             metrics.stop()
-
 
 if __name__ == "__main__":
     sys.exit(main())

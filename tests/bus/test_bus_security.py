@@ -23,7 +23,8 @@ from streaming.config import ConfigError, SecurityConfig
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.kraft import KRaftCluster, SecureListener
-from streaming.live import AlertPublisher, start_job, stop_gracefully
+from streaming.pipeline.run import start_job
+from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.sinks.store import Store, alert_history
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
@@ -70,7 +71,8 @@ def test_the_job_reads_and_publishes_over_sasl_ssl(spark, test_config, secure_bu
                                                       "trigger_ms": 500})})
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     publisher = AlertPublisher(access, partitions=1)
-    query, recorder = start_job(spark, config, access, store, publisher)
+    job = start_job(spark, config, access, store, publisher)
+    recorder = job.recorder
     try:
         deadline = time.monotonic() + 180
         while _lines(store) != expected and time.monotonic() < deadline:
@@ -80,7 +82,7 @@ def test_the_job_reads_and_publishes_over_sasl_ssl(spark, test_config, secure_bu
         # reads the first's records too).
         assert recorder.wait("fleetwatch", lambda stats: stats.input_rows >= sent, timeout_s=30)
     finally:
-        stop_gracefully(spark, query)
+        job.stop()
         spark.streams.removeListener(recorder)
         publisher.close()
     consumer = KafkaConsumer(topics.ALERTS, bootstrap_servers=bootstrap, auto_offset_reset="earliest",

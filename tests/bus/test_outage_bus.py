@@ -21,7 +21,8 @@ from support.live_fleet import expected_lines, poll_until, produce, simulated_fl
 import streaming.bus.embedded as bus_module
 from streaming import topics
 from streaming.bus import EmbeddedBus
-from streaming.live import AlertPublisher, start_job, stop_gracefully
+from streaming.pipeline.run import start_job
+from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.sinks.store import Store, alert_history, outbox, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -60,7 +61,8 @@ def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, tes
     restarted = None
     publisher = AlertPublisher(bus.bootstrap)
     produced = produce(bus.bootstrap, events[:half])
-    query, recorder = start_job(spark, config, bus.bootstrap, store, publisher)
+    job = start_job(spark, config, bus.bootstrap, store, publisher)
+    query, recorder = job.query, job.recorder
     try:
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced, timeout_s=240), "first half not read"
         before = stored_lines(store)
@@ -96,7 +98,7 @@ def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, tes
         print(f"\nbus down {OUTAGE_S} s (killed, restarted empty): {produced} events read once, {len(expected)} "
               f"alert lines stored once each (0 lost, 0 repeated); caught up {caught_up_s:.1f} s after the restart")
     finally:
-        stop_gracefully(spark, query)
+        job.stop()
         spark.streams.removeListener(recorder)
         publisher.close()
         for running in (bus, restarted):

@@ -450,7 +450,7 @@ def test_check_config_reports_a_url_checkpoint_the_job_would_mangle(tmp_path):
     from types import SimpleNamespace
 
     from streaming.config import SparkConfig
-    from streaming.job import checkpoint_path
+    from streaming.pipeline.session import checkpoint_path
 
     config = tmp_path / "fleetwatch.yaml"
     config.write_text("bus: {bootstrap_servers: 'k1:9092'}\n"

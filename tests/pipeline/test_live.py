@@ -27,8 +27,8 @@ from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
 from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.live import start_job, stop_gracefully
-from streaming.replay import replay_file
+from streaming.pipeline.replay import replay_file
+from streaming.pipeline.run import start_job
 from streaming.sinks.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -53,7 +53,8 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
         producer.send(topics.HEARTBEATS, value=b"\x00{garbage")
         producer.flush()
     started = time.monotonic()
-    query, recorder = start_job(spark, config, bus.bootstrap, store)
+    job = start_job(spark, config, bus.bootstrap, store)
+    query, recorder = job.query, job.recorder
     try:
         label = labels[0]
 
@@ -86,7 +87,7 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
         print(f"\nlive job: {stats.input_rows} rows in {stats.batches} batches, busy {stats.busy_ms} ms "
               f"-> {rate:.0f} rows/s while busy; first heartbeat_lost in the store after {detected_after_s:.1f} s")
     finally:
-        stop_gracefully(spark, query)
+        job.stop()
         spark.streams.removeListener(recorder)
 
     events_file = tmp_path / "events.jsonl"
@@ -147,19 +148,21 @@ def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_con
         return test_config.model_copy(update={"spark": test_config.spark.model_copy(update={
             "checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500, "state_buckets": buckets})})
 
-    query, recorder = start_job(spark, config(8), bus.bootstrap, store)
+    job = start_job(spark, config(8), bus.bootstrap, store)
+    query, recorder = job.query, job.recorder
     try:
         assert recorder.wait("fleetwatch", lambda s: s.input_rows > 0, timeout_s=120)
     finally:
-        stop_gracefully(spark, query)
+        job.stop()
         spark.streams.removeListener(recorder)
     produce(bus.bootstrap, events[len(events) // 2:])
-    query, recorder = start_job(spark, config(4), bus.bootstrap, store)
+    job = start_job(spark, config(4), bus.bootstrap, store)
+    query, recorder = job.query, job.recorder
     try:
         poll_until(lambda: not query.isActive, 120, "the job to refuse the checkpoint")
         assert "has 8 buckets but spark.state_buckets is 4" in str(query.exception())
     finally:
-        stop_gracefully(spark, query)
+        job.stop()
         spark.streams.removeListener(recorder)
 
 
@@ -191,12 +194,13 @@ def test_alerts_open_before_a_checkpoint_reset_are_resolved_unless_the_new_state
     def run(bootstrap: str, checkpoint: str, done, what: str) -> None:
         config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
             update={"checkpoint_dir": str(tmp_path / checkpoint), "trigger_ms": 500})})
-        query, recorder = start_job(spark, config, bootstrap, store)
+        job = start_job(spark, config, bootstrap, store)
+        query, recorder = job.query, job.recorder
         try:
             poll_until(lambda: done(recorder.stats.get("fleetwatch")) or query.exception(), 240, what)
             assert query.exception() is None
         finally:
-            stop_gracefully(spark, query)
+            job.stop()
             spark.streams.removeListener(recorder)
 
     # 1. An old fleet on a bus since lost: its broker.heartbeat_lost is open when the job stops.

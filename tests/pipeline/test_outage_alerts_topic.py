@@ -17,9 +17,10 @@ from sqlalchemy import func, select
 from streaming import topics
 from streaming.bus import EmbeddedBus, ensure_topics
 from streaming.detect.alerts import Alert
-from streaming.job import OUTPUT_SCHEMA
-from streaming.live import AlertPublisher, start_job, stop_gracefully
 from streaming.ops.metrics import render_metrics
+from streaming.pipeline.run import start_job
+from streaming.pipeline.state import OUTPUT_SCHEMA
+from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store, alert_history, alerts, outbox
 
@@ -96,7 +97,8 @@ def test_the_job_creates_the_alerts_topic_on_a_bus_that_creates_none(spark, test
         config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
             update={"checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500})})
         publisher = AlertPublisher(bootstrap)
-        query, recorder = start_job(spark, config, bootstrap, store, publisher)
+        job = start_job(spark, config, bootstrap, store, publisher)
+        query, recorder = job.query, job.recorder
         try:
             assert topics.ALERTS in admin.list_topics()
 
@@ -112,7 +114,7 @@ def test_the_job_creates_the_alerts_topic_on_a_bus_that_creates_none(spark, test
             assert {(a["alert_id"], a["status"]) for a in published} == stored()
             assert publisher.failed == 0 and query.isActive
         finally:
-            stop_gracefully(spark, query)
+            job.stop()
             spark.streams.removeListener(recorder)
             publisher.close()
             admin.close()

@@ -27,7 +27,7 @@ from support.healthy_kafka import PROBE, HealthyWatch
 
 from streaming.config import FleetwatchConfig
 from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
-from streaming.live import start_job, stop_gracefully
+from streaming.pipeline.run import start_job
 from streaming.sinks.store import Store, alerts, broker_transitions, controller_history
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark, pytest.mark.broker]
@@ -90,11 +90,12 @@ def watch(spark, test_config, tmp_path_factory, healthy_real_kafka: HealthyWatch
     })
     store = Store(f"sqlite:///{workdir / 'store.db'}")
     bus = healthy_real_kafka.bus.bootstrap  # it holds the healthy cluster's telemetry since the session began
-    query, recorder = start_job(spark, config, bus, store)
+    job = start_job(spark, config, bus, store)
+    recorder = job.recorder
     try:
         yield Watch(store, bus, workdir)
     finally:
-        stop_gracefully(spark, query)
+        job.stop()
         spark.streams.removeListener(recorder)
 
 

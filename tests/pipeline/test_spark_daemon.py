@@ -19,7 +19,8 @@ def test_workers_run_under_the_fleetwatch_daemon(spark) -> None:
         zipped = sorted(key for key, finder in sys.path_importer_cache.items()
                         if type(finder).__name__ == "zipimporter")
         yield pd.DataFrame({"daemon": [sys.argv[0]], "zipped": [json.dumps(zipped)],
-                            "preloaded": ["streaming.job" in sys.modules], "frozen": [gc.get_freeze_count()]})
+                            "preloaded": ["streaming.pipeline.graph" in sys.modules],
+                            "frozen": [gc.get_freeze_count()]})
 
     facts = spark.range(2).repartition(2).mapInPandas(
         worker_facts, "daemon string, zipped string, preloaded boolean, frozen long").collect()

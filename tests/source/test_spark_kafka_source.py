@@ -25,8 +25,8 @@ from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write
 from streaming.config import ConfigError, FleetwatchConfig
 from streaming.contract import topic_of
 from streaming.kraft import KRaftCluster
-from streaming.live import start_job, stop_gracefully
-from streaming.replay import replay_file
+from streaming.pipeline.replay import replay_file
+from streaming.pipeline.run import start_job
 from streaming.sinks.store import Store, alert_history
 from streaming.source import SPARK_SOURCE, jvm_kafka_available
 
@@ -89,7 +89,8 @@ def test_the_connector_over_real_kafka_gives_exactly_the_alerts_of_replay(spark,
     produced = _produce(kafka_bus, events)
     config = _config(tmp_path, test_config, kafka_bus, "spark")
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    query, recorder = start_job(spark, config, kafka_bus, store)
+    job = start_job(spark, config, kafka_bus, store)
+    query, recorder = job.query, job.recorder
     try:
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced, timeout_s=240)
         deadline = time.monotonic() + 120
@@ -99,21 +100,21 @@ def test_the_connector_over_real_kafka_gives_exactly_the_alerts_of_replay(spark,
         assert recorder.stats["fleetwatch"].input_rows == produced
         assert "Kafka" in query.lastProgress["sources"][0]["description"]  # Spark's KafkaV2 source read it
     finally:
-        stop_gracefully(spark, query)
+        job.stop()
         spark.streams.removeListener(recorder)
 
 
 def test_a_checkpoint_keeps_the_source_that_started_it(spark, test_config, kafka_bus, tmp_path, caplog):
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    query, recorder = start_job(spark, _config(tmp_path, test_config, kafka_bus, "spark"), kafka_bus, store)
-    stop_gracefully(spark, query)
-    spark.streams.removeListener(recorder)
+    job = start_job(spark, _config(tmp_path, test_config, kafka_bus, "spark"), kafka_bus, store)
+    job.stop()
+    spark.streams.removeListener(job.recorder)
     assert (tmp_path / "checkpoint" / "fleetwatch" / f"source={SPARK_SOURCE}").exists()
     with pytest.raises(ConfigError, match="cannot switch sources"):
         start_job(spark, _config(tmp_path, test_config, kafka_bus, "python"), kafka_bus, store)
     # `auto` resumes with the checkpoint's source.
     with caplog.at_level(logging.INFO, logger="streaming.source.telemetry"):
-        query, recorder = start_job(spark, _config(tmp_path, test_config, kafka_bus, "auto"), kafka_bus, store)
-    stop_gracefully(spark, query)
-    spark.streams.removeListener(recorder)
+        job = start_job(spark, _config(tmp_path, test_config, kafka_bus, "auto"), kafka_bus, store)
+    job.stop()
+    spark.streams.removeListener(job.recorder)
     assert [r.source for r in caplog.records if r.getMessage() == "telemetry source chosen"] == [SPARK_SOURCE]

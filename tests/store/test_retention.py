@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import func, select, text
 
 from streaming.config import FleetwatchConfig, RetentionConfig
-from streaming.job import OUTPUT_SCHEMA
 from streaming.ops.metrics import render_metrics
+from streaming.pipeline.state import OUTPUT_SCHEMA
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import (
     Store,

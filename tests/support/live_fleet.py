@@ -13,7 +13,7 @@ from sqlalchemy import select
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook
 from streaming.contract import event_from_dict
-from streaming.detect.engine import detect
+from streaming.detect import detect
 from streaming.sinks.store import Store, alert_history
 
 __all__ = ["START_MS", "expected_lines", "poll_until", "produce", "simulated_fleet", "stored_lines"]

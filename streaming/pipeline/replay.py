@@ -1,7 +1,8 @@
 """`fleetwatch replay`: the live job's pipeline over a recorded JSONL file, deterministic.
 
 The file is read by a streaming source with the same columns as the Kafka readers, so the
-same Spark wiring and the same engines run. The query stops once every line is read and the
+same Spark wiring and the same engines run, started and stopped as the live job is
+(`streaming.pipeline.run`). The query stops once every line is read and the
 batch with the final watermark (largest event time minus the allowed lateness) has run: the
 end of the file is not silence, timers fire only once that watermark passes them.
 """
@@ -19,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from streaming.config import FleetwatchConfig
-from streaming.job import build_pipeline, spark_session
-from streaming.progress import ProgressRecorder, QueryStats
+from streaming.pipeline.run import start_query
+from streaming.pipeline.session import spark_session
+from streaming.progress import QueryStats
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.sinks.store import Store
 from streaming.source.jsonl_reader import JsonlFileSource
@@ -68,17 +70,14 @@ def replay_file(events_path: str | Path, alerts_out: str | Path | None, config: 
     started = time.monotonic()
     spark = spark_session(config, QUERY_NAME)
     spark.dataSource.register(JsonlFileSource)
-    recorder = ProgressRecorder(store)
-    spark.streams.addListener(recorder)
     collected: list[dict[str, Any]] = []
     writer = BatchWriter(store, on_alerts=collected.extend)
     checkpoint = tempfile.mkdtemp(prefix="fleetwatch-replay-")
     lateness = config.rules.allowed_lateness_ms
     raw = (spark.readStream.format("fleetwatch_jsonl").option("path", str(path))
            .option("lines_per_partition", str(config.spark.max_records_per_batch)).load())
-    query = (build_pipeline(raw, config.rule_book(), config.spark.state_buckets).writeStream.queryName(QUERY_NAME)
-             .foreachBatch(writer).option("checkpointLocation", checkpoint)
-             .trigger(processingTime="0 seconds").start())
+    job = start_query(spark, config, raw, writer, name=QUERY_NAME, checkpoint=checkpoint, trigger="0 seconds",
+                      store=store)
 
     def finished(stats: QueryStats) -> bool:
         if stats.input_rows < lines:
@@ -88,22 +87,23 @@ def replay_file(events_path: str | Path, alerts_out: str | Path | None, config: 
         # The batch after the last data batch runs with the final watermark.
         return not stats.last_batch_rows and (stats.watermark_ms or 0) >= stats.max_event_ms - lateness
 
+    def within_time() -> None:
+        if time.monotonic() - started > timeout_s:
+            raise TimeoutError(f"replay did not finish within {timeout_s:.0f} s")
+
     try:
-        while not recorder.wait(QUERY_NAME, finished, timeout_s=5):
-            if query.exception() is not None:
-                raise RuntimeError(f"replay query failed: {query.exception()}")
-            if time.monotonic() - started > timeout_s:
-                raise TimeoutError(f"replay did not finish within {timeout_s:.0f} s")
+        if not job.run_until(finished=finished, poll_s=5, on_poll=within_time):
+            raise RuntimeError(f"replay query failed: {job.query.exception()}")
     finally:
-        query.stop()
-        spark.streams.removeListener(recorder)
+        job.stop(graceful=False)  # finished, failed or out of time: no batch is worth finishing
+        spark.streams.removeListener(job.recorder)
         shutil.rmtree(checkpoint, ignore_errors=True)
     collected.sort(key=lambda a: a["sort_key"])
     alerts = [{k: v for k, v in a.items() if k != "sort_key"} for a in collected]
     if alerts_out is not None:
         with Path(alerts_out).open("w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(a) + "\n" for a in alerts)
-    stats = recorder.stats.get(QUERY_NAME, QueryStats())
+    stats = job.recorder.stats.get(QUERY_NAME, QueryStats())
     return ReplaySummary(
         lines=lines,
         quarantined=writer.quarantined,

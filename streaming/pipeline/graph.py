@@ -1,0 +1,32 @@
+"""The pipeline's Spark graph: parse stage -> event-time watermark -> per-bucket detection."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from streaming.config import RuleBook
+from streaming.pipeline.parse import parse_stage
+from streaming.pipeline.state import OUTPUT_SCHEMA, DetectorProcessor
+
+__all__ = ["build_pipeline"]
+
+
+def build_pipeline(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
+    """Raw messages (the readers' columns) -> OUTPUT_SCHEMA rows; `buckets`: spark.state_buckets."""
+    parsed = parse_stage(raw, book, buckets)
+    lateness = book.defaults.allowed_lateness_ms
+    events = (
+        parsed.withColumn("event_time", F.timestamp_millis(F.col("ts")))
+        .withWatermark("event_time", f"{lateness} milliseconds")
+        # Without the event-time column below the watermark, Spark no longer drops late rows
+        # silently; the engine sees them and sends them to quarantine ("nothing is lost").
+        # Timers still follow the query's watermark.
+        .drop("event_time")
+    )
+    return events.groupBy("bucket").transformWithStateInPandas(
+        statefulProcessor=DetectorProcessor(book, buckets),
+        outputStructType=OUTPUT_SCHEMA,
+        outputMode="Append",
+        timeMode="EventTime",
+    )

@@ -1,0 +1,82 @@
+"""The Spark session the pipeline runs in, and where its checkpoint lives.
+
+`spark_session` puts the Kafka connector on the classpath (`connector_jars`) when this process
+starts Spark itself; `checkpoint_path`/`checkpoint_id` name a query's checkpoint and read the
+query id Spark keeps in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from streaming.config import FleetwatchConfig
+from streaming.jars import connector_jars
+
+__all__ = ["checkpoint_id", "checkpoint_path", "spark_session"]
+
+
+def _connector_jars() -> dict[str, str]:
+    """`spark.jars` with Spark's kafka connector as `make jars` fetched it, when this process
+    starts Spark itself. Under spark-submit the JVM is already up with its own `--packages`
+    (PYSPARK_GATEWAY_PORT is set), and a `spark.jars` of ours would replace them."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return {}
+    jars = connector_jars()
+    return {"spark.jars": ",".join(str(jar) for jar in jars)} if jars else {}
+
+
+def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> SparkSession:
+    # Workers must start with this interpreter (it has pyarrow and the project installed).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    for key, value in _connector_jars().items():
+        builder = builder.config(key, value)
+    spark = (
+        builder.appName(app_name)
+        .master(config.spark.master)
+        .config("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
+        .config("spark.sql.streaming.stateStore.providerClass",
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+        # Commit a micro-batch's state changes as a changelog instead of a new RocksDB snapshot.
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .config("spark.ui.enabled", "false")
+        # The console progress bar would interleave with the structured log lines on stderr.
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        # Imports the job's modules once per executor and keeps pyspark's bytecode cached.
+        .config("spark.python.daemon.module", "streaming.spark_daemon")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Bigger Arrow chunks into the parse stage: heartbeats are thinned per chunk, and a
+        # chunk of 10,000 rows (the default) held only ~3 heartbeats per broker at 1,000 clusters.
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def checkpoint_path(config: FleetwatchConfig, name: str) -> str:
+    # Plain string joining: Path() would turn an object-store URL (s3a://b/x) into s3a:/b/x.
+    return f"{config.spark.checkpoint_dir.rstrip('/')}/{name}"
+
+
+def checkpoint_id(spark: SparkSession, location: str) -> str | None:
+    """The id Spark keeps in a streaming checkpoint (the `metadata` file's `id`: the query id,
+    the same across restarts), or None while the checkpoint is empty. Read through Hadoop's file
+    system, so a checkpoint on HDFS or an object store works as a local one."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{location.rstrip('/')}/metadata")
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    return str(json.loads(text.splitlines()[0])["id"])
