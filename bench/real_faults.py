@@ -40,7 +40,7 @@ from streaming.config import FleetwatchConfig
 from streaming.job import spark_session
 from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
 from streaming.live import start_job, stop_gracefully
-from streaming.sinks.store import Store, alerts, controller_history
+from streaming.store import Store, alerts, controller_history
 
 SESSION_TIMEOUT_MS = 3000
 GOAL_S = 5.0

@@ -63,8 +63,8 @@ from streaming.kraft import KRaftCluster
 from streaming.live import QUERY_NAME, start_job, stop_gracefully
 from streaming.progress import ProgressRecorder
 from streaming.sinks.batch_writer import BatchWriter
-from streaming.sinks.store import Store, alert_history
 from streaming.source.telemetry import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
+from streaming.store import Store, alert_history
 
 # Telemetry topics get several partitions, as in production: one partition per topic would cap
 # the parse stage at one task per topic.

@@ -40,8 +40,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import queries, views
 from streaming.config import ConfigError
-from streaming.notify.silences import Silence, add_silence
-from streaming.sinks.store import Store
+from streaming.store import Silence, Store, add_silence
 
 __all__ = ["Pages", "basic_auth_from_env", "create_app"]
 

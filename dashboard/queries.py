@@ -29,7 +29,7 @@ from sqlalchemy import (
     union,
 )
 
-from streaming.sinks.store import (
+from streaming.store import (
     alerts,
     broker_transitions,
     brokers,

@@ -22,7 +22,7 @@ from dash import dcc, html
 from plotly.subplots import make_subplots
 
 from dashboard.queries import SEVERITIES, STATES
-from streaming.notify.redact import redact_text
+from streaming.redact import redact_text
 
 __all__ = [
     "DELIVERY_STATES",

@@ -37,7 +37,7 @@ from streaming.config import AlertingConfig, ConfigError, FleetwatchConfig, Rece
 from streaming.console import Console, Status, StatusReader, StatusTicker, duration_text, open_console, plural
 from streaming.demo_receiver import DemoReceiver
 from streaming.logs import LogPipe
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 if TYPE_CHECKING:
     from streaming.kraft.showcase import RealClusterShowcase

@@ -27,6 +27,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
+from streaming.alert import encode_output
 from streaming.config import FleetwatchConfig, RuleBook
 from streaming.contract import Event, Rejected, event_to_dict, latest_valid_ts, parse_message
 from streaming.detect.engine import Output, Position, ShardEngine, shards_of
@@ -194,9 +195,7 @@ def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
 
 
 def _output_rows(out: Output) -> list[tuple[Any, ...]]:
-    rows = [("alert", a.subject, a.event_ms, json.dumps({**a.to_dict(), "sort_key": a.sort_key()},
-                                                          separators=(",", ":")))
-            for a in out.alerts]
+    rows = [("alert", a.subject, a.event_ms, encode_output(a)) for a in out.alerts]
     rows += [("late", f"{src}:{pos}", event.ts, json.dumps(event_to_dict(event), separators=(",", ":")))
              for (src, pos), event in out.late]
     for kind, items in (("broker", out.brokers), ("cluster", out.clusters), ("target", out.targets),

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
 import time
-from typing import Any
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
@@ -20,9 +18,9 @@ from streaming.config import FleetwatchConfig
 from streaming.job import build_pipeline, checkpoint_id, checkpoint_path
 from streaming.progress import ProgressRecorder
 from streaming.resilience import Stopping, one_line, retry_store
-from streaming.sinks.batch_writer import BatchWriter
-from streaming.sinks.store import Store
+from streaming.sinks.batch_writer import BatchWriter, KeyedAlert
 from streaming.source.telemetry import choose_source, read_telemetry
+from streaming.store import Store
 
 __all__ = ["QUERY_NAME", "AlertPublisher", "PublishFailed", "open_store", "reconcile_reset",
            "start_job", "stop_gracefully", "stop_on_signals"]
@@ -72,18 +70,17 @@ class AlertPublisher:
             return False
         return True
 
-    def __call__(self, alerts: list[dict[str, Any]]) -> None:
+    def __call__(self, alerts: list[KeyedAlert]) -> None:
         if self._producer is None:
             # max_block_ms: a send waits this long for the topic's metadata (default 60 s per send).
             self._producer = KafkaProducer(bootstrap_servers=self.bus.bootstrap, acks="all", linger_ms=5,
                                            max_block_ms=int(self.timeout_s * 1000), reconnect_backoff_max_ms=1000,
                                            **self.bus.client_settings)
         futures, failed, errors = [], 0, []
-        for i, alert in enumerate(alerts):
-            body = {k: v for k, v in alert.items() if k != "sort_key"}
+        for i, (_, alert) in enumerate(alerts):
             try:
-                futures.append(self._producer.send(topics.ALERTS, key=body["alert_id"].encode(),
-                                                   value=json.dumps(body, separators=(",", ":")).encode()))
+                futures.append(self._producer.send(topics.ALERTS, key=alert.alert_id.encode(),
+                                                   value=alert.message().encode()))
             except KafkaTimeoutError as exc:  # no metadata for the topic: the rest would wait as long
                 failed += len(alerts) - i
                 errors.append(one_line(exc))

@@ -12,7 +12,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.resilience import Throttle, one_line
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 __all__ = ["ProgressRecorder", "QueryStats"]
 

@@ -24,7 +24,7 @@ from streaming.contract import event_from_dict
 from streaming.detect.engine import detect
 from streaming.kraft import KRaftCluster, SecureListener
 from streaming.live import AlertPublisher, start_job, stop_gracefully
-from streaming.sinks.store import Store, alert_history
+from streaming.store import Store, alert_history
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 

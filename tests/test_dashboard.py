@@ -26,7 +26,8 @@ from selenium.webdriver.support.wait import WebDriverWait
 from dashboard import queries, views
 from dashboard.app import create_app
 from dashboard.cli import command, configure_parser
-from streaming.sinks.store import Store
+from streaming.alert import Alert
+from streaming.store import Store
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
 STYLESHEET = Path(__file__).resolve().parents[1] / "dashboard" / "assets" / "fleetwatch.css"
@@ -83,12 +84,12 @@ def _fill(store: Store) -> None:
                                "watermark_ms": T0 - 5000, "state_rows": 36, "state_memory_bytes": 2**21}
                               for i in range(3)],
     })
-    store.record_alerts([
+    store.record_alerts(map(Alert.from_dict, [
         _alert("a-lost", "broker.heartbeat_lost", "critical", PAY, "payments-eu1", broker_id=3,
                summary="broker 3 sent no heartbeat for 15.0 s"),
         _alert("a-fenced", "broker.fenced", "warning", ORDERS, "orders-us2", broker_id=2,
                status="resolved", ends_at=T0 - 10_000, summary="broker 2 fenced for 31 s"),
-    ])
+    ]))
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def _fill_identity(store: Store) -> None:
                         ("billing", BIL, BIL, T0 - 60_000, "timed out", T0 - 2000),
                         ("search", SEA, NEW, T0, None, None))],
     })
-    store.record_alerts([
+    store.record_alerts(map(Alert.from_dict, [
         _alert("m-ord2", "connection.misrouted", "critical", BIL, "orders", endpoint="ord-2:9092",
                summary="ord-2:9092 reaches cluster Bil node 1",
                details={"expected": {"cluster_id": ORD, "node_id": 2}, "answered": {"cluster_id": BIL, "node_id": 1}}),
@@ -133,7 +134,7 @@ def _fill_identity(store: Store) -> None:
                details={"advertised_by": [f"{ORD}/1", f"{HOSTILE}/7"]}),
         _alert("i-search", "cluster.id_changed", "critical", NEW, "search", endpoint="sea-1:9092",
                summary=f"bootstrap of search reports cluster id {NEW}, pinned {SEA}"),
-    ])
+    ]))
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +178,8 @@ def test_overview_aggregates_per_cluster(engine) -> None:
 def test_target_alert_without_cluster_id_is_attributed_through_its_target(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     _fill(store)
-    store.record_alerts([_alert("a-unreach", "cluster.unreachable", "critical", None, "orders-us2")])
+    store.record_alerts(map(Alert.from_dict, [
+        _alert("a-unreach", "cluster.unreachable", "critical", None, "orders-us2")]))
     rows = {r["cluster_id"]: r for r in queries.fleet_overview(store.engine)}
     assert rows[ORDERS]["severity"] == "critical"
     assert [a["alert_id"] for a in queries.cluster_alerts(store.engine, ORDERS, "firing")] == ["a-unreach"]
@@ -205,7 +207,8 @@ def test_many_healthy_clusters_collapse_into_a_count(tmp_path: Path) -> None:
         "brokers": [_broker(f"c{c:04d}", b, "ONLINE", T0 - b) for c in range(n_clusters)
                     for b in range(n_brokers)],
     })
-    store.record_alerts([_alert("x", "broker.fenced", "warning", "c0042", "team-42", broker_id=1)])
+    store.record_alerts(map(Alert.from_dict, [
+        _alert("x", "broker.fenced", "warning", "c0042", "team-42", broker_id=1)]))
     started = time.perf_counter()
     rows = queries.fleet_overview(store.engine)
     elapsed = time.perf_counter() - started
@@ -612,7 +615,7 @@ def test_pages_over_a_replayed_store(dash_duo, spark, test_config, tmp_path: Pat
 def test_silence_a_firing_alert_from_the_alerts_page(dash_duo, tmp_path: Path) -> None:
     from sqlalchemy import select
 
-    from streaming.sinks.store import silences
+    from streaming.store import silences
 
     store = Store(f"sqlite:///{tmp_path / 'silence.db'}")
     _fill(store)

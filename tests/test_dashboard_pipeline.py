@@ -12,7 +12,7 @@ from test_dashboard import T0, _screenshot
 
 from dashboard import queries
 from dashboard.app import create_app
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 METRICS = ("input_rows_per_s", "processed_rows_per_s", "batch_duration_s", "watermark_lag_s")
 OLD = T0 - 2 * 3600_000  # two hours before the newest batch: outside the charts' window

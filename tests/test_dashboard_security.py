@@ -30,8 +30,8 @@ from test_dashboard import PAY, T0, _alert, _fill
 from test_deploy_support import free_port
 
 from dashboard.app import Pages, create_app
-from streaming.notify.silences import Silence
-from streaming.sinks.store import Store, silences
+from streaming.alert import Alert
+from streaming.store import Silence, Store, silences
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTH = ("FLEETWATCH_DASHBOARD_USER", "FLEETWATCH_DASHBOARD_PASSWORD")
@@ -144,7 +144,7 @@ def test_a_silence_of_one_misrouted_endpoint_keeps_the_endpoint(store_url: str) 
     store = Store(store_url)
     misroutes = [_alert(f"m{i}", "connection.misrouted", "critical", PAY, "payments-eu1",
                         endpoint=f"b{i}.pay:9092", summary="reaches another cluster") for i in (1, 2)]
-    store.record_alerts(misroutes)
+    store.record_alerts(map(Alert.from_dict, misroutes))
     answer = Pages(store, lambda path: path, None).silence("m1", "b1 is being rescheduled", "dashboard")
     assert answer.startswith("Silence "), answer
     with store.engine.connect() as conn:

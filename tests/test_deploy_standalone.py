@@ -31,7 +31,7 @@ from test_deploy_support import PostgresServer, free_port, pg_binaries, poll
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation
-from streaming.sinks.store import Store, alerts, quarantine
+from streaming.store import Store, alerts, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

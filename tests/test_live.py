@@ -29,7 +29,7 @@ from streaming.contract import event_from_dict
 from streaming.detect.engine import detect
 from streaming.live import start_job, stop_gracefully
 from streaming.replay import replay_file
-from streaming.sinks.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
+from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -30,8 +30,8 @@ import pytest
 import yaml
 from sqlalchemy import select, text
 
+from streaming.alert import RULES, Alert, alert_id, queue_subject_of
 from streaming.config import ConfigError, FleetwatchConfig, Route
-from streaming.detect.alerts import RULES, alert_id
 from streaming.notify.delivery import Notifier, NotifyOptions
 from streaming.notify.receivers import (
     ALERTMANAGER_FIRING_TTL_MS,
@@ -43,10 +43,9 @@ from streaming.notify.receivers import (
     sign,
     verify_signature,
 )
-from streaming.notify.redact import Scrubber, redact_text, redact_url
 from streaming.notify.routing import Router
-from streaming.notify.silences import parse_duration
-from streaming.sinks.store import Store, deliveries, metadata, outbox, silences, subject_of
+from streaming.redact import Scrubber, redact_text, redact_url
+from streaming.store import Store, deliveries, metadata, outbox, parse_duration, silences
 
 try:  # the PostgreSQL server of the store and deploy tests
     from test_deploy_support import PostgresServer, pg_binaries
@@ -206,7 +205,7 @@ def make_alert(rule: str, *, cluster: str | None = "clusterA", broker: int | Non
              "severity": RULES[rule][0], "cluster_id": cluster, "target": target,
              "broker_id": broker, "endpoint": endpoint, "starts_at": starts_at, "ends_at": None,
              "summary": f"{rule} on {cluster} broker {broker}", "details": details or {}}
-    alert["alert_id"] = alert_id(rule, subject_of(alert), starts_at)
+    alert["alert_id"] = alert_id(rule, queue_subject_of(alert), starts_at)
     if ends_at is not None:
         return resolved(alert, ends_at)
     return alert
@@ -360,29 +359,29 @@ def test_response_classes_and_backoff(tmp_path):
     notifier = _notifier(tmp_path, handler, retry_base_ms=1000, retry_max_ms=60_000)
     receiver = notifier.receivers["ops"]
     req = HttpRequest(receiver.url, b"{}")
-    too_many = notifier.send(receiver, req)
+    too_many = notifier.sender.send(receiver, req)
     assert not too_many.ok and not too_many.permanent and too_many.retry_after_ms == 7000
-    busy = notifier.send(receiver, req)
+    busy = notifier.sender.send(receiver, req)
     assert not busy.permanent and busy.error == "HTTP 503 Service Unavailable: busy"
-    gone = notifier.send(receiver, req)
+    gone = notifier.sender.send(receiver, req)
     assert gone.permanent and "404" in gone.error and "no such hook" in gone.error
-    moved = notifier.send(receiver, req)
+    moved = notifier.sender.send(receiver, req)
     assert moved.permanent and "redirect" in moved.error
-    assert notifier.send(receiver, req).ok
+    assert notifier.sender.send(receiver, req).ok
 
     def refuse(request):
         raise httpx.ConnectError("connection refused to http://u:pw-secret@127.0.0.1:1/x")
 
     refusing = _notifier(tmp_path, refuse)
-    down = refusing.send(receiver, req)
+    down = refusing.sender.send(receiver, req)
     assert not down.permanent and "pw-secret" not in down.error and "ConnectError" in down.error
     refusing.close()
     for attempts in range(1, 12):
-        delay = notifier.backoff_ms(attempts)
+        delay = notifier.sender.backoff_ms(attempts)
         step = min(60_000, 1000 * 2 ** (attempts - 1))
         assert step / 2 <= delay <= step
-    assert notifier.backoff_ms(1, retry_after_ms=7000) >= 7000
-    assert notifier.backoff_ms(1, retry_after_ms=10**9) <= 60_000
+    assert notifier.sender.backoff_ms(1, retry_after_ms=7000) >= 7000
+    assert notifier.sender.backoff_ms(1, retry_after_ms=10**9) <= 60_000
     notifier.close()
 
 
@@ -407,8 +406,8 @@ def test_a_down_receiver_is_probed_not_hammered(tmp_path):
     notifier = _notifier(tmp_path, refuse, retry_base_ms=1000, concurrency=4)
     notifier._clock = clock
     store = notifier.store
-    store.record_alerts([make_alert("broker.fenced", cluster=f"c{i}", broker=1, starts_at=1000 + i)
-                         for i in range(20)])
+    store.record_alerts(map(Alert.from_dict, [make_alert("broker.fenced", cluster=f"c{i}", broker=1, starts_at=1000 + i)
+                         for i in range(20)]))
     notifier.run(once=True)
     assert len(calls) == 20  # the first pass tries everything that is due
     notifier.run(once=True)
@@ -436,11 +435,11 @@ def test_alertmanager_refresh_keeps_open_alerts_alive_and_only_those(tmp_path):
     now = int(clock.now * 1000)
     first = make_alert("broker.fenced", cluster="c1", broker=1, starts_at=now - 5000)
     second = make_alert("broker.fenced", cluster="c1", broker=2, starts_at=now - 4000)
-    store.record_alerts([first, second])
+    store.record_alerts(map(Alert.from_dict, [first, second]))
     notifier.run(once=True)
     assert [[e["annotations"]["alert_id"] for e in post] for post in posts] == [[first["alert_id"],
                                                                                  second["alert_id"]]]
-    store.record_alerts([resolved(first, now)])
+    store.record_alerts(map(Alert.from_dict, [resolved(first, now)]))
     clock.now += 61
     notifier.run(once=True)
     resolution, refresh = posts[1:]
@@ -508,11 +507,12 @@ def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, 
     wave3 = [resolved(a, a["starts_at"] + 100_000) for a in firing_b]
     expected_order: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for alert in wave1 + wave2 + wave3:
-        expected_order.setdefault((alert["rule"], subject_of(alert)), []).append((alert["alert_id"], alert["status"]))
+        expected_order.setdefault((alert["rule"], queue_subject_of(alert)), []).append(
+            (alert["alert_id"], alert["status"]))
 
     log1, log2 = tmp_path / "notify-1.log", tmp_path / "notify-2.log"
     opts = ("--group-wait-ms", "0", "--retry-base-ms", "100", "--retry-max-ms", "800", "--timeout", "2")
-    store.record_alerts(wave1)
+    store.record_alerts(map(Alert.from_dict, wave1))
     first = NotifierProcess(config, log1, env, *opts)
     try:
         # 1. The receiver is down: connection errors are recorded and retried with backoff.
@@ -523,7 +523,7 @@ def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, 
         hook.script.extend([("status", 500, "oops")] * 6 + [("slow", 3.0)] * 2)
         hook.start()
         wait_for(lambda: len(hook.got()) >= 12, 30, "deliveries after the receiver came up")
-        store.record_alerts(wave2)
+        store.record_alerts(map(Alert.from_dict, wave2))
         # 3. One request hangs in the receiver; the notifier is killed while it is in flight.
         with hook.lock:
             hook.script.append(("hang",))
@@ -531,7 +531,7 @@ def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, 
         first.kill()
         hung = hook.hung
         hook.release.set()
-        store.record_alerts(wave3)  # written while no notifier runs
+        store.record_alerts(map(Alert.from_dict, wave3))  # written while no notifier runs
         second = NotifierProcess(config, log2, env, *opts)
         try:
             wait_for(lambda: all_delivered(store), 40, "every outbox row delivered after the restart")
@@ -591,8 +591,8 @@ def test_dead_letter_routing_pagerduty_and_requeue(tmp_path, hook, store_url):
     now = int(time.time() * 1000)
     crit = make_alert("cluster.no_controller", cluster="c9", starts_at=now - 30_000)
     warn = make_alert("broker.fenced", cluster="c9", broker=2, starts_at=now - 20_000)
-    store.record_alerts([crit, warn])
-    store.record_alerts([resolved(crit, now - 1000)])
+    store.record_alerts(map(Alert.from_dict, [crit, warn]))
+    store.record_alerts(map(Alert.from_dict, [resolved(crit, now - 1000)]))
     once = ("notify", "--config", str(config), "--once", "--retry-base-ms", "50")
 
     done = run_cli(*once, env=env)
@@ -649,7 +649,7 @@ def test_silences(tmp_path, hook):
     quiet = make_alert("broker.fenced", cluster="clusterA", broker=1, starts_at=now - 5000)
     other_rule = make_alert("cluster.no_controller", cluster="clusterA", starts_at=now - 5000)
     other_cluster = make_alert("broker.fenced", cluster="clusterB", broker=1, starts_at=now - 5000)
-    store.record_alerts([quiet, other_rule, other_cluster])
+    store.record_alerts(map(Alert.from_dict, [quiet, other_rule, other_cluster]))
     once = ("notify", *cfg, "--once")
     assert "1 silenced" in run_cli(*once, env=env).stdout
     got = {json.loads(a["body"])["alert_id"] for a in hook.got()}
@@ -663,7 +663,7 @@ def test_silences(tmp_path, hook):
     assert run_cli("silence", "list", *cfg, env=env).stdout.strip() == "no active silences"
     assert "expired" in run_cli("silence", "list", *cfg, "--all", env=env).stdout
     again = make_alert("broker.fenced", cluster="clusterA", broker=1, starts_at=now - 1000)
-    store.record_alerts([resolved(quiet, now - 2000), resolved(other_rule, now - 2000), again])
+    store.record_alerts(map(Alert.from_dict, [resolved(quiet, now - 2000), resolved(other_rule, now - 2000), again]))
     run_cli(*once, env=env)
     got = [(json.loads(a["body"])["alert_id"], json.loads(a["body"])["status"]) for a in hook.got()]
     assert got.index((quiet["alert_id"], "firing")) < got.index((quiet["alert_id"], "resolved"))
@@ -693,8 +693,8 @@ def test_storm_is_grouped_for_slack_but_not_for_webhooks(tmp_path, hook):
     log = tmp_path / "notify.log"
     proc = NotifierProcess(config, log, env, "--group-wait-ms", "2500")
     try:
-        store.record_alerts(storm[:5])
-        store.record_alerts(storm[5:] + calm)
+        store.record_alerts(map(Alert.from_dict, storm[:5]))
+        store.record_alerts(map(Alert.from_dict, storm[5:] + calm))
 
         def slack_ids():
             return {aid for m in hook.got("/services/") for aid in re.findall(r"alert ([0-9a-f]{32})",
@@ -708,7 +708,7 @@ def test_storm_is_grouped_for_slack_but_not_for_webhooks(tmp_path, hook):
         assert big.startswith("*8 fleetwatch alerts for tgt-stormy* (8 firing)") and big.count("\n• ") == 8
         assert len(hook.got("/hook")) == 9  # webhooks get one request per alert
         # the storm's resolutions: one more grouped message
-        store.record_alerts([resolved(a, now) for a in storm])
+        store.record_alerts(map(Alert.from_dict, [resolved(a, now) for a in storm]))
         wait_for(lambda: len(hook.got("/services/")) == 3 and all_delivered(store), 20, "the resolved group")
         assert "(8 resolved)" in json.loads(hook.got("/services/")[-1]["body"])["text"]
     finally:
@@ -726,8 +726,8 @@ def test_credentials_in_urls_are_redacted_everywhere(tmp_path, hook):
     config = write_config(tmp_path, [{"name": "ops", "type": "webhook", "url": url}])
     env = env_with()
     store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
-    store.record_alerts([make_alert("endpoint.collision", cluster="c1", endpoint="b1:9092",
-                                    starts_at=int(time.time() * 1000))])
+    store.record_alerts(map(Alert.from_dict, [make_alert("endpoint.collision", cluster="c1", endpoint="b1:9092",
+                                    starts_at=int(time.time() * 1000))]))
     log = tmp_path / "notify.log"
     proc = NotifierProcess(config, log, env, "--retry-base-ms", "50", "--group-wait-ms", "0")
     try:

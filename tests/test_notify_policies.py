@@ -25,11 +25,11 @@ from sqlalchemy import func, inspect, select, text, update
 from test_deploy_support import PostgresServer, pg_binaries
 from test_notify import ROOT, Hook, delivery_rows, env_with, make_alert, outbox_rows, resolved
 
+from streaming.alert import Alert
 from streaming.config import ConfigError, FleetwatchConfig, load_config
 from streaming.notify.delivery import Notifier, NotifyOptions
 from streaming.notify.policy import parse_retry_after
-from streaming.notify.silences import add_silence, expire_silence, list_silences
-from streaming.sinks.store import Store, outbox
+from streaming.store import Store, add_silence, expire_silence, list_silences, outbox
 
 WEBHOOK_SECRET = "whsec-policies-5b1e"
 
@@ -90,7 +90,7 @@ def make_notifier(store_url: str, receivers: list[dict], clock: Clock, *, routes
 
 def record_at(store: Store, alerts: list[dict[str, Any]], at_ms: int) -> None:
     """Record alerts the way the job does, as if at `at_ms` (the outbox rows' created_at)."""
-    store.record_alerts(alerts)
+    store.record_alerts(map(Alert.from_dict, alerts))
     with store.engine.begin() as conn:
         for alert in alerts:
             conn.execute(update(outbox).where(outbox.c.alert_id == alert["alert_id"],

@@ -15,13 +15,13 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from sqlalchemy import func, select
 
 from streaming import topics
+from streaming.alert import Alert
 from streaming.bus import EmbeddedBus, ensure_topics
-from streaming.detect.alerts import Alert
 from streaming.job import OUTPUT_SCHEMA
 from streaming.live import AlertPublisher, start_job, stop_gracefully
 from streaming.ops.metrics import render_metrics
 from streaming.sinks.batch_writer import BatchWriter
-from streaming.sinks.store import Store, alert_history, alerts, outbox
+from streaming.store import Store, alert_history, alerts, outbox
 
 pytestmark = pytest.mark.spark
 

@@ -22,7 +22,7 @@ import streaming.bus.embedded as bus_module
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.live import AlertPublisher, start_job, stop_gracefully
-from streaming.sinks.store import Store, alert_history, outbox, quarantine
+from streaming.store import Store, alert_history, outbox, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -25,7 +25,7 @@ from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
 from streaming.contract import event_from_dict
 from streaming.detect.engine import detect
 from streaming.replay import replay_file
-from streaming.sinks.store import Store, alert_history, alerts, quarantine
+from streaming.store import Store, alert_history, alerts, quarantine
 
 pytestmark = pytest.mark.spark
 

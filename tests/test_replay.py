@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from streaming.job import bucket_of
 from streaming.replay import replay_file
-from streaming.sinks.store import Store, alert_history, alerts, outbox, quarantine
+from streaming.store import Store, alert_history, alerts, outbox, quarantine
 
 pytestmark = pytest.mark.spark
 

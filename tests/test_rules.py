@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from streaming.alert import RULES
 from streaming.config import ClusterConfig, RuleBook, RuleSettings
 from streaming.contract import Event, event_from_dict
-from streaming.detect.alerts import RULES
 from streaming.detect.engine import ShardEngine, detect
 
 # -- SPEC section 4, written out here (not taken from the code) -------------------------------

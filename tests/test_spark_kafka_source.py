@@ -26,8 +26,8 @@ from streaming.config import ConfigError, FleetwatchConfig
 from streaming.kraft import KRaftCluster
 from streaming.live import start_job, stop_gracefully
 from streaming.replay import replay_file
-from streaming.sinks.store import Store, alert_history
 from streaming.source.telemetry import SPARK_SOURCE, jvm_kafka_available
+from streaming.store import Store, alert_history
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 

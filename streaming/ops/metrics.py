@@ -45,9 +45,9 @@ from typing import Any
 from sqlalchemy import Engine, case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from streaming.alert import RULES
 from streaming.contract import BROKER_STATES
-from streaming.detect.alerts import RULES
-from streaming.sinks.store import (
+from streaming.store import (
     alerts,
     brokers,
     clusters,
@@ -269,7 +269,7 @@ def _engine_of(store: Any) -> Engine:
     if isinstance(store, Engine):
         return store
     if isinstance(store, str):
-        from streaming.sinks.store import Store
+        from streaming.store import Store
 
         return Store(store).engine
     return store.engine
