@@ -56,6 +56,7 @@ from sqlalchemy import select
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
+from streaming.clock import now_ms
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import FleetwatchConfig, RuleSettings
 from streaming.job import build_pipeline, parse_stage, spark_session
@@ -175,7 +176,7 @@ class _BatchListener(ProgressRecorder):
         super().onQueryProgress(event)
         p = event.progress
         self.log.rows.append({
-            "query": p.name, "batch_id": p.batchId, "rows": p.numInputRows, "wall_ms": int(time.time() * 1000),
+            "query": p.name, "batch_id": p.batchId, "rows": p.numInputRows, "wall_ms": now_ms(),
             "duration_ms": int((p.durationMs or {}).get("triggerExecution", 0)),
             "max_event": (p.eventTime or {}).get("max"),
             "state_rows": sum(op.numRowsTotal for op in p.stateOperators),

@@ -29,6 +29,7 @@ from sqlalchemy import (
     union,
 )
 
+from streaming.alert import SEVERITIES
 from streaming.store import (
     alerts,
     broker_transitions,
@@ -72,8 +73,7 @@ __all__ = [
 
 Row = dict[str, Any]
 
-# Worst first; the rank orders clusters and alerts by severity.
-SEVERITIES = ("critical", "warning", "info")
+# The rank orders clusters and alerts by severity.
 _RANK = {"critical": 3, "warning": 2, "info": 1}
 STATES = ("ONLINE", "FENCED", "STOPPING", "OFFLINE")
 

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+from streaming.clock import now_ms
 from streaming.config import ConfigError, load_config
 
 __all__ = ["command", "configure_parser", "configure_silence_parser", "silence_command"]
@@ -128,7 +129,7 @@ def silence_command(args: argparse.Namespace) -> int:
             silence = expire_silence(store, args.id)
             print(f"silence {silence.id} expired: {silence.matchers()}")
             return 0
-        now = int(time.time() * 1000)
+        now = now_ms()
         found = list_silences(store, include_ended=args.all)
         if args.json:
             for s in found:
