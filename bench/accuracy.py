@@ -20,17 +20,16 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from streaming.alert import RULES, queue_subject_of
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, parse_faults, write_events
 from streaming.config import FleetwatchConfig
-from streaming.detect.alerts import RULES
 from streaming.pipeline.replay import replay_file
-from streaming.sinks.store import subject_of
 
 START_MS = 1_764_000_000_000
 
 
 def _key(item: dict[str, Any]) -> tuple[str, str, int]:
-    return item["rule"], subject_of(item), item["starts_at"]
+    return item["rule"], queue_subject_of(item), item["starts_at"]
 
 
 def score(labels: list[dict[str, Any]], alerts: list[dict[str, Any]], faults) -> list[dict[str, Any]]:

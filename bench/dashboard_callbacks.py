@@ -42,8 +42,8 @@ from dashboard.queries.pipeline import pipeline_series
 from dashboard.queries.shared import fleet_clock_ms
 from dashboard.views.fleet import fleet_table, summary_strip
 from dashboard.views.pipeline import pipeline_figure
-from streaming.notify.silences import add_silence
-from streaming.sinks.store import Store, outbox
+from streaming.alert import Alert
+from streaming.store import Store, add_silence, outbox
 
 T0 = 1_764_000_000_000
 ENVS = ("prod", "staging", "dev")
@@ -131,7 +131,7 @@ def fill(store: Store, n_clusters: int, n_brokers: int, seed: int = 7) -> dict[s
     store.write({"clusters": clusters, "targets": targets, "brokers": brokers,
                  "broker_transitions": transitions, "controller_history": controllers,
                  "pipeline_progress": progress, "quarantine": quarantine})
-    store.record_alerts(alerts)
+    store.record_alerts(map(Alert.from_dict, alerts))
     # Silences (wall clock, like the dashboard's button): a third of the troubled clusters.
     for c in sorted(troubled)[::3]:
         add_silence(store, cluster=cluster_id(c), rule="broker.*", duration_ms=7_200_000, reason="bench",

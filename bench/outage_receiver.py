@@ -45,11 +45,11 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import func, select, update  # noqa: E402 - after the path set-up
 
+from streaming.alert import RULES, Alert, alert_id, queue_subject_of  # noqa: E402
 from streaming.config import FleetwatchConfig  # noqa: E402
-from streaming.detect.alerts import RULES, alert_id  # noqa: E402
 from streaming.logs import setup_logging  # noqa: E402
 from streaming.notify.delivery import Notifier, NotifyOptions  # noqa: E402
-from streaming.sinks.store import Store, deliveries, outbox, subject_of  # noqa: E402
+from streaming.store import Store, deliveries, outbox  # noqa: E402
 
 __all__ = ["OutageFigures", "run_outage"]
 
@@ -131,7 +131,7 @@ def _alert(cluster: str, broker: int, starts_at: int) -> dict[str, Any]:
              "severity": RULES[rule][0], "cluster_id": cluster, "target": f"tgt-{cluster}", "broker_id": broker,
              "endpoint": None, "starts_at": starts_at, "ends_at": None,
              "summary": f"broker {broker} of {cluster} lost its heartbeat", "details": {}}
-    alert["alert_id"] = alert_id(rule, subject_of(alert), starts_at)
+    alert["alert_id"] = alert_id(rule, queue_subject_of(alert), starts_at)
     return alert
 
 
@@ -159,7 +159,7 @@ def _outage_events(first: list[dict[str, Any]], start: int, down_ms: int, subjec
 
 
 def _record(store: Store, alerts: list[dict[str, Any]], at_ms: int) -> None:
-    store.record_alerts(alerts)
+    store.record_alerts(map(Alert.from_dict, alerts))
     with store.engine.begin() as conn:  # as if the job had written them at the notifier's `now`
         for alert in alerts:
             conn.execute(update(outbox).where(outbox.c.alert_id == alert["alert_id"],
@@ -210,7 +210,7 @@ def run_outage(workdir: Path, *, down_s: float = 600, subjects: int = 40, step_s
 
     def record(alerts: list[dict[str, Any]]) -> None:
         for a in alerts:
-            expected.setdefault((a["rule"], subject_of(a)), []).append((a["alert_id"], a["status"]))
+            expected.setdefault((a["rule"], queue_subject_of(a)), []).append((a["alert_id"], a["status"]))
         _record(store, alerts, clock.ms)
 
     passes = 0

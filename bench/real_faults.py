@@ -40,7 +40,7 @@ from streaming.config import FleetwatchConfig
 from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
 from streaming.pipeline.run import start_job
 from streaming.pipeline.session import spark_session
-from streaming.sinks.store import Store, alerts, controller_history
+from streaming.store import Store, alerts, controller_history
 
 SESSION_TIMEOUT_MS = 3000
 GOAL_S = 5.0

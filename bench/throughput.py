@@ -75,8 +75,8 @@ from streaming.pipeline.parse import parse_stage
 from streaming.pipeline.run import QUERY_NAME, start_job, stop_gracefully
 from streaming.pipeline.session import spark_session
 from streaming.sinks.batch_writer import BatchWriter
-from streaming.sinks.store import Store, alert_history
 from streaming.source import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
+from streaming.store import Store, alert_history
 
 # Telemetry topics get several partitions, as in production: one partition per topic would cap
 # the parse stage at one task per topic.

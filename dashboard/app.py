@@ -28,7 +28,7 @@ from dashboard.auth import guard_server
 from dashboard.callbacks import register_callbacks
 from dashboard.layouts import frame_layout, validation_layout
 from dashboard.page_content import PageContent, Tags
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 __all__ = ["create_app"]
 

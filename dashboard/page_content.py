@@ -27,8 +27,7 @@ from dashboard.views.formatting import format_ts
 from dashboard.views.identity import collisions_table, misrouted_table, registry_table
 from dashboard.views.pipeline import pipeline_figure, pipeline_tables
 from streaming.config import ConfigError
-from streaming.notify.silences import Silence, add_silence
-from streaming.sinks.store import Store
+from streaming.store import Silence, Store, add_silence
 
 __all__ = ["SILENCE_MS", "PageContent", "Tags"]
 

@@ -107,7 +107,7 @@ def _finish(process: subprocess.Popen[bytes], what: str, ok: tuple[int, ...] = (
 def _count(store_url: str, table: str) -> int:
     from sqlalchemy import func, select
 
-    from streaming.sinks.store import Store, metadata
+    from streaming.store import Store, metadata
 
     store = Store(store_url)
     try:
@@ -121,7 +121,7 @@ def _target_tags(store_url: str) -> dict[str, dict[str, str]]:
     """Tags for the targets the job saw: an env and a region, none for every third one."""
     from sqlalchemy import select
 
-    from streaming.sinks.store import Store, targets
+    from streaming.store import Store, targets
 
     store = Store(store_url)
     with store.engine.connect() as conn:
@@ -196,7 +196,7 @@ def take_screenshots(store_url: str, tags: Mapping[str, Mapping[str, str]], out:
     from dashboard import create_app
     from dashboard.queries.fleet import fleet_overview
     from dashboard.views.elements import cluster_path
-    from streaming.sinks.store import Store
+    from streaming.store import Store
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not a line per request
     app = create_app(store_url, tags=tags)

@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from streaming.pipeline.replay import replay_file
-    from streaming.sinks.store import Store
+    from streaming.store import Store
 
     events = Path(args.events)
     if not events.is_file():

@@ -10,8 +10,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from streaming.alert import RULES
 from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS
-from streaming.detect.alerts import RULES
 
 __all__ = [
     "AlertingConfig",

@@ -27,7 +27,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.logs import capture_stdio, setup_logging
-from streaming.sinks.store import Store, alerts, deliveries
+from streaming.store import Store, alerts, deliveries
 
 if TYPE_CHECKING:
     from streaming.progress import ProgressRecorder

@@ -19,13 +19,12 @@ downstream (Arrow's int64 columns, Spark's timestamps, 32-bit store columns, VAR
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
-from streaming import topics
+from streaming import clock, topics
 
 __all__ = [
     "BROKER_STATES",
@@ -34,6 +33,7 @@ __all__ = [
     "MAX_ENDPOINT_CHARS",
     "MAX_NAME_CHARS",
     "MAX_TEXT_CHARS",
+    "REBOOTSTRAP_REQUIRED",
     "SCHEMA",
     "Broker",
     "BrokerHeartbeat",
@@ -52,6 +52,9 @@ __all__ = [
 ]
 
 SCHEMA = "fleetwatch.event/v1"
+# The Kafka error a broker answers a client that expects another cluster or node (KIP-1242): a
+# misroute. The probe reports it by this name, detection and the simulator recognise it.
+REBOOTSTRAP_REQUIRED = "REBOOTSTRAP_REQUIRED"
 BROKER_STATES = ("OFFLINE", "FENCED", "ONLINE", "STOPPING")
 HEARTBEAT_KINDS = ("registration", "heartbeat")
 EARLIEST_TS_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
@@ -213,7 +216,7 @@ def _str(obj: dict[str, Any], name: str, limit: int, *, required: bool = True, n
 
 def latest_valid_ts(max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS, now_ms: int | None = None) -> int:
     """The latest event time the contract accepts now: the wall clock + the allowed clock skew."""
-    return (int(time.time() * 1000) if now_ms is None else now_ms) + max_clock_skew_ms
+    return (clock.now_ms() if now_ms is None else now_ms) + max_clock_skew_ms
 
 
 def _ts(obj: dict[str, Any], latest_ms: int) -> int:

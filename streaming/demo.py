@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +31,13 @@ from typing import TYPE_CHECKING
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
+from streaming.clock import now_ms
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import AlertingConfig, ConfigError, FleetwatchConfig, Receiver
 from streaming.console import Console, Status, StatusReader, StatusTicker, duration_text, open_console, plural
 from streaming.demo_receiver import DemoReceiver
 from streaming.logs import LogPipe
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 if TYPE_CHECKING:
     from streaming.kraft.showcase import RealClusterShowcase
@@ -132,7 +132,7 @@ def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
     if _port_taken(options.port):
         raise ConfigError(f"port {options.port} is in use: give the dashboard another one with --port")
     spec = FleetSpec(clusters=options.clusters, brokers=options.brokers, faults=FAULT_KINDS,
-                     start_ms=int(time.time() * 1000), duration_ms=7 * 24 * 3600 * 1000,
+                     start_ms=now_ms(), duration_ms=7 * 24 * 3600 * 1000,
                      fault_every_ms=options.fault_every_s * 1000, first_fault_ms=options.first_fault_s * 1000)
     stop = threading.Event()
     stop_on_signals(stop)

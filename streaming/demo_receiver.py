@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from streaming.clock import now_ms
 from streaming.notify.receivers import verify_signature
 
 __all__ = ["DemoReceiver"]
@@ -78,7 +79,7 @@ class DemoReceiver:
             self._seen.add(key)
             self.accepted += 1
             with self.record_path.open("a", encoding="utf-8") as out:
-                out.write(json.dumps({"received_at": int(time.time() * 1000), "signature": "verified",
+                out.write(json.dumps({"received_at": now_ms(), "signature": "verified",
                                       "duplicate": duplicate, "alert": alert}) + "\n")
         log.info("demo receiver got an alert", extra={"alert_id": key[0], "status": key[1],
                                                       "rule": alert.get("rule"), "duplicate": duplicate})

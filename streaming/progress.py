@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pyspark.sql.streaming import StreamingQueryListener
 from sqlalchemy.exc import SQLAlchemyError
 
+from streaming.clock import now_ms
 from streaming.resilience import Throttle, one_line
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 __all__ = ["ProgressRecorder", "QueryStats"]
 
@@ -96,7 +97,7 @@ class ProgressRecorder(StreamingQueryListener):
         assert self.store is not None
         try:
             self.store.write({"pipeline_progress": [{
-                "query": name, "batch_id": p.batchId, "recorded_at": int(time.time() * 1000),
+                "query": name, "batch_id": p.batchId, "recorded_at": now_ms(),
                 "input_rows": p.numInputRows,
                 "input_rows_per_s": _finite(p.inputRowsPerSecond),
                 "processed_rows_per_s": _finite(p.processedRowsPerSecond),

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, Select, func, or_, select
 
 from dashboard.queries.shared import Row, alerts_with_target, attributed_cluster, fetch_rows, severity_rank
-from streaming.sinks.store import alerts, silences
+from streaming.store import alerts, silences
 
 __all__ = ["active_silences", "alert", "alert_list", "alert_rules", "cluster_alerts"]
 

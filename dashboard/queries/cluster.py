@@ -7,7 +7,7 @@ import pandas as pd
 from sqlalchemy import Engine, func, select
 
 from dashboard.queries.shared import Row, fetch_rows, fleet_clock
-from streaming.sinks.store import broker_transitions, brokers, clusters, controller_history
+from streaming.store import broker_transitions, brokers, clusters, controller_history
 
 __all__ = ["broker_timeline", "cluster_brokers", "cluster_info", "controller_changes"]
 

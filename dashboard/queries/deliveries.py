@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Engine, MetaData, Table, case, exists, func, literal, select
 
 from dashboard.queries.shared import Row, fetch_rows
-from streaming.sinks.store import alerts, outbox
+from streaming.store import alerts, outbox
 
 __all__ = ["DELIVERY_COLUMNS", "delivery_counts", "delivery_list", "delivery_receivers"]
 

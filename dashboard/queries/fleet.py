@@ -17,7 +17,7 @@ from dashboard.queries.shared import (
     severity_of_rank,
     severity_rank,
 )
-from streaming.sinks.store import alerts, brokers, clusters, targets
+from streaming.store import alerts, brokers, clusters, targets
 
 __all__ = ["fleet_overview", "fleet_summary", "tagged_targets", "worst_alerts"]
 

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, Select, and_, case, or_, select
 
 from dashboard.queries.shared import Row, fetch_rows, fleet_clock
-from streaming.sinks.store import alerts, targets
+from streaming.store import alerts, targets
 
 __all__ = ["endpoint_alerts", "target_registry"]
 

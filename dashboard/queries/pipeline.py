@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, case, func, select
 
 from dashboard.queries.shared import Row, fetch_rows
-from streaming.sinks.store import outbox, pipeline_progress, quarantine
+from streaming.store import outbox, pipeline_progress, quarantine
 
 __all__ = ["outbox_backlog", "pipeline_batches", "pipeline_series", "quarantine_reasons"]
 

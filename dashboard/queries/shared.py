@@ -7,7 +7,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, Select, case, func, select
 
-from streaming.sinks.store import alerts, brokers, targets
+from streaming.alert import SEVERITIES
+from streaming.store import alerts, brokers, targets
 
 __all__ = [
     "SEVERITIES",
@@ -24,9 +25,8 @@ __all__ = [
 
 Row = dict[str, Any]
 
-# Worst first; the rank orders clusters and alerts by severity.
-SEVERITIES = ("critical", "warning", "info")
-_RANK = {"critical": 3, "warning": 2, "info": 1}
+# The rank orders clusters and alerts by severity: the worst has the highest.
+_RANK = {severity: len(SEVERITIES) - i for i, severity in enumerate(SEVERITIES)}
 STATES = ("ONLINE", "FENCED", "STOPPING", "OFFLINE")
 
 

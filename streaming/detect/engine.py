@@ -22,9 +22,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming.alert import EVENT_PHASE, TIMER_PHASE, Alert
 from streaming.config import RuleBook, RuleSettings
 from streaming.contract import Broker, BrokerHeartbeat, BrokerState, Event, MetadataResponse
-from streaming.detect.alerts import EVENT_PHASE, TIMER_PHASE, Alert, Emitter, Incidents
+from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.brokers import BrokerTracker
 from streaming.detect.controller import ClusterTracker
 from streaming.detect.identity import DuplicateRegistry, TargetTracker

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.contract import Broker, MetadataResponse
+from streaming.contract import REBOOTSTRAP_REQUIRED, Broker, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.forgetting import LastHeard
 
@@ -14,7 +14,6 @@ __all__ = ["AdvertisementRegistry", "check_misrouted"]
 
 MISROUTED = "connection.misrouted"
 COLLISION = "endpoint.collision"
-REBOOTSTRAP_REQUIRED = "REBOOTSTRAP_REQUIRED"
 
 
 def check_misrouted(r: MetadataResponse, incidents: Incidents, out: Emitter) -> None:

@@ -1,6 +1,8 @@
 """Alert delivery (`fleetwatch notify`, `fleetwatch silence`): from the store's outbox to the receivers.
 
-See `delivery` for how nothing is lost and order per subject is kept, `receivers` for the
-receiver types, `routes` for `alerting.routes`, `silences` for silences and `redact` for
-keeping secrets out of logs and the store.
+See `delivery` for how nothing is lost and order per subject is kept (`planning` plans,
+`sending` sends and backs off), `receivers` for the receiver types, `routes` for
+`alerting.routes`, `policy` for silences' and retries' verdicts. Silences and the notifier's
+tables and queries are in `streaming.store`; `streaming.redact` keeps secrets out of logs and
+the store.
 """

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+from streaming.clock import now_ms
 from streaming.config import ConfigError, load_config
 
 __all__ = ["command", "configure_parser", "configure_silence_parser", "silence_command"]
@@ -41,7 +42,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions, describe_counts
-    from streaming.sinks.store import Store
+    from streaming.store import Store
 
     for flag, value, low in (("--group-wait-ms", args.group_wait_ms, 0), ("--interval-ms", args.interval_ms, 1),
                              ("--retry-base-ms", args.retry_base_ms, 1), ("--retry-max-ms", args.retry_max_ms, 1),
@@ -112,9 +113,8 @@ def _iso(ms: int) -> str:
 
 
 def silence_command(args: argparse.Namespace) -> int:
-    from streaming.notify.redact import redact_text
-    from streaming.notify.silences import add_silence, expire_silence, list_silences, parse_duration
-    from streaming.sinks.store import Store
+    from streaming.redact import redact_text
+    from streaming.store import Store, add_silence, expire_silence, list_silences, parse_duration
 
     config = load_config(args.config)
     store = Store(config.store.url)
@@ -129,7 +129,7 @@ def silence_command(args: argparse.Namespace) -> int:
             silence = expire_silence(store, args.id)
             print(f"silence {silence.id} expired: {silence.matchers()}")
             return 0
-        now = int(time.time() * 1000)
+        now = now_ms()
         found = list_silences(store, include_ended=args.all)
         if args.json:
             for s in found:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from streaming.sinks.store import Store, notifier_lease
+from streaming.store import Store, notifier_lease
 
 __all__ = ["Lease", "process_space"]
 

@@ -18,8 +18,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from streaming.config import DeliverySettings
-from streaming.notify.silences import Silence
-from streaming.notify.states import DELIVERED, HELD, PENDING, SILENCED
+from streaming.store import DELIVERED, HELD, PENDING, SILENCED, Silence
 
 __all__ = [
     "HOLD",

@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from streaming.config import ConfigError
 from streaming.config import Receiver as ReceiverConfig
-from streaming.notify.redact import redact_url
+from streaming.redact import redact_url
 
 __all__ = [
     "ALERTMANAGER_FIRING_TTL_MS",

@@ -7,7 +7,7 @@ field it names, the alert's value is one of the listed ones (shell-style pattern
 `target`, `broker_id`, `endpoint`, …) or, failing that, the tags of the configured cluster
 the alert is about (`env: [prod]`); any other key is a configuration error (`streaming/config.py`,
 ROUTE_FIELDS). Without any route, every receiver gets every alert. Where a resolution goes
-besides (wherever its firing went): `streaming/notify/delivery.py`, `Notifier.plan`.
+besides (wherever its firing went): `streaming/notify/planning.py`, `Planner.plan`.
 """
 
 from __future__ import annotations

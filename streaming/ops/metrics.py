@@ -45,9 +45,10 @@ from typing import Any
 from sqlalchemy import Engine, case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from streaming import clock
+from streaming.alert import RULES
 from streaming.contract import BROKER_STATES
-from streaming.detect.alerts import RULES
-from streaming.sinks.store import (
+from streaming.store import (
     alerts,
     brokers,
     clusters,
@@ -247,7 +248,7 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
 def render_metrics(engine: Engine, now_ms: int | None = None) -> str:
     """The exposition text for one scrape. A store that cannot be read gives `fleetwatch_store_up 0`."""
     started = time.perf_counter()
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    now_ms = clock.now_ms() if now_ms is None else now_ms
     up = _Family("fleetwatch_store_up", "1 when the store could be read for this scrape.")
     try:
         families = _fleet(engine, now_ms)
@@ -269,7 +270,7 @@ def _engine_of(store: Any) -> Engine:
     if isinstance(store, Engine):
         return store
     if isinstance(store, str):
-        from streaming.sinks.store import Store
+        from streaming.store import Store
 
         return Store(store).engine
     return store.engine

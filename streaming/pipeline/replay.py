@@ -23,9 +23,9 @@ from streaming.config import FleetwatchConfig
 from streaming.pipeline.run import start_query
 from streaming.pipeline.session import spark_session
 from streaming.progress import QueryStats
-from streaming.sinks.batch_writer import BatchWriter
-from streaming.sinks.store import Store
+from streaming.sinks.batch_writer import BatchWriter, KeyedAlert
 from streaming.source.jsonl_reader import JsonlFileSource
+from streaming.store import Store
 
 __all__ = ["ReplaySummary", "replay_file"]
 
@@ -70,7 +70,7 @@ def replay_file(events_path: str | Path, alerts_out: str | Path | None, config: 
     started = time.monotonic()
     spark = spark_session(config, QUERY_NAME)
     spark.dataSource.register(JsonlFileSource)
-    collected: list[dict[str, Any]] = []
+    collected: list[KeyedAlert] = []
     writer = BatchWriter(store, on_alerts=collected.extend)
     checkpoint = tempfile.mkdtemp(prefix="fleetwatch-replay-")
     lateness = config.rules.allowed_lateness_ms
@@ -98,8 +98,8 @@ def replay_file(events_path: str | Path, alerts_out: str | Path | None, config: 
         job.stop(graceful=False)  # finished, failed or out of time: no batch is worth finishing
         spark.streams.removeListener(job.recorder)
         shutil.rmtree(checkpoint, ignore_errors=True)
-    collected.sort(key=lambda a: a["sort_key"])
-    alerts = [{k: v for k, v in a.items() if k != "sort_key"} for a in collected]
+    collected.sort(key=lambda keyed: keyed[0])
+    alerts = [alert.to_dict() for _, alert in collected]
     if alerts_out is not None:
         with Path(alerts_out).open("w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(a) + "\n" for a in alerts)

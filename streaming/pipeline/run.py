@@ -33,8 +33,8 @@ from streaming.progress import ProgressRecorder, QueryStats
 from streaming.resilience import Stopping, retry_store
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.sinks.batch_writer import BatchWriter
-from streaming.sinks.store import Store
 from streaming.source.telemetry import choose_source, read_telemetry
+from streaming.store import Store
 
 __all__ = ["QUERY_NAME", "RunOptions", "RunningJob", "open_store", "reconcile_reset", "run_job", "start_job",
            "start_query", "stop_gracefully", "stop_on_signals"]

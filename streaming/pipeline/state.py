@@ -13,6 +13,7 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
+from streaming.alert import encode_output
 from streaming.config import RuleBook
 from streaming.contract import Event, event_to_dict
 from streaming.detect import Position, ShardEngine, ShardOutput, dump_engine, load_engine
@@ -40,9 +41,7 @@ _BUCKET_STATE = StructType([
 
 
 def _output_rows(out: ShardOutput) -> list[tuple[Any, ...]]:
-    rows = [("alert", a.subject, a.event_ms, json.dumps({**a.to_dict(), "sort_key": a.sort_key()},
-                                                          separators=(",", ":")))
-            for a in out.alerts]
+    rows = [("alert", a.subject, a.event_ms, encode_output(a)) for a in out.alerts]
     rows += [("late", f"{src}:{pos}", event.ts, json.dumps(event_to_dict(event), separators=(",", ":")))
              for (src, pos), event in out.late]
     for kind, items in (("broker", out.brokers), ("cluster", out.clusters), ("target", out.targets),

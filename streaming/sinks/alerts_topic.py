@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from typing import Any
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
@@ -13,6 +11,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from streaming import topics
 from streaming.bus import BusAccess, BusError, ensure_topics
 from streaming.resilience import one_line
+from streaming.sinks.batch_writer import KeyedAlert
 
 __all__ = ["AlertPublisher", "PublishFailed"]
 
@@ -60,18 +59,17 @@ class AlertPublisher:
             return False
         return True
 
-    def __call__(self, alerts: list[dict[str, Any]]) -> None:
+    def __call__(self, alerts: list[KeyedAlert]) -> None:
         if self._producer is None:
             # max_block_ms: a send waits this long for the topic's metadata (default 60 s per send).
             self._producer = KafkaProducer(bootstrap_servers=self.bus.bootstrap, acks="all", linger_ms=5,
                                            max_block_ms=int(self.timeout_s * 1000), reconnect_backoff_max_ms=1000,
                                            **self.bus.client_settings)
         futures, failed, errors = [], 0, []
-        for i, alert in enumerate(alerts):
-            body = {k: v for k, v in alert.items() if k != "sort_key"}
+        for i, (_, alert) in enumerate(alerts):
             try:
-                futures.append(self._producer.send(topics.ALERTS, key=body["alert_id"].encode(),
-                                                   value=json.dumps(body, separators=(",", ":")).encode()))
+                futures.append(self._producer.send(topics.ALERTS, key=alert.alert_id.encode(),
+                                                   value=alert.message().encode()))
             except KafkaTimeoutError as exc:  # no metadata for the topic: the rest would wait as long
                 failed += len(alerts) - i
                 errors.append(one_line(exc))

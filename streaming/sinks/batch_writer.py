@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -24,20 +23,22 @@ from typing import Any
 from pyspark.sql import DataFrame
 from sqlalchemy.exc import SQLAlchemyError
 
+from streaming.alert import Alert, SortKey, decode_output
+from streaming.clock import now_ms
 from streaming.config import RetentionConfig
 from streaming.ops.metrics import increment
 from streaming.resilience import Throttle, one_line, retry_store
-from streaming.sinks.store import Store
+from streaming.store import Store
 
-__all__ = ["RESET_REASON", "BatchWriter"]
+__all__ = ["RESET_REASON", "BatchWriter", "KeyedAlert"]
 
 log = logging.getLogger(__name__)
 
 RESET_REASON = ("detection state reset: the job started on a new checkpoint, and the telemetry it re-read does not "
                 "show this alert; it fires again, as a new alert, if its condition still holds")
 
-_ALERT_FIELDS = ("schema", "alert_id", "rule", "status", "severity", "cluster_id", "target", "broker_id",
-                 "endpoint", "starts_at", "ends_at", "summary", "details")
+# An alert handed on, with its sort key (for merging the alerts of several batches).
+KeyedAlert = tuple[SortKey, Alert]
 
 
 def _latest(items: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -> list[dict[str, Any]]:
@@ -53,9 +54,9 @@ def _latest(items: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -
 class BatchWriter:
     """Callable for `foreachBatch`.
 
-    `on_alerts` receives each batch's alerts in event-time order, each with its `sort_key`
-    (for merging batches), once the store has them; what it raises is logged and counted, never
-    fails the batch. The store gets them as SPEC section 4 objects. Without a store, only the
+    `on_alerts` receives each batch's alerts in event-time order, each beside its sort key (for
+    merging batches), once the store has them; what it raises is logged and counted, never
+    fails the batch. Without a store, only the
     callbacks and the counters see the output (a replay that writes a file only).
 
     `stop`: retry store writes on transient errors (backoff, one log line per retry) until they
@@ -67,7 +68,7 @@ class BatchWriter:
     """
 
     def __init__(self, store: Store | None, *,
-                 on_alerts: Callable[[list[dict[str, Any]]], None] | None = None,
+                 on_alerts: Callable[[list[KeyedAlert]], None] | None = None,
                  stop: threading.Event | None = None,
                  retention: RetentionConfig | None = None,
                  checkpoint: tuple[str, Callable[[], str | None]] | None = None,
@@ -92,10 +93,9 @@ class BatchWriter:
             by_kind.setdefault(kind, []).append({"key": key, "ts": ts, "payload": payload})
         for row in by_kind.get("watermark", []):
             self.watermark = max(self.watermark or int(row["ts"]), int(row["ts"]))
-        alerts = sorted((json.loads(r["payload"]) for r in by_kind.get("alert", [])),
-                        key=lambda a: a["sort_key"])
-        alert_objects = [{k: a[k] for k in _ALERT_FIELDS} for a in alerts]
-        now = int(time.time() * 1000)
+        keyed = sorted((decode_output(r["payload"]) for r in by_kind.get("alert", [])), key=lambda k: k[0])
+        alerts = [alert for _, alert in keyed]
+        now = now_ms()
         rejected = [(r["key"], json.loads(r["payload"])) for r in by_kind.get("quarantine", [])]
         quarantine = [
             {"origin": origin, "reason": q["reason"], "detail": q.get("detail") or None, "raw": q["raw"],
@@ -126,15 +126,15 @@ class BatchWriter:
                 current = checkpoint_id()  # Spark wrote it before the first batch
                 if current is not None:
                     tables["job_checkpoints"] = [{"query": query, "checkpoint_id": current, "recorded_at": now}]
-            self._store(lambda: self.store.write_batch(tables, alert_objects), "write a micro-batch")
+            self._store(lambda: self.store.write_batch(tables, alerts), "write a micro-batch")
             self._checkpoint_pending = self._checkpoint_pending and "job_checkpoints" not in tables
-        if alerts and self.on_alerts is not None:
-            self._hand_on(alerts, batch_id)
+        if keyed and self.on_alerts is not None:
+            self._hand_on(keyed, batch_id)
         self._resolve_orphans(batch_id)
         self.batches += 1
         if self.store is not None and self.retention is not None and self.batches % self.retention.every_batches == 0:
             self._delete_expired()
-        log.info("batch written", extra={"batch_id": batch_id, "rows": len(frame), "alerts": len(alert_objects),
+        log.info("batch written", extra={"batch_id": batch_id, "rows": len(frame), "alerts": len(alerts),
                                          "quarantined": len(quarantine)})
 
     def _store(self, action: Callable[[], Any], what: str) -> Any:
@@ -157,9 +157,9 @@ class BatchWriter:
             log.warning("detection state reset: alerts it no longer shows resolved",
                         extra={"resolved": len(resolved), "orphaned_since": since, "watermark": watermark})
             if self.on_alerts is not None:
-                self._hand_on(resolved, batch_id)
+                self._hand_on([(alert.sort_key(), alert) for alert in resolved], batch_id)
 
-    def _hand_on(self, alerts: list[dict[str, Any]], batch_id: int) -> None:
+    def _hand_on(self, alerts: list[KeyedAlert], batch_id: int) -> None:
         assert self.on_alerts is not None
         try:
             self.on_alerts(alerts)

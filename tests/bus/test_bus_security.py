@@ -25,7 +25,7 @@ from streaming.detect import detect
 from streaming.kraft import KRaftCluster, SecureListener
 from streaming.pipeline.run import start_job
 from streaming.sinks.alerts_topic import AlertPublisher
-from streaming.sinks.store import Store, alert_history
+from streaming.store import Store, alert_history
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 

@@ -23,7 +23,7 @@ from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.pipeline.run import start_job
 from streaming.sinks.alerts_topic import AlertPublisher
-from streaming.sinks.store import Store, alert_history, outbox, quarantine
+from streaming.store import Store, alert_history, outbox, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -16,6 +16,7 @@ import pytest
 from support.notify import make_alert
 from support.processes import poll
 
+from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.console import Status, rate_per_s, render_status
 from streaming.demo import RECEIVER, demo_alerting
@@ -23,7 +24,7 @@ from streaming.demo_receiver import DemoReceiver
 from streaming.logs import LogPipe, group_lines, parse_line
 from streaming.notify.delivery import Notifier, NotifyOptions
 from streaming.notify.receivers import sign
-from streaming.sinks.store import Store, deliveries
+from streaming.store import Store, deliveries
 
 # -- other processes' lines -------------------------------------------------------------------
 
@@ -110,7 +111,7 @@ def test_the_demo_receiver_records_what_the_notifier_signs_and_refuses_the_rest(
     secret = "demo-secret-4e1b"
     store = Store(f"sqlite:///{tmp_path / 'fleetwatch.db'}")
     alert = make_alert("broker.fenced", broker=2, starts_at=int(time.time() * 1000) - 5000)
-    store.record_alerts([alert])
+    store.record_alerts(map(Alert.from_dict, [alert]))
     records = tmp_path / "received.jsonl"
     with DemoReceiver(records, secret) as receiver:
         notifier = Notifier(FleetwatchConfig(alerting=demo_alerting(receiver.url)), store, NotifyOptions(),

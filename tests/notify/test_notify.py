@@ -30,9 +30,10 @@ from support.notify import (
     write_config,
 )
 
+from streaming.alert import Alert, queue_subject_of
 from streaming.config import ConfigError
 from streaming.notify.receivers import verify_signature
-from streaming.sinks.store import Store, silences, subject_of
+from streaming.store import Store, silences
 
 
 def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, store_url):
@@ -52,11 +53,12 @@ def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, 
     wave3 = [resolved(a, a["starts_at"] + 100_000) for a in firing_b]
     expected_order: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for alert in wave1 + wave2 + wave3:
-        expected_order.setdefault((alert["rule"], subject_of(alert)), []).append((alert["alert_id"], alert["status"]))
+        expected_order.setdefault((alert["rule"], queue_subject_of(alert)), []).append(
+            (alert["alert_id"], alert["status"]))
 
     log1, log2 = tmp_path / "notify-1.log", tmp_path / "notify-2.log"
     opts = ("--group-wait-ms", "0", "--retry-base-ms", "100", "--retry-max-ms", "800", "--timeout", "2")
-    store.record_alerts(wave1)
+    store.record_alerts(map(Alert.from_dict, wave1))
     first = NotifierProcess(config, log1, env, *opts)
     try:
         # 1. The receiver is down: connection errors are recorded and retried with backoff.
@@ -67,7 +69,7 @@ def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, 
         hook.script.extend([("status", 500, "oops")] * 6 + [("slow", 3.0)] * 2)
         hook.start()
         wait_for(lambda: len(hook.got()) >= 12, 30, "deliveries after the receiver came up")
-        store.record_alerts(wave2)
+        store.record_alerts(map(Alert.from_dict, wave2))
         # 3. One request hangs in the receiver; the notifier is killed while it is in flight.
         with hook.lock:
             hook.script.append(("hang",))
@@ -75,7 +77,7 @@ def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, 
         first.kill()
         hung = hook.hung
         hook.release.set()
-        store.record_alerts(wave3)  # written while no notifier runs
+        store.record_alerts(map(Alert.from_dict, wave3))  # written while no notifier runs
         second = NotifierProcess(config, log2, env, *opts)
         try:
             wait_for(lambda: all_delivered(store), 40, "every outbox row delivered after the restart")
@@ -135,8 +137,8 @@ def test_dead_letter_routing_pagerduty_and_requeue(tmp_path, hook, store_url):
     now = int(time.time() * 1000)
     crit = make_alert("cluster.no_controller", cluster="c9", starts_at=now - 30_000)
     warn = make_alert("broker.fenced", cluster="c9", broker=2, starts_at=now - 20_000)
-    store.record_alerts([crit, warn])
-    store.record_alerts([resolved(crit, now - 1000)])
+    store.record_alerts(map(Alert.from_dict, [crit, warn]))
+    store.record_alerts(map(Alert.from_dict, [resolved(crit, now - 1000)]))
     once = ("notify", "--config", str(config), "--once", "--retry-base-ms", "50")
 
     done = run_cli(*once, env=env)
@@ -193,7 +195,7 @@ def test_silences(tmp_path, hook):
     quiet = make_alert("broker.fenced", cluster="clusterA", broker=1, starts_at=now - 5000)
     other_rule = make_alert("cluster.no_controller", cluster="clusterA", starts_at=now - 5000)
     other_cluster = make_alert("broker.fenced", cluster="clusterB", broker=1, starts_at=now - 5000)
-    store.record_alerts([quiet, other_rule, other_cluster])
+    store.record_alerts(map(Alert.from_dict, [quiet, other_rule, other_cluster]))
     once = ("notify", *cfg, "--once")
     assert "1 silenced" in run_cli(*once, env=env).stdout
     got = {json.loads(a["body"])["alert_id"] for a in hook.got()}
@@ -207,7 +209,7 @@ def test_silences(tmp_path, hook):
     assert run_cli("silence", "list", *cfg, env=env).stdout.strip() == "no active silences"
     assert "expired" in run_cli("silence", "list", *cfg, "--all", env=env).stdout
     again = make_alert("broker.fenced", cluster="clusterA", broker=1, starts_at=now - 1000)
-    store.record_alerts([resolved(quiet, now - 2000), resolved(other_rule, now - 2000), again])
+    store.record_alerts(map(Alert.from_dict, [resolved(quiet, now - 2000), resolved(other_rule, now - 2000), again]))
     run_cli(*once, env=env)
     got = [(json.loads(a["body"])["alert_id"], json.loads(a["body"])["status"]) for a in hook.got()]
     assert got.index((quiet["alert_id"], "firing")) < got.index((quiet["alert_id"], "resolved"))
@@ -237,8 +239,8 @@ def test_storm_is_grouped_for_slack_but_not_for_webhooks(tmp_path, hook):
     log = tmp_path / "notify.log"
     proc = NotifierProcess(config, log, env, "--group-wait-ms", "2500")
     try:
-        store.record_alerts(storm[:5])
-        store.record_alerts(storm[5:] + calm)
+        store.record_alerts(map(Alert.from_dict, storm[:5]))
+        store.record_alerts(map(Alert.from_dict, storm[5:] + calm))
 
         def slack_ids():
             return {aid for m in hook.got("/services/") for aid in re.findall(r"alert ([0-9a-f]{32})",
@@ -252,7 +254,7 @@ def test_storm_is_grouped_for_slack_but_not_for_webhooks(tmp_path, hook):
         assert big.startswith("*8 fleetwatch alerts for tgt-stormy* (8 firing)") and big.count("\n• ") == 8
         assert len(hook.got("/hook")) == 9  # webhooks get one request per alert
         # the storm's resolutions: one more grouped message
-        store.record_alerts([resolved(a, now) for a in storm])
+        store.record_alerts(map(Alert.from_dict, [resolved(a, now) for a in storm]))
         wait_for(lambda: len(hook.got("/services/")) == 3 and all_delivered(store), 20, "the resolved group")
         assert "(8 resolved)" in json.loads(hook.got("/services/")[-1]["body"])["text"]
     finally:
@@ -270,8 +272,8 @@ def test_credentials_in_urls_are_redacted_everywhere(tmp_path, hook):
     config = write_config(tmp_path, [{"name": "ops", "type": "webhook", "url": url}])
     env = env_with()
     store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
-    store.record_alerts([make_alert("endpoint.collision", cluster="c1", endpoint="b1:9092",
-                                    starts_at=int(time.time() * 1000))])
+    store.record_alerts(map(Alert.from_dict, [make_alert("endpoint.collision", cluster="c1", endpoint="b1:9092",
+                                    starts_at=int(time.time() * 1000))]))
     log = tmp_path / "notify.log"
     proc = NotifierProcess(config, log, env, "--retry-base-ms", "50", "--group-wait-ms", "0")
     try:

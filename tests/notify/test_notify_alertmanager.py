@@ -18,7 +18,8 @@ import yaml
 from support.notify import Hook, NotifierProcess, env_with, iso_ms, make_alert, resolved, wait_for, write_config
 from support.processes import free_port
 
-from streaming.sinks.store import Store
+from streaming.alert import Alert
+from streaming.store import Store
 
 AM_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 pytestmark = pytest.mark.skipif(
@@ -86,7 +87,7 @@ def test_firing_and_resolved_alerts_reach_alertmanager(tmp_path, alertmanager):
         return {a["labels"]["rule"]: a for a in listed if a["labels"].get("cluster_id") == CLUSTER}
 
     try:
-        store.record_alerts([heartbeat, partitioned, no_controller])
+        store.record_alerts(map(Alert.from_dict, [heartbeat, partitioned, no_controller]))
         active = wait_for(lambda: (got := api_alerts()) and set(got) == set(ours) and got, 30,
                           "fleetwatch's firing alerts in Alertmanager's API")
         for rule, entry in active.items():
@@ -107,7 +108,7 @@ def test_firing_and_resolved_alerts_reach_alertmanager(tmp_path, alertmanager):
         assert [e["messages"] for e in wait_for(logged, 30, "the delivery to be recorded")] == [3]
 
         ended = int(time.time() * 1000)
-        store.record_alerts([resolved(heartbeat, ended), resolved(partitioned, ended)])
+        store.record_alerts(map(Alert.from_dict, [resolved(heartbeat, ended), resolved(partitioned, ended)]))
         wait_for(lambda: set(api_alerts()) == {"cluster.no_controller"}, 30,
                  "the resolved alerts to leave Alertmanager's active alerts")
 

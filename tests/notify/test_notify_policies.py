@@ -21,10 +21,10 @@ from sqlalchemy import func, inspect, select, text, update
 from support.notify import Hook, delivery_rows, make_alert, outbox_rows, resolved
 from support.postgres import PostgresServer, pg_binaries
 
+from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifyOptions
-from streaming.notify.silences import add_silence, expire_silence, list_silences
-from streaming.sinks.store import Store, outbox
+from streaming.store import Store, add_silence, expire_silence, list_silences, outbox
 
 WEBHOOK_SECRET = "whsec-policies-5b1e"
 
@@ -85,7 +85,7 @@ def make_notifier(store_url: str, receivers: list[dict], clock: Clock, *, routes
 
 def record_at(store: Store, alerts: list[dict[str, Any]], at_ms: int) -> None:
     """Record alerts the way the job does, as if at `at_ms` (the outbox rows' created_at)."""
-    store.record_alerts(alerts)
+    store.record_alerts(map(Alert.from_dict, alerts))
     with store.engine.begin() as conn:
         for alert in alerts:
             conn.execute(update(outbox).where(outbox.c.alert_id == alert["alert_id"],

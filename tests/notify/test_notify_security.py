@@ -34,11 +34,12 @@ from support.notify import (
 from support.paths import ROOT
 from support.postgres import PostgresServer, pg_binaries
 
+from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions
 from streaming.notify.lease import Lease
 from streaming.notify.receivers import sign, verify_signature
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 SECRET = "whsec-security-8d2c4e"
 README = ROOT / "deploy" / "README.md"
@@ -76,7 +77,8 @@ def test_an_inline_slack_url_or_a_token_in_a_path_is_never_printed_or_logged(tmp
     config = write_config(tmp_path, [{"name": "chat", "type": "slack", "url": hook.url(slack_path)},
                                      {"name": "ops", "type": "webhook", "url": hook.url(token_path)}])
     store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
-    store.record_alerts([make_alert("broker.fenced", cluster="c1", broker=1, starts_at=int(time.time() * 1000))])
+    store.record_alerts(map(Alert.from_dict, [
+        make_alert("broker.fenced", cluster="c1", broker=1, starts_at=int(time.time() * 1000))]))
     log = tmp_path / "notify.log"
     # the receiver is down at first: connection errors are logged, then it comes up
     proc = NotifierProcess(config, log, env_with(), "--group-wait-ms", "0", "--retry-base-ms", "100",
@@ -146,8 +148,8 @@ def test_webhook_headers_and_the_readme_receiver_snippet_on_real_deliveries(tmp_
     store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
     now = int(time.time() * 1000)
     alert = make_alert("broker.partitioned", cluster="c1", broker=3, starts_at=now - 60_000)
-    store.record_alerts([alert])
-    store.record_alerts([resolved(alert, now - 1000)])
+    store.record_alerts(map(Alert.from_dict, [alert]))
+    store.record_alerts(map(Alert.from_dict, [resolved(alert, now - 1000)]))
     run_cli("notify", "--config", str(config), "--once", env=env_with(FW_WEBHOOK_SECRET=SECRET))
     arrivals = hook.got()
     assert [json.loads(a["body"])["status"] for a in arrivals] == ["firing", "resolved"]
@@ -204,7 +206,7 @@ def test_two_notifiers_with_the_same_host_and_pid_never_both_send(store_url, hoo
     alerts = [make_alert("broker.fenced", cluster=f"c{i % 5}", broker=i, starts_at=now - 10_000 + i)
               for i in range(40)]
     for start in range(0, 40, 10):
-        first.store.record_alerts(alerts[start:start + 10])
+        first.store.record_alerts(map(Alert.from_dict, alerts[start:start + 10]))
     wait_for(lambda: all(r["delivered_at"] for r in outbox_rows(first.store)) and len(outbox_rows(first.store)) == 40,
              30, "every alert delivered")
     sent = [json.loads(a["body"])["alert_id"] for a in hook.got()]

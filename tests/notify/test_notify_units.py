@@ -15,6 +15,7 @@ import httpx
 import pytest
 from support.notify import SECRET, delivery_rows, iso_ms, make_alert, resolved
 
+from streaming.alert import Alert
 from streaming.config import ConfigError, FleetwatchConfig, Route
 from streaming.notify.delivery import Notifier, NotifyOptions
 from streaming.notify.receivers import (
@@ -27,10 +28,9 @@ from streaming.notify.receivers import (
     sign,
     verify_signature,
 )
-from streaming.notify.redact import Scrubber, redact_text, redact_url
 from streaming.notify.routes import Router
-from streaming.notify.silences import parse_duration
-from streaming.sinks.store import Store
+from streaming.redact import Scrubber, redact_text, redact_url
+from streaming.store import Store, parse_duration
 
 
 def test_signature_roundtrip_and_tamper():
@@ -94,29 +94,29 @@ def test_response_classes_and_backoff(tmp_path):
     notifier = _notifier(tmp_path, handler, retry_base_ms=1000, retry_max_ms=60_000)
     receiver = notifier.receivers["ops"]
     req = HttpRequest(receiver.url, b"{}")
-    too_many = notifier.send(receiver, req)
+    too_many = notifier.sender.send(receiver, req)
     assert not too_many.ok and not too_many.permanent and too_many.retry_after_ms == 7000
-    busy = notifier.send(receiver, req)
+    busy = notifier.sender.send(receiver, req)
     assert not busy.permanent and busy.error == "HTTP 503 Service Unavailable: busy"
-    gone = notifier.send(receiver, req)
+    gone = notifier.sender.send(receiver, req)
     assert gone.permanent and "404" in gone.error and "no such hook" in gone.error
-    moved = notifier.send(receiver, req)
+    moved = notifier.sender.send(receiver, req)
     assert moved.permanent and "redirect" in moved.error
-    assert notifier.send(receiver, req).ok
+    assert notifier.sender.send(receiver, req).ok
 
     def refuse(request):
         raise httpx.ConnectError("connection refused to http://u:pw-secret@127.0.0.1:1/x")
 
     refusing = _notifier(tmp_path, refuse)
-    down = refusing.send(receiver, req)
+    down = refusing.sender.send(receiver, req)
     assert not down.permanent and "pw-secret" not in down.error and "ConnectError" in down.error
     refusing.close()
     for attempts in range(1, 12):
-        delay = notifier.backoff_ms(attempts)
+        delay = notifier.sender.backoff_ms(attempts)
         step = min(60_000, 1000 * 2 ** (attempts - 1))
         assert step / 2 <= delay <= step
-    assert notifier.backoff_ms(1, retry_after_ms=7000) >= 7000
-    assert notifier.backoff_ms(1, retry_after_ms=10**9) <= 60_000
+    assert notifier.sender.backoff_ms(1, retry_after_ms=7000) >= 7000
+    assert notifier.sender.backoff_ms(1, retry_after_ms=10**9) <= 60_000
     notifier.close()
 
 
@@ -141,8 +141,8 @@ def test_a_down_receiver_is_probed_not_hammered(tmp_path):
     notifier = _notifier(tmp_path, refuse, retry_base_ms=1000, concurrency=4)
     notifier._clock = clock
     store = notifier.store
-    store.record_alerts([make_alert("broker.fenced", cluster=f"c{i}", broker=1, starts_at=1000 + i)
-                         for i in range(20)])
+    store.record_alerts(map(Alert.from_dict, [make_alert("broker.fenced", cluster=f"c{i}", broker=1, starts_at=1000 + i)
+                         for i in range(20)]))
     notifier.run(once=True)
     assert len(calls) == 20  # the first pass tries everything that is due
     notifier.run(once=True)
@@ -170,11 +170,11 @@ def test_alertmanager_refresh_keeps_open_alerts_alive_and_only_those(tmp_path):
     now = int(clock.now * 1000)
     first = make_alert("broker.fenced", cluster="c1", broker=1, starts_at=now - 5000)
     second = make_alert("broker.fenced", cluster="c1", broker=2, starts_at=now - 4000)
-    store.record_alerts([first, second])
+    store.record_alerts(map(Alert.from_dict, [first, second]))
     notifier.run(once=True)
     assert [[e["annotations"]["alert_id"] for e in post] for post in posts] == [[first["alert_id"],
                                                                                  second["alert_id"]]]
-    store.record_alerts([resolved(first, now)])
+    store.record_alerts(map(Alert.from_dict, [resolved(first, now)]))
     clock.now += 61
     notifier.run(once=True)
     resolution, refresh = posts[1:]

@@ -21,9 +21,10 @@ import pytest
 import yaml
 from support.processes import free_port, poll, stop_process
 
+from streaming.alert import Alert
 from streaming.ops import check_config
 from streaming.ops.metrics import CONTENT_TYPE, render_metrics, start_metrics_server
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -296,7 +297,7 @@ def _fleet_store(url: str) -> Store:
     alert = {"schema": "fleetwatch.alert/v1", "alert_id": "a1", "rule": "broker.fenced", "status": "firing",
              "severity": "warning", "cluster_id": "c1", "target": None, "broker_id": 2, "endpoint": None,
              "starts_at": NOW_MS - 60_000, "ends_at": None, "summary": "broker 2 fenced", "details": {}}
-    store.record_alerts([
+    store.record_alerts(map(Alert.from_dict, [
         alert,
         # A target rule without a cluster id: attributed to the target's pinned cluster.
         {**alert, "alert_id": "a2", "rule": "cluster.unreachable", "severity": "critical", "cluster_id": None,
@@ -304,7 +305,7 @@ def _fleet_store(url: str) -> Store:
         {**alert, "alert_id": "a3", "rule": "broker.heartbeat_lost", "severity": "critical", "broker_id": 3},
         {**alert, "alert_id": "a3", "rule": "broker.heartbeat_lost", "severity": "critical", "broker_id": 3,
          "status": "resolved", "ends_at": NOW_MS},
-    ])
+    ]))
     return store
 
 

@@ -32,7 +32,7 @@ from support.processes import free_port, poll
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation
-from streaming.sinks.store import Store, alerts, quarantine
+from streaming.store import Store, alerts, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

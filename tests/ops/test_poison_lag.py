@@ -13,7 +13,7 @@ import yaml
 
 from streaming.ops.metrics import render_metrics
 from streaming.progress import _iso_ms
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "fleetwatch-rules.yaml"
 NOW_MS = 1_795_000_000_000

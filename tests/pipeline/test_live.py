@@ -29,7 +29,7 @@ from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.pipeline.replay import replay_file
 from streaming.pipeline.run import start_job
-from streaming.sinks.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
+from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

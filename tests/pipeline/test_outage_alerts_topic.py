@@ -15,14 +15,14 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from sqlalchemy import func, select
 
 from streaming import topics
+from streaming.alert import Alert
 from streaming.bus import EmbeddedBus, ensure_topics
-from streaming.detect.alerts import Alert
 from streaming.ops.metrics import render_metrics
 from streaming.pipeline.run import start_job
 from streaming.pipeline.state import OUTPUT_SCHEMA
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.sinks.batch_writer import BatchWriter
-from streaming.sinks.store import Store, alert_history, alerts, outbox
+from streaming.store import Store, alert_history, alerts, outbox
 
 pytestmark = pytest.mark.spark
 

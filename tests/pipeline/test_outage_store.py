@@ -23,7 +23,7 @@ from support.postgres import PostgresServer, pg_binaries
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
-from streaming.sinks.store import Store, alert_history, outbox
+from streaming.store import Store, alert_history, outbox
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

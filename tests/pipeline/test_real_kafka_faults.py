@@ -28,7 +28,7 @@ from support.healthy_kafka import PROBE, HealthyWatch
 from streaming.config import FleetwatchConfig
 from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
 from streaming.pipeline.run import start_job
-from streaming.sinks.store import Store, alerts, broker_transitions, controller_history
+from streaming.store import Store, alerts, broker_transitions, controller_history
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark, pytest.mark.broker]
 
@@ -179,7 +179,7 @@ def test_a_controlled_shutdown_and_restart_goes_through_kafkas_lifecycle_without
 
 def _heartbeating(watch: Watch, cluster_id: str) -> set[int]:
     """The brokers of the cluster the job has seen heartbeat (from the store's broker rows)."""
-    from streaming.sinks.store import brokers
+    from streaming.store import brokers
 
     with watch.store.engine.connect() as conn:
         return {r.broker_id for r in conn.execute(select(brokers).where(
@@ -188,7 +188,7 @@ def _heartbeating(watch: Watch, cluster_id: str) -> set[int]:
 
 def _watermark_passed(watch: Watch, wall_ms: float) -> bool:
     """True once the job's watermark (event time, from the store's progress rows) passed `wall_ms`."""
-    from streaming.sinks.store import pipeline_progress
+    from streaming.store import pipeline_progress
 
     with watch.store.engine.connect() as conn:
         latest = conn.execute(select(pipeline_progress.c.watermark_ms)
@@ -223,7 +223,7 @@ def _misroute(watch: Watch, stranger_bundle: str, name: str) -> None:
 
 
 def _answered(watch: Watch, target: str) -> bool:
-    from streaming.sinks.store import targets
+    from streaming.store import targets
 
     with watch.store.engine.connect() as conn:
         row = conn.execute(select(targets).where(targets.c.target == target)).first()

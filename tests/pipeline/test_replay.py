@@ -12,7 +12,7 @@ from support.paths import EXAMPLES
 
 from streaming.pipeline.parse import bucket_of
 from streaming.pipeline.replay import replay_file
-from streaming.sinks.store import Store, alert_history, alerts, outbox, quarantine
+from streaming.store import Store, alert_history, alerts, outbox, quarantine
 
 pytestmark = pytest.mark.spark
 

@@ -27,8 +27,8 @@ from streaming.contract import topic_of
 from streaming.kraft import KRaftCluster
 from streaming.pipeline.replay import replay_file
 from streaming.pipeline.run import start_job
-from streaming.sinks.store import Store, alert_history
 from streaming.source import SPARK_SOURCE, jvm_kafka_available
+from streaming.store import Store, alert_history
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select, text
 
+from streaming.alert import Alert
 from streaming.config import FleetwatchConfig, RetentionConfig
 from streaming.ops.metrics import render_metrics
 from streaming.pipeline.state import OUTPUT_SCHEMA
 from streaming.sinks.batch_writer import BatchWriter
-from streaming.sinks.store import (
+from streaming.store import (
     Store,
     alert_history,
     alerts,
@@ -72,8 +73,8 @@ def _fill(store: Store, *, age_ms: int, n: int, tag: str) -> None:
                              [{"query": "fleetwatch", "batch_id": 1000 + i, "recorded_at": at + i, "input_rows": 1}
                               for i in range(n) if tag == "new"],
     })
-    store.record_alerts([line for i in range(n) for line in (_alert(f"{tag}{i}", "firing", at + i),
-                                                            _alert(f"{tag}{i}", "resolved", at + i))])
+    store.record_alerts(map(Alert.from_dict, [line for i in range(n) for line in (_alert(f"{tag}{i}", "firing", at + i),
+                                                            _alert(f"{tag}{i}", "resolved", at + i))]))
 
 
 def _counts(store: Store) -> dict[str, int]:
@@ -95,12 +96,13 @@ def test_old_rows_go_new_rows_and_the_history_of_firing_alerts_stay(db):
     store.write({"quarantine": [{"origin": "q8:0:0", "reason": "not_json", "raw": "x", "recorded_at": NOW - 8 * DAY}],
                  "pipeline_progress": [{"query": "fleetwatch", "batch_id": 5000, "recorded_at": NOW - 3 * DAY,
                                         "input_rows": 1}]})
-    store.record_alerts([_alert("open", "firing", NOW - 45 * DAY)])  # firing for 45 days: kept
+    store.record_alerts(map(Alert.from_dict, [_alert("open", "firing", NOW - 45 * DAY)]))  # firing for 45 days: kept
     # What that alert is about, and a target with an alert of its own, both last heard of 45 days
     # ago: kept while their alerts fire.
     store.write(_subjects("c1", range(1, 2), "t-open", NOW - 45 * DAY))
-    store.record_alerts([{**_alert("unreachable", "firing", NOW - 45 * DAY), "rule": "cluster.unreachable",
-                          "severity": "critical", "cluster_id": None, "broker_id": None, "target": "t-open"}])
+    store.record_alerts(map(Alert.from_dict, [
+        {**_alert("unreachable", "firing", NOW - 45 * DAY), "rule": "cluster.unreachable",
+         "severity": "critical", "cluster_id": None, "broker_id": None, "target": "t-open"}]))
 
     deleted = store.delete_expired(RetentionConfig(), now_ms=NOW)
 

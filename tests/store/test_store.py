@@ -12,7 +12,8 @@ import threading
 import pytest
 from sqlalchemy import create_engine, func, inspect, select
 
-from streaming.sinks.store import (
+from streaming.alert import Alert
+from streaming.store import (
     Store,
     alert_history,
     alerts,
@@ -93,12 +94,12 @@ def test_an_upsert_batch_may_name_a_key_twice(store):
 
 
 def test_record_alerts_history_outbox_and_resolution(store):
-    assert store.record_alerts([_alert()]) == 1
-    assert store.record_alerts([_alert()]) == 1  # replayed: nothing new
+    assert store.record_alerts(map(Alert.from_dict, [_alert()])) == 1
+    assert store.record_alerts(map(Alert.from_dict, [_alert()])) == 1  # replayed: nothing new
     assert (_count(store, alerts), _count(store, alert_history), _count(store, outbox)) == (1, 1, 1)
 
-    store.record_alerts([_alert(status="resolved")])
-    store.record_alerts([_alert()])  # a replayed firing line must not reopen it
+    store.record_alerts(map(Alert.from_dict, [_alert(status="resolved")]))
+    store.record_alerts(map(Alert.from_dict, [_alert()]))  # a replayed firing line must not reopen it
     with store.engine.connect() as conn:
         row = conn.execute(select(alerts)).one()
         assert (row.status, row.ends_at) == ("resolved", 5000)
@@ -108,8 +109,8 @@ def test_record_alerts_history_outbox_and_resolution(store):
     assert _count(store, outbox) == 2
 
     # Both lines of one alert in one batch, in either order: the resolution wins.
-    store.record_alerts([_alert("a2", "resolved"), _alert("a2")])
-    store.record_alerts([_alert("a3"), _alert("a3", "resolved")])
+    store.record_alerts(map(Alert.from_dict, [_alert("a2", "resolved"), _alert("a2")]))
+    store.record_alerts(map(Alert.from_dict, [_alert("a3"), _alert("a3", "resolved")]))
     with store.engine.connect() as conn:
         got = dict(conn.execute(select(alerts.c.alert_id, alerts.c.status).where(alerts.c.alert_id != "a1")).all())
     assert got == {"a2": "resolved", "a3": "resolved"}
@@ -124,7 +125,8 @@ def test_odd_input_is_stored_not_fatal(store):
         "clusters": [{"cluster_id": long_id, "target": "t\x00", "controller_id": 1, "last_response_ms": 1,
                       "updated_ms": 1}],
     })
-    store.record_alerts([_alert(details={"raw": "nul \x00 inside JSON"}, summary="nul \x00 in text")])
+    store.record_alerts(map(Alert.from_dict, [
+        _alert(details={"raw": "nul \x00 inside JSON"}, summary="nul \x00 in text")]))
     with store.engine.connect() as conn:
         raw = conn.scalar(select(quarantine.c.raw))
         assert raw.endswith("{garbage") and len(raw) == len("\x00{garbage")
@@ -161,7 +163,7 @@ def test_dashboard_queries_run_on_the_store(store):
                  "broker_transitions": [{"cluster_id": "c1", "broker_id": 2, "ts": t, "state": s,
                                          "previous_state": None, "reason": None}
                                         for t, s in ((100, "ONLINE"), (500, "FENCED"))]})
-    store.record_alerts([_alert()])
+    store.record_alerts(map(Alert.from_dict, [_alert()]))
     engine = store.engine
     assert fleet_queries.fleet_summary(engine)["brokers"] == {"ONLINE": 1, "FENCED": 1}
     overview = fleet_queries.fleet_overview(engine, "pa")
@@ -204,10 +206,11 @@ def test_a_batch_is_stored_whole_or_not_at_all(store):
     broken = _alert(rule="no.such.rule")  # fails after the rows of the batch were written
     with pytest.raises(KeyError):
         store.write_batch({"brokers": [_broker()], "quarantine": [
-            {"origin": "t:0:1", "reason": "not_json", "raw": "x", "recorded_at": 1}]}, [_alert(), broken])
+            {"origin": "t:0:1", "reason": "not_json", "raw": "x", "recorded_at": 1}]},
+            map(Alert.from_dict, [_alert(), broken]))
     assert (_count(store, brokers), _count(store, quarantine), _count(store, alerts), _count(store, outbox)) == (
         0, 0, 0, 0)
-    assert store.write_batch({"brokers": [_broker()]}, [_alert()]) == 1
+    assert store.write_batch({"brokers": [_broker()]}, map(Alert.from_dict, [_alert()])) == 1
     assert (_count(store, brokers), _count(store, alerts), _count(store, outbox)) == (1, 1, 1)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.sinks.store import Store
+from streaming.alert import Alert
+from streaming.store import Store
 
 __all__ = ["BIL", "EVIL", "HOSTILE", "IDENTITY_TAGS", "LOG", "NEW", "ORD", "ORDERS", "PAY", "SEA", "T0", "alert",
            "broker", "fill_fleet", "fill_identity_fleet"]
@@ -65,12 +66,12 @@ def fill_fleet(store: Store) -> None:
                                "watermark_ms": T0 - 5000, "state_rows": 36, "state_memory_bytes": 2**21}
                               for i in range(3)],
     })
-    store.record_alerts([
+    store.record_alerts(map(Alert.from_dict, [
         alert("a-lost", "broker.heartbeat_lost", "critical", PAY, "payments-eu1", broker_id=3,
               summary="broker 3 sent no heartbeat for 15.0 s"),
         alert("a-fenced", "broker.fenced", "warning", ORDERS, "orders-us2", broker_id=2,
               status="resolved", ends_at=T0 - 10_000, summary="broker 2 fenced for 31 s"),
-    ])
+    ]))
 
 
 ORD, BIL = "OrdOrdOrdOrdOrdOrdOrdA", "BilBilBilBilBilBilBilA"
@@ -95,7 +96,7 @@ def fill_identity_fleet(store: Store) -> None:
                         ("billing", BIL, BIL, T0 - 60_000, "timed out", T0 - 2000),
                         ("search", SEA, NEW, T0, None, None))],
     })
-    store.record_alerts([
+    store.record_alerts(map(Alert.from_dict, [
         alert("m-ord2", "connection.misrouted", "critical", BIL, "orders", endpoint="ord-2:9092",
               summary="ord-2:9092 reaches cluster Bil node 1",
               details={"expected": {"cluster_id": ORD, "node_id": 2}, "answered": {"cluster_id": BIL, "node_id": 1}}),
@@ -106,4 +107,4 @@ def fill_identity_fleet(store: Store) -> None:
               details={"advertised_by": [f"{ORD}/1", f"{HOSTILE}/7"]}),
         alert("i-search", "cluster.id_changed", "critical", NEW, "search", endpoint="sea-1:9092",
               summary=f"bootstrap of search reports cluster id {NEW}, pinned {SEA}"),
-    ])
+    ]))

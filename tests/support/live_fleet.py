@@ -14,7 +14,7 @@ from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook
 from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.sinks.store import Store, alert_history
+from streaming.store import Store, alert_history
 
 __all__ = ["START_MS", "expected_lines", "poll_until", "produce", "simulated_fleet", "stored_lines"]
 

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 from sqlalchemy import select, text
 
-from streaming.detect.alerts import RULES, alert_id
-from streaming.sinks.store import Store, deliveries, metadata, outbox, subject_of
+from streaming.alert import RULES, alert_id, queue_subject_of
+from streaming.store import Store, deliveries, metadata, outbox
 from support.paths import ROOT
 from support.processes import free_port
 
@@ -148,7 +148,7 @@ def make_alert(rule: str, *, cluster: str | None = "clusterA", broker: int | Non
              "severity": RULES[rule][0], "cluster_id": cluster, "target": target,
              "broker_id": broker, "endpoint": endpoint, "starts_at": starts_at, "ends_at": None,
              "summary": f"{rule} on {cluster} broker {broker}", "details": details or {}}
-    alert["alert_id"] = alert_id(rule, subject_of(alert), starts_at)
+    alert["alert_id"] = alert_id(rule, queue_subject_of(alert), starts_at)
     if ends_at is not None:
         return resolved(alert, ends_at)
     return alert

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from support.dashboard_fleet import fill_fleet, fill_identity_fleet
 
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,8 @@ from dashboard.queries.identity import target_registry
 from dashboard.views.elements import cluster_path
 from dashboard.views.fleet import LISTED_LIMIT, fleet_table
 from dashboard.views.formatting import format_age
-from streaming.sinks.store import Store
+from streaming.alert import Alert
+from streaming.store import Store
 
 
 def test_overview_aggregates_per_cluster(engine) -> None:
@@ -57,7 +58,8 @@ def test_overview_aggregates_per_cluster(engine) -> None:
 def test_target_alert_without_cluster_id_is_attributed_through_its_target(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     fill_fleet(store)
-    store.record_alerts([alert("a-unreach", "cluster.unreachable", "critical", None, "orders-us2")])
+    store.record_alerts(map(Alert.from_dict, [
+        alert("a-unreach", "cluster.unreachable", "critical", None, "orders-us2")]))
     rows = {r["cluster_id"]: r for r in fleet_overview(store.engine)}
     assert rows[ORDERS]["severity"] == "critical"
     assert [a["alert_id"] for a in cluster_alerts(store.engine, ORDERS, "firing")] == ["a-unreach"]
@@ -85,7 +87,7 @@ def test_many_healthy_clusters_collapse_into_a_count(tmp_path: Path) -> None:
         "brokers": [broker(f"c{c:04d}", b, "ONLINE", T0 - b) for c in range(n_clusters)
                     for b in range(n_brokers)],
     })
-    store.record_alerts([alert("x", "broker.fenced", "warning", "c0042", "team-42", broker_id=1)])
+    store.record_alerts(map(Alert.from_dict, [alert("x", "broker.fenced", "warning", "c0042", "team-42", broker_id=1)]))
     started = time.perf_counter()
     rows = fleet_overview(store.engine)
     elapsed = time.perf_counter() - started

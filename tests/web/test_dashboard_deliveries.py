@@ -20,9 +20,10 @@ from support.dashboard_fleet import PAY, T0, alert
 from dashboard.app import create_app
 from dashboard.queries.deliveries import delivery_counts, delivery_list, delivery_receivers
 from dashboard.screenshots import LocalReceiver
+from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifyOptions
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 TOKEN = "tok-9d3e7c1a55"  # in the receiver's URL: must never reach the page
 
@@ -41,7 +42,7 @@ def delivered(tmp_path: Path):
     for good (410), chat is overloaded (503) and will be retried."""
     receiver = LocalReceiver({"/gone": 410, "/busy": 503}).start()
     store = Store(f"sqlite:///{tmp_path / 'deliveries.db'}")
-    store.record_alerts(_alerts())
+    store.record_alerts(map(Alert.from_dict, _alerts()))
     config = FleetwatchConfig.model_validate({"store": {"url": store.url}, "alerting": {
         "receivers": [{"name": "ops", "type": "webhook", "url": receiver.url(f"/ok?token={TOKEN}")},
                       {"name": "pager", "type": "webhook", "url": receiver.url("/gone")},

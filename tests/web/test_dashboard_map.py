@@ -19,7 +19,8 @@ from dashboard.app import create_app
 from dashboard.page_content import PageContent
 from dashboard.queries import fleet as fleet_queries
 from dashboard.views import fleet as fleet_views
-from streaming.sinks.store import Store
+from streaming.alert import Alert
+from streaming.store import Store
 
 # cluster id -> (target, tags, the state its tile must show)
 FLEET = {
@@ -45,19 +46,19 @@ def _fill(store: Store) -> None:
         "brokers": [broker(cid, b, "FENCED" if (cid, b) == (LOG, 2) else "ONLINE", T0 - 500)
                     for cid in FLEET for b in (1, 2, 3)],
     })
-    store.record_alerts([
+    store.record_alerts(map(Alert.from_dict, [
         alert("pay-fenced", "broker.fenced", "warning", PAY, "pay-eu", broker_id=2,
-              summary="broker 2 fenced for 31 s"),
+               summary="broker 2 fenced for 31 s"),
         alert("pay-lost", "broker.heartbeat_lost", "critical", PAY, "pay-eu", broker_id=1,
-              summary="broker 1 sent no heartbeat for 15.0 s"),
+               summary="broker 1 sent no heartbeat for 15.0 s"),
         alert("ord-fenced", "broker.fenced", "warning", ORD, "orders", broker_id=3, summary="broker 3 fenced"),
         alert("sea-illegal", "broker.illegal_transition", "info", SEA, "search", broker_id=1,
-              summary="broker 1 went OFFLINE -> ONLINE"),
+               summary="broker 1 went OFFLINE -> ONLINE"),
         alert("met-unreach", "cluster.unreachable", "critical", None, "metrics",
-              summary="every response of metrics failed for 30 s"),
+               summary="every response of metrics failed for 30 s"),
         alert("bil-old", "broker.fenced", "warning", BIL, "billing", broker_id=1, status="resolved",
-              ends_at=T0 - 1000, summary="resolved long ago"),
-    ])
+               ends_at=T0 - 1000, summary="resolved long ago"),
+    ]))
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +141,8 @@ def test_unchanged_map_is_not_sent_again(tmp_path: Path) -> None:
     assert _tiles(fleet_map)
     assert pages.overview(shown_key=first)[1:3] == (no_update, first)  # the browser shows it already
     assert pages.overview(group_by="region", shown_key=first)[2] != first
-    store.record_alerts([alert("bil-new", "broker.fenced", "warning", BIL, "billing", broker_id=1)])
+    store.record_alerts(map(Alert.from_dict, [
+        alert("bil-new", "broker.fenced", "warning", BIL, "billing", broker_id=1)]))
     _, fleet_map, key, _ = pages.overview(shown_key=first)
     assert key != first and _tiles(fleet_map)
     store.close()
@@ -227,8 +229,9 @@ def test_map_of_a_thousand_clusters(dash_duo, tmp_path: Path) -> None:
         "brokers": [broker(f"c{c:04d}", b, "ONLINE", T0 - b) for c in range(n) for b in range(3)],
     })
     troubled = [17, 404, 999]
-    store.record_alerts([alert(f"x{c}", "broker.heartbeat_lost", "critical", f"c{c:04d}", f"team-{c:04d}",
-                               broker_id=1) for c in troubled])
+    store.record_alerts(map(Alert.from_dict, [
+        alert(f"x{c}", "broker.heartbeat_lost", "critical", f"c{c:04d}", f"team-{c:04d}", broker_id=1)
+        for c in troubled]))
     tags = {f"team-{c:04d}": {"env": ("prod", "staging", "dev")[c % 3]} for c in range(n)}
     dash_duo.start_server(create_app(store.url, refresh_ms=60_000, tags=tags))
     dash_duo.wait_for_element("#fleet-map a.tile")
@@ -255,7 +258,8 @@ def test_map_follows_the_store_live(dash_duo, tmp_path: Path) -> None:
     dash_duo.start_server(create_app(store.url, refresh_ms=300, tags=TAGS))
     billing = f'#fleet-map a.tile[href="/cluster/{BIL}"]'
     dash_duo.wait_for_element(f"{billing}.sev-healthy")
-    store.record_alerts([alert("bil-live", "broker.fenced", "warning", BIL, "billing", broker_id=1)])
+    store.record_alerts(map(Alert.from_dict, [
+        alert("bil-live", "broker.fenced", "warning", BIL, "billing", broker_id=1)]))
     # The map is sent again only when it changed: the next refresh after a change recolours the tile.
     dash_duo.wait_for_element(f"{billing}.sev-warning")
     assert len(dash_duo.find_elements("#fleet-map a.tile")) == len(FLEET)

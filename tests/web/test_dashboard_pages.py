@@ -33,7 +33,7 @@ from support.paths import EXAMPLES
 
 from dashboard.app import create_app
 from dashboard.views.formatting import format_ts
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 
 @pytest.mark.browser
@@ -290,7 +290,7 @@ def test_pages_over_a_replayed_store(dash_duo, spark, test_config, tmp_path: Pat
 def test_silence_a_firing_alert_from_the_alerts_page(dash_duo, tmp_path: Path) -> None:
     from sqlalchemy import select
 
-    from streaming.sinks.store import silences
+    from streaming.store import silences
 
     store = Store(f"sqlite:///{tmp_path / 'silence.db'}")
     fill_fleet(store)

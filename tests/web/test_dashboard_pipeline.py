@@ -13,7 +13,7 @@ from support.dashboard_fleet import T0
 
 from dashboard.app import create_app
 from dashboard.queries.pipeline import pipeline_series
-from streaming.sinks.store import Store
+from streaming.store import Store
 
 METRICS = ("input_rows_per_s", "processed_rows_per_s", "batch_duration_s", "watermark_lag_s")
 OLD = T0 - 2 * 3600_000  # two hours before the newest batch: outside the charts' window

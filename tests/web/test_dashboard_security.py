@@ -31,8 +31,8 @@ from support.processes import free_port
 
 from dashboard.app import create_app
 from dashboard.page_content import PageContent
-from streaming.notify.silences import Silence
-from streaming.sinks.store import Store, silences
+from streaming.alert import Alert
+from streaming.store import Silence, Store, silences
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTH = ("FLEETWATCH_DASHBOARD_USER", "FLEETWATCH_DASHBOARD_PASSWORD")
@@ -144,8 +144,8 @@ def test_with_auth_a_silence_records_the_user_and_needs_the_credentials(store_ur
 def test_a_silence_of_one_misrouted_endpoint_keeps_the_endpoint(store_url: str) -> None:
     store = Store(store_url)
     misroutes = [alert(f"m{i}", "connection.misrouted", "critical", PAY, "payments-eu1",
-                       endpoint=f"b{i}.pay:9092", summary="reaches another cluster") for i in (1, 2)]
-    store.record_alerts(misroutes)
+                        endpoint=f"b{i}.pay:9092", summary="reaches another cluster") for i in (1, 2)]
+    store.record_alerts(map(Alert.from_dict, misroutes))
     answer = PageContent(store, lambda path: path, None).silence("m1", "b1 is being rescheduled", "dashboard")
     assert answer.startswith("Silence "), answer
     with store.engine.connect() as conn:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming import clock
 from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
 from streaming.collect.probe.targets import ProbeOptions, Target, format_address, parse_address
@@ -82,7 +82,7 @@ class Prober:
         return asyncio.run(self.probe_round_async(now_ms))
 
     async def probe_round_async(self, now_ms: int | None = None) -> list[dict[str, Any]]:
-        now_ms = _wall_ms() if now_ms is None else now_ms
+        now_ms = clock.now_ms() if now_ms is None else now_ms
         loop = asyncio.get_running_loop()
         slots = asyncio.Semaphore(self.options.concurrency)
         started = loop.time()
@@ -118,7 +118,7 @@ class Prober:
                     log.exception("probing or emitting failed", extra={"target": target.name})
 
             while not stop.is_set():
-                now_ms, started = _wall_ms(), loop.time()
+                now_ms, started = clock.now_ms(), loop.time()
                 for target in self.targets:
                     task = busy.get(target.name)
                     if task is not None and not task.done():
@@ -237,7 +237,3 @@ class Prober:
             answer.cluster_id = answer.controller_id = answer.brokers = answer.responder_node_id = None
             answer.quorum = None
         return answer
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)

@@ -14,7 +14,8 @@ from typing import Any
 
 from streaming.collect.simulate.cluster import ClusterSim, PlannedFault, SimBroker
 from streaming.collect.simulate.labels import Label
-from streaming.collect.simulate.spec import ERROR_REBOOTSTRAP, ERROR_REFUSED, ERROR_TIMEOUT, RULES
+from streaming.collect.simulate.spec import ERROR_REFUSED, ERROR_TIMEOUT, RULES
+from streaming.contract import REBOOTSTRAP_REQUIRED
 
 __all__ = ["NEEDS_PARTNER", "SCRIPTS", "TIMELINE", "begin"]
 
@@ -276,7 +277,7 @@ def _misrouted(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     assert planned.partner is not None
     b = _victim(sim)
     sim.stop(b, ERROR_REFUSED)
-    error = ERROR_REBOOTSTRAP if planned.occurrence % 2 else None
+    error = REBOOTSTRAP_REQUIRED if planned.occurrence % 2 else None
 
     def rescheduled(at: int) -> None:
         sim.register(at, b)

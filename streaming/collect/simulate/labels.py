@@ -15,28 +15,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from streaming.collect.simulate.spec import ERROR_REBOOTSTRAP, RULES
+from streaming import alert
+from streaming.collect.simulate.spec import RULES
+from streaming.contract import REBOOTSTRAP_REQUIRED
 
-__all__ = ["SEVERITY", "Label", "RuleTrackers"]
+__all__ = ["Label", "RuleTrackers"]
 
-SEVERITY = {
-    "broker.heartbeat_lost": "critical",
-    "broker.fenced": "warning",
-    "broker.partitioned": "critical",
-    "broker.stuck_stopping": "warning",
-    "broker.epoch_regression": "critical",
-    "broker.flapping": "warning",
-    "broker.illegal_transition": "info",
-    "cluster.no_controller": "critical",
-    "cluster.controller_flapping": "warning",
-    "cluster.controller_disagreement": "warning",
-    "cluster.id_changed": "critical",
-    "cluster.id_duplicate": "critical",
-    "cluster.id_invalid": "warning",
-    "cluster.unreachable": "critical",
-    "connection.misrouted": "critical",
-    "endpoint.collision": "critical",
-}
 _VALID_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -54,7 +38,7 @@ class Label:
     ends_at: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "severity": SEVERITY[self.rule], "cluster_id": self.cluster_id,
+        return {"rule": self.rule, "severity": alert.RULES[self.rule].severity, "cluster_id": self.cluster_id,
                 "target": self.target, "broker_id": self.broker_id, "endpoint": self.endpoint,
                 "starts_at": self.starts_at, "ends_at": self.ends_at, "fault": self.fault}
 
@@ -246,7 +230,7 @@ class RuleTrackers:
         if expected is None:
             return
         at, endpoint = ev["ts"], ev["endpoint"]
-        wrong = ev["error"] == ERROR_REBOOTSTRAP or (ok and (
+        wrong = ev["error"] == REBOOTSTRAP_REQUIRED or (ok and (
             (ev["cluster_id"] and ev["cluster_id"] != expected["cluster_id"])
             or (ev["responder_node_id"] is not None and ev["responder_node_id"] != expected["node_id"])))
         if wrong:

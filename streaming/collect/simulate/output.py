@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from streaming.bus import BusAccess
+from streaming.clock import now_ms
 from streaming.collect.simulate.fleet import Simulation
 
 __all__ = ["LiveRun", "produce_live", "write_events", "write_labels"]
@@ -76,7 +77,7 @@ def produce_live(sim: Simulation, bus: str | BusAccess, *, realtime: bool = True
     from kafka import KafkaProducer  # the file-only paths must not need a broker client
     from kafka.partitioner.default import murmur2
 
-    run = Simulation(replace(sim.spec, start_ms=int(time.time() * 1000))) if realtime else sim
+    run = Simulation(replace(sim.spec, start_ms=now_ms())) if realtime else sim
     stop = stop or threading.Event()
     failures: list[BaseException] = []
     # Large, slightly later batches: with the defaults one producer sent ~9k messages/s on

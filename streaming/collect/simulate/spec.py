@@ -9,7 +9,6 @@ from streaming.config import RuleSettings
 
 __all__ = [
     "DEFAULT_START_MS",
-    "ERROR_REBOOTSTRAP",
     "ERROR_REFUSED",
     "ERROR_TIMEOUT",
     "FAULT_KINDS",
@@ -47,7 +46,6 @@ RULES = RuleSettings()
 # The errors the simulated prober reports, named as the real probe names them.
 ERROR_REFUSED = "CONNECTION_REFUSED"
 ERROR_TIMEOUT = "TIMEOUT"
-ERROR_REBOOTSTRAP = "REBOOTSTRAP_REQUIRED"
 
 
 def parse_faults(text: str) -> tuple[str, ...]:

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, and_, delete, exists, func, not_, or_, select
 from sqlalchemy.sql.selectable import NamedFromClause
 
-from streaming.notify.states import HELD, PENDING
-from streaming.sinks.store import Store, deliveries, outbox, silences
+from streaming.store.database import Store
+from streaming.store.delivery_states import HELD, PENDING
+from streaming.store.job_tables import outbox
+from streaming.store.notifier_tables import deliveries, silences
 
-__all__ = ["RetentionCounts", "delete_expired"]
+__all__ = ["RetentionCounts", "delete_expired_notifications"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ def _expired_alert_ids(conn, cutoff: int, limit: int) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def delete_expired(store: Store, cutoff_ms: int, *, batch_alerts: int = 500, batches: int = 20) -> RetentionCounts:
+def delete_expired_notifications(store: Store, cutoff_ms: int, *, batch_alerts: int = 500,
+                                 batches: int = 20) -> RetentionCounts:
     """Delete what is older than `cutoff_ms`: at most `batches` batches of `batch_alerts` alerts'
     notifications, and as many batches of ended silences."""
     n_outbox = n_deliveries = n_silences = 0

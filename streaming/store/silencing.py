@@ -13,7 +13,6 @@ from __future__ import annotations
 import getpass
 import re
 import secrets
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -21,10 +20,12 @@ from typing import Any
 
 from sqlalchemy import insert, or_, select, update
 
+from streaming.clock import now_ms
 from streaming.config import ConfigError
-from streaming.notify.redact import redact_text
-from streaming.notify.states import HELD
-from streaming.sinks.store import Store, deliveries, silences
+from streaming.redact import redact_text
+from streaming.store.database import Store
+from streaming.store.delivery_states import HELD
+from streaming.store.notifier_tables import deliveries, silences
 
 __all__ = ["Silence", "active_silences", "add_silence", "expire_silence", "list_silences", "parse_duration"]
 
@@ -93,10 +94,6 @@ class Silence:
         return "active" if now_ms < self.ends_at else "ended"
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def add_silence(store: Store, *, cluster: str | None = None, rule: str | None = None, broker_id: int | None = None,
                 target: str | None = None, endpoint: str | None = None, duration_ms: int, reason: str,
                 created_by: str | None = None, starts_at: int | None = None) -> Silence:
@@ -106,7 +103,7 @@ def add_silence(store: Store, *, cluster: str | None = None, rule: str | None = 
         raise ConfigError("--broker needs --cluster (broker ids repeat across clusters)")
     if not reason or not reason.strip():
         raise ConfigError("a silence needs a --reason")
-    now = _now_ms()
+    now = now_ms()
     start = now if starts_at is None else starts_at
     if created_by is None:
         try:
@@ -124,7 +121,7 @@ def add_silence(store: Store, *, cluster: str | None = None, rule: str | None = 
 def list_silences(store: Store, *, include_ended: bool = False) -> list[Silence]:
     stmt = select(silences).order_by(silences.c.created_at, silences.c.id)
     if not include_ended:
-        stmt = stmt.where(silences.c.expired_at.is_(None), silences.c.ends_at > _now_ms())
+        stmt = stmt.where(silences.c.expired_at.is_(None), silences.c.ends_at > now_ms())
     with store.engine.connect() as conn:
         return [Silence.from_row(row._mapping) for row in conn.execute(stmt)]
 
@@ -141,7 +138,7 @@ def expire_silence(store: Store, silence_id: str) -> Silence:
     prefix = silence_id.strip()
     if not prefix:
         raise ConfigError("give the id of the silence to expire (see `fleetwatch silence list`)")
-    now = _now_ms()
+    now = now_ms()
     with store.engine.begin() as conn:
         found = [Silence.from_row(r._mapping) for r in conn.execute(
             select(silences).where(or_(silences.c.id == prefix, silences.c.id.startswith(prefix, autoescape=True))))]

@@ -1,4 +1,4 @@
-"""The states of a row of `deliveries` (streaming/sinks/store.py), shared by the notifier's modules."""
+"""The states of a row of `deliveries` (`streaming.store.notifier_tables`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,83 @@
+"""Planning: each outbox row the notifier has not seen yet gets one `deliveries` row per receiver
+its routes choose (insert-once on (outbox row, receiver), so planning twice is harmless). A
+resolution goes to every receiver its firing went to, whatever the routes say of `status`, and
+to any other its routes choose. A row routed nowhere is done at once; a row that is not an
+alert object is a dead letter."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from streaming.notify.receivers import Receiver
+from streaming.notify.routing import Router, group_key
+from streaming.store import DEAD, NO_RECEIVER, PENDING, DeliveryQueue
+
+__all__ = ["Planner"]
+
+log = logging.getLogger(__name__)
+
+_NOT_AN_ALERT = "the outbox body is not an alert object"
+
+
+class Planner:
+    def __init__(self, queue: DeliveryQueue, router: Router, receivers: Mapping[str, Receiver],
+                 group_wait_ms: int, now_ms: Callable[[], int]) -> None:
+        self.queue = queue
+        self.router = router
+        self.receivers = receivers
+        self.group_wait_ms = group_wait_ms
+        self.now_ms = now_ms
+
+    def plan(self, limit: int = 1000) -> int:
+        """Create the deliveries of outbox rows not planned yet; returns how many were created."""
+        created = 0
+        while True:
+            now = self.now_ms()
+            rows, firing_went = self.queue.unplanned(limit)
+            if not rows:
+                return created
+            planned: list[dict[str, Any]] = []
+            unrouted: list[int] = []
+            broken: list[int] = []
+            for row in rows:
+                base = {"outbox_id": row.id, "alert_id": row.alert_id, "status": row.status,
+                        "subject": row.subject, "attempts": 0, "dead_letter": False, "created_at": now}
+                try:
+                    alert = json.loads(row.body)
+                    names = self.receivers_for(alert, firing_went)
+                    key = group_key(alert)
+                    rule = str(alert["rule"])
+                except (ValueError, TypeError, AttributeError, KeyError):
+                    broken.append(row.id)
+                    planned.append({**base, "receiver": NO_RECEIVER, "rule": "", "group_key": "", "state": DEAD,
+                                    "dead_letter": True, "next_attempt_at": now, "last_error": _NOT_AN_ALERT})
+                    continue
+                if row.status != "resolved":
+                    firing_went[row.alert_id] = names  # its resolution may be in this same batch
+                if not names:
+                    unrouted.append(row.id)
+                for name in names:
+                    wait = self.group_wait_ms if self.receivers[name].accepts_groups else 0
+                    planned.append({**base, "receiver": name, "rule": rule, "group_key": key, "state": PENDING,
+                                    "next_attempt_at": row.created_at + wait, "last_error": None})
+            self.queue.save_plan(planned, unrouted, broken, now, f"dead letter: {_NOT_AN_ALERT}")
+            created += len(planned)
+            if broken:
+                log.error("outbox rows that are not alert objects", extra={"outbox_ids": broken})
+            if len(rows) < limit:
+                return created
+
+    def receivers_for(self, alert: Mapping[str, Any], firing_went: Mapping[str, list[str]]) -> list[str]:
+        """The routes' receivers; for a resolution, first every receiver its firing went to (routes
+        matching `status: [firing]` included: what paged must be told it resolved). A firing never
+        planned is routed as the routes would route it now."""
+        chosen = self.router.receivers_for(alert)
+        if alert.get("status") != "resolved":
+            return chosen
+        went = firing_went.get(alert["alert_id"])
+        if went is None:
+            went = self.router.receivers_for({**alert, "status": "firing"})
+        return [name for name in dict.fromkeys([*went, *chosen]) if name in self.receivers]

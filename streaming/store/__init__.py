@@ -1,0 +1,80 @@
+"""The store: the one database the job, the notifier, the dashboard and the CLI share.
+
+- `Store` (database.py): the connection, schema creation and upgrade, the job's idempotent
+  writes (`write_batch`, `record_alerts`), the detection state's reset (`orphan_open_alerts`,
+  `resolve_orphaned_alerts`) and the job's retention (`delete_expired`).
+- The tables, by the process that writes them: the job's (job_tables.py: alerts and their
+  history, the outbox, the fleet's state, quarantine, progress) and the notifier's
+  (notifier_tables.py: deliveries, its lease, silences), all in `metadata`.
+- The notifier's queries and writes (delivery_queue.py: `DeliveryQueue`; delivery_states.py: the
+  states of a delivery), its retention (notification_retention.py), and silences (silencing.py:
+  written by `fleetwatch silence` and the dashboard, applied by the notifier).
+"""
+
+from __future__ import annotations
+
+from streaming.store.database import Store
+from streaming.store.delivery_queue import NO_RECEIVER, DeliveryQueue, QueuedDelivery, StateChange
+from streaming.store.delivery_states import DEAD, DELIVERED, FINAL_OK, HELD, PENDING, SILENCED, SUPERSEDED
+from streaming.store.job_tables import (
+    alert_history,
+    alerts,
+    broker_transitions,
+    brokers,
+    clusters,
+    controller_history,
+    job_checkpoints,
+    metadata,
+    outbox,
+    pipeline_progress,
+    quarantine,
+    targets,
+)
+from streaming.store.notification_retention import RetentionCounts, delete_expired_notifications
+from streaming.store.notifier_tables import deliveries, notifier_lease, silences
+from streaming.store.silencing import (
+    Silence,
+    active_silences,
+    add_silence,
+    expire_silence,
+    list_silences,
+    parse_duration,
+)
+
+__all__ = [
+    "DEAD",
+    "DELIVERED",
+    "FINAL_OK",
+    "HELD",
+    "NO_RECEIVER",
+    "PENDING",
+    "SILENCED",
+    "SUPERSEDED",
+    "DeliveryQueue",
+    "QueuedDelivery",
+    "RetentionCounts",
+    "Silence",
+    "StateChange",
+    "Store",
+    "active_silences",
+    "add_silence",
+    "alert_history",
+    "alerts",
+    "broker_transitions",
+    "brokers",
+    "clusters",
+    "controller_history",
+    "delete_expired_notifications",
+    "deliveries",
+    "expire_silence",
+    "job_checkpoints",
+    "list_silences",
+    "metadata",
+    "notifier_lease",
+    "outbox",
+    "parse_duration",
+    "pipeline_progress",
+    "quarantine",
+    "silences",
+    "targets",
+]

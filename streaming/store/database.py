@@ -1,0 +1,291 @@
+"""The store: SQLAlchemy Core over SQLite (WAL, the embedded default) or PostgreSQL.
+
+Writers are idempotent (upserts on natural keys), so a micro-batch that Spark replays after
+a crash leaves the store as if it had run once. The job writes a micro-batch's rows, alerts
+and outbox in one transaction (`write_batch`); SQLite commits with `synchronous=FULL`, so an
+outbox row survives a power loss once Spark has committed its batch.
+
+The job also deletes what is older than its retention (`delete_expired`, deploy/README.md) and
+resolves the alerts a reset detection state left open (`orphan_open_alerts`,
+`resolve_orphaned_alerts`; streaming/detect/README.md, "Checkpoint reset").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, Table, create_engine, delete, event, exists, func, inspect, select, tuple_
+from sqlalchemy.dialects import postgresql, sqlite
+
+from streaming import clock
+from streaming.alert import Alert
+from streaming.config import RetentionConfig
+
+# The notifier's tables join `metadata` when their module is imported: the store creates them too.
+from streaming.store import notifier_tables  # noqa: F401
+from streaming.store.job_tables import (
+    alert_history,
+    alerts,
+    broker_transitions,
+    brokers,
+    clusters,
+    controller_history,
+    job_checkpoints,
+    metadata,
+    outbox,
+    pipeline_progress,
+    quarantine,
+    targets,
+)
+
+__all__ = ["Store"]
+
+_UPSERT_KEYS: dict[str, tuple[str, ...]] = {
+    "alerts": ("alert_id",),
+    "brokers": ("cluster_id", "broker_id"),
+    "clusters": ("cluster_id",),
+    "targets": ("target",),
+    "job_checkpoints": ("query",),
+}
+_INSERT_ONCE_KEYS: dict[str, tuple[str, ...]] = {
+    "alert_history": ("alert_id", "status"),
+    "outbox": ("alert_id", "status"),
+    "broker_transitions": ("cluster_id", "broker_id", "ts", "state"),
+    "controller_history": ("cluster_id", "ts"),
+    "quarantine": ("origin",),
+    "pipeline_progress": ("query", "batch_id"),
+    "deliveries": ("outbox_id", "receiver"),
+}
+
+
+_DAY_MS = 86_400_000
+
+
+class Store:
+    """Reads and idempotent writes over one database URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = create_engine(url, future=True, pool_pre_ping=True)
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        # Job, notifier and dashboard often start together: one schema creation at a time.
+        with self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7263011)")
+            elif self.engine.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the database's write lock, until commit
+            metadata.create_all(conn)
+            _upgrade(conn)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def _insert(self, table: Table):
+        dialect = self.engine.dialect.name
+        if dialect == "postgresql":
+            return postgresql.insert(table)
+        if dialect == "sqlite":
+            return sqlite.insert(table)
+        raise RuntimeError(f"unsupported database {dialect!r}: use SQLite or PostgreSQL")
+
+    @staticmethod
+    def _fit_postgresql(table: Table, row: dict[str, Any]) -> dict[str, Any]:
+        """PostgreSQL refuses NUL in text and over-long VARCHARs, which SQLite stores as given:
+        replace NUL, clip to the column's length, so one odd message cannot fail every retry."""
+        out = dict(row)
+        for name, value in row.items():
+            if isinstance(value, str):
+                value = value.replace("\x00", "\ufffd")
+                length = getattr(table.c[name].type, "length", None) if name in table.c else None
+                out[name] = value[:length] if length else value
+        return out
+
+    def _write(self, conn, table: Table, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        if self.engine.dialect.name == "postgresql":
+            rows = [self._fit_postgresql(table, row) for row in rows]
+        stmt = self._insert(table)
+        if table.name in _UPSERT_KEYS:
+            keys = _UPSERT_KEYS[table.name]
+            # An upsert may not name a row twice (PostgreSQL refuses the whole statement): keys that
+            # became equal once fitted (clipped, NUL replaced) keep their last row.
+            rows = list({tuple(row[k] for k in keys): row for row in rows}.values())
+            stmt = stmt.on_conflict_do_update(
+                index_elements=list(keys),
+                set_={c.name: stmt.excluded[c.name] for c in table.columns if c.name not in keys},
+            )
+        else:
+            stmt = stmt.on_conflict_do_nothing(index_elements=list(_INSERT_ONCE_KEYS[table.name]))
+        conn.execute(stmt, rows)
+
+    def write(self, rows_by_table: Mapping[str, Iterable[dict[str, Any]]]) -> None:
+        """Write rows of several tables in one transaction."""
+        self.write_batch(rows_by_table, ())
+
+    def write_batch(self, rows_by_table: Mapping[str, Iterable[dict[str, Any]]], lines: Iterable[Alert]) -> int:
+        """Rows of several tables and alerts (`record_alerts`) in one transaction: a micro-batch is in
+        the store and the outbox entirely, or not at all. Returns the alert lines recorded."""
+        with self.engine.begin() as conn:
+            for name, rows in rows_by_table.items():
+                self._write(conn, metadata.tables[name], list(rows))
+            return self._record_alerts(conn, lines)
+
+    def record_alerts(self, lines: Iterable[Alert]) -> int:
+        """Record alert lines: current state, history and outbox."""
+        with self.engine.begin() as conn:
+            return self._record_alerts(conn, lines)
+
+    def _record_alerts(self, conn, lines: Iterable[Alert]) -> int:
+        now = clock.now_ms()
+        current: dict[str, dict[str, Any]] = {}
+        history, box = [], []
+        for alert in lines:
+            body = alert.stored_body()
+            history.append({"alert_id": alert.alert_id, "status": alert.status,
+                            "event_ms": alert.event_ms, "body": body, "recorded_at": now})
+            box.append({"alert_id": alert.alert_id, "status": alert.status,
+                        "subject": alert.queue_subject, "body": body, "created_at": now,
+                        "attempts": 0})
+            previous = current.get(alert.alert_id)
+            # A resolution wins over a firing line of the same alert, whatever the order.
+            if previous is None or alert.status == "resolved":
+                current[alert.alert_id] = {
+                    **{k: v for k, v in alert.to_dict().items() if k != "schema"},
+                    "recorded_at": now,
+                    "orphaned_at": None,  # fired (again) or resolved by the detection state now running
+                }
+        # Resolved rows must not be turned back into firing by a replayed firing line.
+        resolved_ids = set()
+        ids = list(current)
+        for start in range(0, len(ids), 500):
+            resolved_ids.update(conn.scalars(
+                select(alerts.c.alert_id).where(alerts.c.alert_id.in_(ids[start:start + 500]),
+                                                alerts.c.status == "resolved")))
+        self._write(conn, alerts, [r for r in current.values()
+                                   if r["status"] == "resolved" or r["alert_id"] not in resolved_ids])
+        self._write(conn, alert_history, history)
+        self._write(conn, outbox, box)
+        return len(history)
+
+    # -- the detection state's checkpoint ---------------------------------------------------
+
+    def checkpoint_of(self, query: str) -> str | None:
+        """The id of the Spark checkpoint whose batches the store last recorded for `query`."""
+        with self.engine.connect() as conn:
+            return conn.scalar(select(job_checkpoints.c.checkpoint_id).where(job_checkpoints.c.query == query))
+
+    def orphan_open_alerts(self, now_ms: int | None = None) -> int:
+        """Mark every firing alert as orphaned at `now_ms`: the detection state that would resolve
+        it is gone. Returns how many."""
+        at = clock.now_ms() if now_ms is None else now_ms
+        with self.engine.begin() as conn:
+            return conn.execute(alerts.update().where(alerts.c.status == "firing").values(orphaned_at=at)).rowcount
+
+    def orphaned_since(self) -> int | None:
+        """When the firing alerts still orphaned were orphaned (the earliest), or None."""
+        with self.engine.connect() as conn:
+            return conn.scalar(select(func.min(alerts.c.orphaned_at)).where(alerts.c.status == "firing"))
+
+    def resolve_orphaned_alerts(self, reason: str, ends_at: int) -> list[Alert]:
+        """Resolve the firing alerts still orphaned (current state, history and outbox, so receivers
+        get the resolve), at `ends_at` with `details.reason`; returns the resolutions."""
+        fields = ("alert_id", "rule", "status", "severity", "cluster_id", "target", "broker_id", "endpoint",
+                  "starts_at", "ends_at", "summary", "details")
+        with self.engine.begin() as conn:
+            orphans = conn.execute(select(*(alerts.c[f] for f in fields))
+                                   .where(alerts.c.status == "firing", alerts.c.orphaned_at.is_not(None))
+                                   .order_by(alerts.c.starts_at, alerts.c.alert_id)).mappings().all()
+            resolved = [Alert.from_dict({**row, "details": row["details"] or {}}).resolved_at(ends_at, reason=reason)
+                        for row in orphans]
+            self._record_alerts(conn, resolved)
+        return resolved
+
+    # -- retention --------------------------------------------------------------------------
+
+    def delete_expired(self, retention: RetentionConfig, now_ms: int | None = None) -> dict[str, int]:
+        """Delete what is older than the retention, at most `retention.max_rows_per_table` rows per
+        table, in chunks of short transactions (the job calls this every few batches, so a backlog
+        goes over several calls). Age is event time where the row has one (history, resolved alerts,
+        brokers, clusters, targets), else the time it was recorded (quarantine, progress). The history
+        of a firing alert is kept, and so are the broker, cluster and target it is about.
+        Returns the rows deleted per table."""
+        now = clock.now_ms() if now_ms is None else now_ms
+        limit = retention.max_rows_per_table
+
+        def cutoff(days: float) -> int:
+            return now - int(days * _DAY_MS)
+
+        history_cutoff = cutoff(retention.history_days)
+        subjects_cutoff = cutoff(retention.subjects_days)
+        firing = alerts.c.status == "firing"
+        history_firing = exists().where(alerts.c.alert_id == alert_history.c.alert_id, firing)
+        plans = [
+            (alert_history, (alert_history.c.id,), (alert_history.c.event_ms < history_cutoff) & ~history_firing),
+            (broker_transitions, (broker_transitions.c.id,), broker_transitions.c.ts < history_cutoff),
+            (controller_history, (controller_history.c.id,), controller_history.c.ts < history_cutoff),
+            (alerts, (alerts.c.alert_id,),
+             (alerts.c.status == "resolved") & (alerts.c.ends_at < cutoff(retention.resolved_alerts_days))),
+            (quarantine, (quarantine.c.id,), quarantine.c.recorded_at < cutoff(retention.quarantine_days)),
+            (pipeline_progress, (pipeline_progress.c.id,),
+             pipeline_progress.c.recorded_at < cutoff(retention.progress_days)),
+            # What the fleet no longer reports (a decommissioned cluster, an id nobody sends again),
+            # unless an alert about it still fires.
+            (brokers, (brokers.c.cluster_id, brokers.c.broker_id),
+             (brokers.c.updated_ms < subjects_cutoff) & ~exists().where(
+                 firing, alerts.c.cluster_id == brokers.c.cluster_id, alerts.c.broker_id == brokers.c.broker_id)),
+            (clusters, (clusters.c.cluster_id,),
+             (clusters.c.updated_ms < subjects_cutoff) & ~exists().where(
+                 firing, alerts.c.cluster_id == clusters.c.cluster_id)),
+            (targets, (targets.c.target,),
+             (targets.c.updated_ms < subjects_cutoff) & ~exists().where(firing, alerts.c.target == targets.c.target)),
+        ]
+        chunk = min(limit, 1000)  # one short transaction each: the writer lock is held briefly
+        deleted: dict[str, int] = {}
+        for table, key, expired in plans:
+            total = 0
+            while total < limit:
+                with self.engine.begin() as conn:
+                    ids = conn.execute(select(*key).where(expired).limit(min(chunk, limit - total))).all()
+                    if ids:
+                        conn.execute(delete(table).where(tuple_(*key).in_([tuple(i) for i in ids])))
+                total += len(ids)
+                if len(ids) < chunk:
+                    break
+            deleted[table.name] = total
+        return deleted
+
+
+def _upgrade(conn) -> None:
+    """Add the nullable columns and the indexes that a store made by an older version lacks (the
+    job's tables and the notifier's: create_all makes the indexes of new tables only)."""
+    found = inspect(conn)
+    for table in metadata.sorted_tables:
+        have = {c["name"] for c in found.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in have:
+                assert column.nullable, f"{table.name}.{column.name}: only nullable columns can be added"
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+        indexes = {i["name"] for i in found.get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name not in indexes:
+                index.create(conn)
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    # WAL lets the dashboard read while the job writes; busy_timeout rides out the writer lock.
+    # synchronous=FULL: in WAL mode NORMAL may lose the last commits on a power loss, and the job's
+    # last commit may be an outbox row of a batch that Spark has already committed (never re-run).
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.close()
