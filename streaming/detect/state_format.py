@@ -9,7 +9,9 @@ outlives the code that wrote it: every layout ever written is read here, and onl
   - written before the state TTL (up to f7ceeaf): no `ShardEngine.last_event_ms` (the shard
     counts as new: its TTL runs from its next event) and no `heard` in the fleet shard's
     `DuplicateRegistry` and `AdvertisementRegistry` (nothing heard of yet);
-  - every untagged state names `streaming.detect.routing`, now `streaming.detect.misroutes`.
+  - every untagged state names `streaming.detect.routing`, now `streaming.detect.misroutes`;
+  - every untagged open incident is a `streaming.detect.alerts.Alert` of twelve fields, now
+    `streaming.alert.Alert`, which also holds its `alert_id` and `severity`.
   A field later added to a tracker with a plain default (`BrokerTracker.session_held_since`,
   ...) needs nothing: an object pickled without it reads the class's default.
 
@@ -23,8 +25,10 @@ from __future__ import annotations
 import io
 import pickle
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from streaming.alert import Alert
 from streaming.detect.forgetting import LastHeard
 
 if TYPE_CHECKING:
@@ -61,11 +65,34 @@ def load_engine(data: bytes) -> ShardEngine:
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("streaming.detect.alerts", "Alert"):
+            return _UntaggedAlert
         return super().find_class(_MOVED_MODULES.get(module, module), name)
 
 
+class _UntaggedAlert:
+    """An open incident as version 1 pickled it (a slots dataclass: its fields' values in order),
+    held until `_from_untagged` makes it an `Alert`."""
+
+    FIELDS = ("rule", "status", "subject", "cluster_id", "target", "broker_id", "endpoint", "starts_at",
+              "ends_at", "summary", "details", "cause")
+
+    def __setstate__(self, state: list[Any]) -> None:
+        self.fields = dict(zip(self.FIELDS, state, strict=True))
+
+    def upgraded(self) -> Alert:
+        fired = Alert.firing(self.fields["rule"], self.fields["subject"], self.fields["starts_at"],
+                             self.fields["summary"], cluster_id=self.fields["cluster_id"],
+                             target=self.fields["target"], broker_id=self.fields["broker_id"],
+                             endpoint=self.fields["endpoint"], details=self.fields["details"])
+        return replace(fired, status=self.fields["status"], ends_at=self.fields["ends_at"],
+                       cause=self.fields["cause"])
+
+
 def _from_untagged(engine: ShardEngine) -> None:
-    """Version 1 -> 2: what the layouts before the state TTL lack."""
+    """Version 1 -> 2: what the layouts before the state TTL lack, and the open incidents as `Alert`s."""
+    engine.incidents.open = {key: alert.upgraded() if isinstance(alert, _UntaggedAlert) else alert
+                             for key, alert in engine.incidents.open.items()}
     engine.__dict__.setdefault("last_event_ms", None)
     for registry in (engine.duplicates, engine.adverts):
         registry.__dict__.setdefault("heard", LastHeard())

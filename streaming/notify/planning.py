@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streaming.notify.receivers import Receiver
-from streaming.notify.routing import Router, group_key
+from streaming.notify.routes import Router, group_key
 from streaming.store import DEAD, NO_RECEIVER, PENDING, DeliveryQueue
 
 __all__ = ["Planner"]
