@@ -42,7 +42,7 @@ from dashboard.queries.pipeline import pipeline_series
 from dashboard.queries.shared import fleet_clock_ms
 from dashboard.views.fleet import fleet_table, summary_strip
 from dashboard.views.pipeline import pipeline_figure
-from streaming.alert import Alert
+from streaming.alert import ALERT_SCHEMA, Alert
 from streaming.store import Store, add_silence, outbox
 
 T0 = 1_764_000_000_000
@@ -65,7 +65,7 @@ def tags_for(n_clusters: int) -> dict[str, dict[str, str]]:
 
 def _alert(alert_id: str, rule: str, severity: str, cid: str | None, tgt: str | None, *, broker_id=None,
            endpoint=None, starts_at: int, ends_at: int | None = None, details=None) -> dict[str, Any]:
-    return {"schema": "fleetwatch.alert/v1", "alert_id": alert_id, "rule": rule,
+    return {"schema": ALERT_SCHEMA, "alert_id": alert_id, "rule": rule,
             "status": "resolved" if ends_at else "firing", "severity": severity, "cluster_id": cid,
             "target": tgt, "broker_id": broker_id, "endpoint": endpoint, "starts_at": starts_at,
             "ends_at": ends_at, "summary": f"{rule} on {cid or tgt}", "details": details or {}}

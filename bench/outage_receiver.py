@@ -45,10 +45,10 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import func, select, update  # noqa: E402 - after the path set-up
 
-from streaming.alert import RULES, Alert, alert_id, queue_subject_of  # noqa: E402
+from streaming.alert import ALERT_SCHEMA, RULES, Alert, alert_id, queue_subject_of  # noqa: E402
 from streaming.config import FleetwatchConfig  # noqa: E402
 from streaming.logs import setup_logging  # noqa: E402
-from streaming.notify.delivery import Notifier, NotifyOptions  # noqa: E402
+from streaming.notify import Notifier, NotifyOptions  # noqa: E402
 from streaming.store import Store, deliveries, outbox  # noqa: E402
 
 __all__ = ["OutageFigures", "run_outage"]
@@ -127,8 +127,8 @@ class Clock:
 
 def _alert(cluster: str, broker: int, starts_at: int) -> dict[str, Any]:
     rule = "broker.heartbeat_lost"
-    alert = {"schema": "fleetwatch.alert/v1", "alert_id": "", "rule": rule, "status": "firing",
-             "severity": RULES[rule][0], "cluster_id": cluster, "target": f"tgt-{cluster}", "broker_id": broker,
+    alert = {"schema": ALERT_SCHEMA, "alert_id": "", "rule": rule, "status": "firing",
+             "severity": RULES[rule].severity, "cluster_id": cluster, "target": f"tgt-{cluster}", "broker_id": broker,
              "endpoint": None, "starts_at": starts_at, "ends_at": None,
              "summary": f"broker {broker} of {cluster} lost its heartbeat", "details": {}}
     alert["alert_id"] = alert_id(rule, queue_subject_of(alert), starts_at)

@@ -38,8 +38,7 @@ from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig
 from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
-from streaming.pipeline.run import start_job
-from streaming.pipeline.session import spark_session
+from streaming.pipeline import spark_session, start_job
 from streaming.store import Store, alerts, controller_history
 
 SESSION_TIMEOUT_MS = 3000

@@ -38,7 +38,7 @@ from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook, SparkConfig
 from streaming.contract import BrokerHeartbeat, Event, MetadataResponse, event_from_dict, parse_message
 from streaming.detect import FLEET_SHARD, redundant_heartbeats, shards_of
-from streaming.pipeline.parse import bucket_of
+from streaming.pipeline import bucket_of
 
 START_MS = 1_764_000_000_000
 FLEET_BUCKETS = 16

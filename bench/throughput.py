@@ -70,11 +70,8 @@ from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import FleetwatchConfig
 from streaming.kraft import KRaftCluster
-from streaming.pipeline.graph import build_pipeline
-from streaming.pipeline.parse import parse_stage
-from streaming.pipeline.run import QUERY_NAME, start_job, stop_gracefully
-from streaming.pipeline.session import spark_session
-from streaming.sinks.batch_writer import BatchWriter
+from streaming.pipeline import QUERY_NAME, build_pipeline, parse_stage, spark_session, start_job, stop_gracefully
+from streaming.sinks import BatchWriter
 from streaming.source import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
 from streaming.store import Store, alert_history
 

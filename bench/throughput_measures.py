@@ -12,6 +12,7 @@ from typing import Any
 
 import psutil
 
+from streaming.clock import now_ms
 from streaming.collect.simulate import FleetSpec
 from streaming.config import RuleSettings
 from streaming.progress import ProgressRecorder
@@ -137,7 +138,7 @@ class BatchListener(ProgressRecorder):
         super().onQueryProgress(event)
         p = event.progress
         self.log.rows.append({
-            "query": p.name, "batch_id": p.batchId, "rows": p.numInputRows, "wall_ms": int(time.time() * 1000),
+            "query": p.name, "batch_id": p.batchId, "rows": p.numInputRows, "wall_ms": now_ms(),
             "duration_ms": int((p.durationMs or {}).get("triggerExecution", 0)),
             "max_event": (p.eventTime or {}).get("max"),
             "state_rows": sum(op.numRowsTotal for op in p.stateOperators),

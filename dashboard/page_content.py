@@ -4,7 +4,6 @@ these; bench/dashboard_callbacks.py times them), and the silence the alerts page
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from dashboard.views.fleet import fleet_map, fleet_table, summary_strip
 from dashboard.views.formatting import format_ts
 from dashboard.views.identity import collisions_table, misrouted_table, registry_table
 from dashboard.views.pipeline import pipeline_figure, pipeline_tables
+from streaming.clock import now_ms
 from streaming.config import ConfigError
 from streaming.store import Silence, Store, add_silence
 
@@ -119,7 +119,7 @@ class PageContent:
 
     def silenced(self, firing: list[Row]) -> dict[str, int]:
         """Firing alert id -> when the latest-ending silence in force that matches it ends."""
-        found = [Silence.from_row(r) for r in active_silences(self.engine, int(time.time() * 1000))]
+        found = [Silence.from_row(r) for r in active_silences(self.engine, now_ms())]
         out: dict[str, int] = {}
         for a in firing if found else []:
             subject = {**a, "cluster_id": a["alert_cluster_id"]}
@@ -167,9 +167,9 @@ class PageContent:
         """Counts by state and the latest deliveries (receivers by name only)."""
         rows = delivery_list(self.engine, receivers=receivers, states=states, limit=_DELIVERY_LIMIT)
         return (delivery_summary(delivery_counts(self.engine)),
-                deliveries_table(self.href, rows, int(time.time() * 1000), _DELIVERY_LIMIT))
+                deliveries_table(self.href, rows, now_ms(), _DELIVERY_LIMIT))
 
     def pipeline(self) -> tuple[go.Figure, html.Div]:
         return (pipeline_figure(pipeline_series(self.engine)),
                 pipeline_tables(pipeline_batches(self.engine), quarantine_reasons(self.engine),
-                                outbox_backlog(self.engine), int(time.time() * 1000)))
+                                outbox_backlog(self.engine), now_ms()))

@@ -30,14 +30,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from streaming.pipeline.run import RunOptions, run_job
+    from streaming.pipeline import RunOptions, run_job
 
     return run_job(_config(args), RunOptions(log_file=Path(args.log_file), verbose=args.verbose,
                                              metrics_port=args.metrics_port, metrics_host=args.metrics_host))
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from streaming.pipeline.replay import replay_file
+    from streaming.pipeline import replay_file
     from streaming.store import Store
 
     events = Path(args.events)
@@ -69,8 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Watch a fleet of Kafka clusters: partitioned and fenced brokers, misrouted "
                     "connections, cluster-identity violations and controller trouble.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from streaming.ops import check_config
-    from streaming.ops.metrics import add_metrics_arguments
+    from streaming.ops import add_metrics_arguments, check_config
 
     def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)

@@ -40,7 +40,7 @@ from streaming.logs import LogPipe
 from streaming.store import Store
 
 if TYPE_CHECKING:
-    from streaming.kraft.showcase import RealClusterShowcase
+    from streaming.kraft import RealClusterShowcase
 
 __all__ = ["DemoOptions", "demo_alerting", "run_demo"]
 
@@ -113,7 +113,7 @@ def _real_kafka(options: DemoOptions, bus: EmbeddedBus, console: Console,
     """The real cluster beside the simulated fleet (not started yet), or None (with one line saying why) when it
     cannot run."""
     from streaming.jars import JarsUnavailable, fetch
-    from streaming.kraft.showcase import RealClusterShowcase
+    from streaming.kraft import RealClusterShowcase
 
     ticker.phase = "fetching Apache Kafka 4.4 from Maven Central (once)"
     try:
@@ -127,7 +127,7 @@ def _real_kafka(options: DemoOptions, bus: EmbeddedBus, console: Console,
 
 
 def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
-    from streaming.pipeline.run import stop_on_signals
+    from streaming.pipeline import stop_on_signals
 
     if _port_taken(options.port):
         raise ConfigError(f"port {options.port} is in use: give the dashboard another one with --port")
@@ -196,8 +196,8 @@ class _Demo:
         return f"real Kafka: {self.showcase.state}" if self.showcase is not None else None
 
     def _start_parts(self, stack: ExitStack) -> StatusTicker:
-        from streaming.notify.delivery import Notifier, NotifyOptions
-        from streaming.pipeline.run import QUERY_NAME
+        from streaming.notify import Notifier, NotifyOptions
+        from streaming.pipeline import QUERY_NAME
 
         store = Store(self.store_url)
         stack.callback(store.close)
@@ -245,9 +245,8 @@ class _Demo:
              ("stop", "Ctrl-C")])
 
     def _run_job(self, stack: ExitStack, ticker: StatusTicker) -> BaseException | None:
-        from streaming.pipeline.run import start_job, stop_on_signals
-        from streaming.pipeline.session import spark_session
-        from streaming.sinks.alerts_topic import AlertPublisher
+        from streaming.pipeline import spark_session, start_job, stop_on_signals
+        from streaming.sinks import AlertPublisher
 
         ticker.phase = "starting Spark"
         spark = spark_session(self.config, "fleetwatch-demo")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.clock import now_ms
-from streaming.notify.receivers import verify_signature
+from streaming.notify import verify_signature
 
 __all__ = ["DemoReceiver"]
 

@@ -7,6 +7,7 @@ from streaming.kraft.node import KafkaNode, NodeFailed
 from streaming.kraft.probing import BackgroundProbe, target_of
 from streaming.kraft.proxy import TcpProxy
 from streaming.kraft.secure_listener import SecureListener
+from streaming.kraft.showcase import RealClusterShowcase
 
-__all__ = ["CONTROLLER_ID_BASE", "BackgroundProbe", "KRaftCluster", "KafkaNode", "NodeFailed", "SecureListener",
-           "TcpProxy", "new_cluster_id", "target_of"]
+__all__ = ["CONTROLLER_ID_BASE", "BackgroundProbe", "KRaftCluster", "KafkaNode", "NodeFailed", "RealClusterShowcase",
+           "SecureListener", "TcpProxy", "new_cluster_id", "target_of"]

@@ -6,3 +6,9 @@ See `delivery` for how nothing is lost and order per subject is kept (`planning`
 tables and queries are in `streaming.store`; `streaming.redact` keeps secrets out of logs and
 the store.
 """
+
+from streaming.notify import cli
+from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions
+from streaming.notify.receivers import sign, verify_signature
+
+__all__ = ["Notifier", "NotifierBusy", "NotifyOptions", "cli", "sign", "verify_signature"]

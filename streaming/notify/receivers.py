@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
+from streaming.alert import SEVERITIES
 from streaming.config import ConfigError
 from streaming.config import Receiver as ReceiverConfig
 from streaming.redact import redact_url
@@ -58,7 +59,6 @@ log = logging.getLogger(__name__)
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 ALERTMANAGER_FIRING_TTL_MS = 10 * 60 * 1000
 USER_AGENT = "fleetwatch-notify/1"
-_PD_SEVERITY = {"critical": "critical", "warning": "warning", "info": "info"}
 _SLACK_ICON = {"critical": ":red_circle:", "warning": ":large_orange_circle:", "info": ":large_blue_circle:"}
 SLACK_GROUP_MAX = 50
 
@@ -287,7 +287,8 @@ class PagerDutyReceiver(Receiver):
             event["payload"] = {
                 "summary": f"[{alert['rule']}] {_where(alert)}: {alert.get('summary') or ''}"[:1024],
                 "source": alert.get("target") or alert.get("cluster_id") or alert.get("endpoint") or "fleetwatch",
-                "severity": _PD_SEVERITY.get(alert["severity"], "error"),
+                # PagerDuty knows our three severities by the same names; "error" for anything else.
+                "severity": alert["severity"] if alert["severity"] in SEVERITIES else "error",
                 "timestamp": _iso(alert["starts_at"]),
                 "component": (f"broker {alert['broker_id']}" if alert.get("broker_id") is not None
                               else alert.get("endpoint") or None),

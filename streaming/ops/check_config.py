@@ -141,7 +141,7 @@ def _deploy_problems(config: SimpleNamespace, file: str, root: yaml.Node | None,
         add("spark.checkpoint_dir", "relative path with a cluster master: use a path every node shares "
                                     "(a shared volume, hdfs://, s3a://)", "warning")
     if "://" in checkpoint:
-        from streaming.pipeline.session import checkpoint_path
+        from streaming.pipeline import checkpoint_path
 
         used = checkpoint_path(SimpleNamespace(spark=config.spark), "fleetwatch")
         if not used.startswith(checkpoint.rstrip("/") + "/"):

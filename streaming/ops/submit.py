@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("spark.master of the config ignored: spark-submit's master wins",
                  extra={"config_master": config.spark.master, "master": master})
 
-    from streaming.pipeline.run import RunOptions, open_store, run_job
+    from streaming.pipeline import RunOptions, open_store, run_job
 
     # The store may be down while the driver starts: wait for it, as `run` does, instead of failing.
     metrics = serve_metrics_from_args(args, open_store(config.store.url)) if args.metrics_port is not None else None

@@ -23,8 +23,8 @@ from streaming.config import FleetwatchConfig
 from streaming.pipeline.run import start_query
 from streaming.pipeline.session import spark_session
 from streaming.progress import QueryStats
-from streaming.sinks.batch_writer import BatchWriter, KeyedAlert
-from streaming.source.jsonl_reader import JsonlFileSource
+from streaming.sinks import BatchWriter, KeyedAlert
+from streaming.source import JsonlFileSource
 from streaming.store import Store
 
 __all__ = ["ReplaySummary", "replay_file"]

@@ -26,14 +26,13 @@ from streaming import topics
 from streaming.bus import BusAccess, EmbeddedBus
 from streaming.config import FleetwatchConfig
 from streaming.console import StatusReader, StatusTicker, duration_text, open_console, plural
-from streaming.ops.metrics import start_metrics_server
+from streaming.ops import start_metrics_server
 from streaming.pipeline.graph import build_pipeline
 from streaming.pipeline.session import checkpoint_id, checkpoint_path, spark_session
 from streaming.progress import ProgressRecorder, QueryStats
 from streaming.resilience import Stopping, retry_store
-from streaming.sinks.alerts_topic import AlertPublisher
-from streaming.sinks.batch_writer import BatchWriter
-from streaming.source.telemetry import choose_source, read_telemetry
+from streaming.sinks import AlertPublisher, BatchWriter
+from streaming.source import choose_source, read_telemetry
 from streaming.store import Store
 
 __all__ = ["QUERY_NAME", "RunOptions", "RunningJob", "open_store", "reconcile_reset", "run_job", "start_job",

@@ -26,7 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from streaming.alert import Alert, SortKey, decode_output
 from streaming.clock import now_ms
 from streaming.config import RetentionConfig
-from streaming.ops.metrics import increment
+from streaming.ops import increment
 from streaming.resilience import Throttle, one_line, retry_store
 from streaming.store import Store
 

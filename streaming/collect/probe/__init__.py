@@ -51,14 +51,14 @@ events), prober (rounds and the live loop), publish (JSONL file or the bus) and 
 
 from streaming.collect.probe.cli import command, configure_parser
 from streaming.collect.probe.exchange import METADATA_LOG
-from streaming.collect.probe.prober import Emit, Prober
+from streaming.collect.probe.prober import EventSink, Prober
 from streaming.collect.probe.publish import BusPublisher, JsonlWriter
 from streaming.collect.probe.targets import ProbeOptions, Target, format_address, parse_address, targets_from_config
 
 __all__ = [
     "METADATA_LOG",
     "BusPublisher",
-    "Emit",
+    "EventSink",
     "JsonlWriter",
     "ProbeOptions",
     "Prober",

@@ -9,7 +9,7 @@ import logging
 import signal
 import sys
 
-from streaming.collect.probe.prober import Emit, Prober
+from streaming.collect.probe.prober import EventSink, Prober
 from streaming.collect.probe.publish import BusPublisher, JsonlWriter
 from streaming.collect.probe.targets import ProbeOptions, default_source, targets_from_config
 from streaming.config import ConfigError, load_config
@@ -85,7 +85,7 @@ def command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run_until_signalled(prober: Prober, sink: Emit, rounds: int | None) -> None:
+async def _run_until_signalled(prober: Prober, sink: EventSink, rounds: int | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

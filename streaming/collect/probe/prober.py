@@ -17,7 +17,7 @@ from streaming.collect.probe.targets import ProbeOptions, Target, format_address
 from streaming.collect.protocol.client import ProbeFailure, classify
 from streaming.contract import Expected
 
-__all__ = ["IDENTITY_RETRY_S", "Emit", "Prober"]
+__all__ = ["IDENTITY_RETRY_S", "EventSink", "Prober"]
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ class TargetState:
     failing: bool | None = None
 
 
-Emit = Callable[[list[dict[str, Any]]], Any]
+# Where a probe round's events go (the bus publisher, a JSONL file, a test's list): the events as dicts.
+EventSink = Callable[[list[dict[str, Any]]], Any]
 
 
 class Prober:
@@ -93,7 +94,7 @@ class Prober:
         self.events_emitted += len(events)
         return events
 
-    async def run(self, emit: Emit, *, stop: asyncio.Event | None = None, rounds: int | None = None) -> None:
+    async def run(self, emit: EventSink, *, stop: asyncio.Event | None = None, rounds: int | None = None) -> None:
         """The live loop: a tick every `interval_ms`; each target's events are emitted as soon
         as that target is done. A target still busy from the previous tick skips this one.
 

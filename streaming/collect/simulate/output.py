@@ -95,7 +95,7 @@ def produce_live(sim: Simulation, bus: str | BusAccess, *, realtime: bool = True
         for due, topic, ev in run.emission():
             # Sleeping for each millisecond's events cost more CPU than producing them: wait only
             # when the next event is more than _EARLY_S ahead of the wall clock.
-            if realtime and (wait_s := (due - time.time() * 1000) / 1000) > _EARLY_S and stop.wait(wait_s):
+            if realtime and (wait_s := (due - now_ms()) / 1000) > _EARLY_S and stop.wait(wait_s):
                 break
             if stop.is_set():
                 break
