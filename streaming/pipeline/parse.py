@@ -21,7 +21,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from streaming.config import RuleBook
 from streaming.contract import Event, Rejected, latest_valid_ts, parse_message
 from streaming.detect import redundant_heartbeats, shards_of
-from streaming.packing import PackedItem, pack
+from streaming.pipeline.packing import PackedItem, pack
 
 __all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "bucket_of", "no_cycle_collection", "parse_stage"]
 
@@ -71,7 +71,7 @@ def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: in
 def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
                  bucket_by_shard: dict[str, int], latest_ts_ms: int) -> pa.RecordBatch:
     """The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
-    items of its shards, packed (streaming.packing). The rejected messages of a chunk leave as
+    items of its shards, packed (streaming.pipeline.packing). The rejected messages of a chunk leave as
     one quarantine row: marshal-ed (source, offset, raw text, reason, detail) items.
     `latest_ts_ms`: the latest event time the contract accepts (wall clock + clock skew).
     """

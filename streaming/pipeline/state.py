@@ -17,7 +17,7 @@ from streaming.alert import encode_output
 from streaming.config import RuleBook
 from streaming.contract import Event, event_to_dict
 from streaming.detect import Position, ShardEngine, ShardOutput, dump_engine, load_engine
-from streaming.packing import unpack
+from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, no_cycle_collection
 
 __all__ = ["OUTPUT_SCHEMA", "DetectorProcessor"]

@@ -8,7 +8,7 @@ import orjson
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
 from streaming.contract import Broker, BrokerHeartbeat, BrokerState, Endpoint, Expected, MetadataResponse, parse_message
-from streaming.packing import pack, unpack
+from streaming.pipeline.packing import pack, unpack
 
 EDGE_CASES = [
     MetadataResponse(1, "probe-a", "c1", "t1", "h:9092", Expected("c1", 3), 3, 2, None, 4,
