@@ -1,5 +1,5 @@
 """The rule scenarios, by subject: every rule of SPEC section 4 with cases that fire, stay quiet
-and resolve. tests/detect/ runs them on the engine, tests/test_reference_detector.py on the
+and resolve. tests/detect/ runs them on the engine, tests/reference/test_reference_detector.py on the
 reference detector of bench/."""
 
 from __future__ import annotations

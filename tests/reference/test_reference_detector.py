@@ -8,51 +8,23 @@ fault kind delivered out of order.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from support.paths import EXAMPLES
+from support.reference import REFERENCE, as_lines, reference_alerts
 from support.rule_cases import ALL_CASES
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
-from streaming.contract import Event, event_from_dict, event_to_dict, parse_message
+from streaming.contract import Event, event_from_dict, parse_message
 from streaming.detect import detect
 
 START_MS = 1_764_000_000_000
 
 
-def _load() -> ModuleType:
-    # bench/ is not a package on the path: the reference package is loaded from its folder.
-    folder = Path(__file__).resolve().parents[1] / "bench" / "reference"
-    spec = importlib.util.spec_from_file_location("reference", folder / "__init__.py",
-                                                  submodule_search_locations=[str(folder)])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its modules import each other relatively
-    spec.loader.exec_module(module)
-    return module
-
-
-REFERENCE = _load()
-
-
-def reference_alerts(lines: list[str] | list[bytes]) -> list[dict[str, Any]]:
-    alerts, late, skipped = REFERENCE.detect(lines)
-    assert (late, skipped) == (0, 0)
-    return alerts
-
-
 def engine_alerts(events: list[Event]) -> list[dict[str, Any]]:
     return [a.to_dict() for a in detect(events)]
-
-
-def as_lines(events: list[Event]) -> list[str]:
-    return [json.dumps(event_to_dict(e)) for e in events]
 
 
 DEFAULT_CASES = [(rule, c) for rule, c in ALL_CASES if c.book is None]  # the reference has no config

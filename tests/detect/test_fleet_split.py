@@ -9,6 +9,7 @@ day, checked on the engine (every batching, pickled) and on the reference detect
 
 from __future__ import annotations
 
+from support.reference import as_lines, reference_alerts
 from support.rule_events import (
     COLLISION,
     ID_CHANGED,
@@ -27,7 +28,6 @@ from support.rule_events import (
     run,
     t,
 )
-from test_reference_detector import as_lines, reference_alerts
 
 from streaming.config import RuleSettings
 
