@@ -31,10 +31,11 @@ def spark(test_config):
 @pytest.fixture(scope="session")
 def postgres():
     """A PostgreSQL server on 127.0.0.1 for the session (tests/support/postgres.py); every test
-    that wants a fresh database asks it for one. Skipped, saying so, without its binaries."""
+    that wants a fresh database asks it for one. `make test` installs PostgreSQL: without its
+    binaries the tests that need it fail, saying so."""
     bin_dir = pg_binaries()
     if bin_dir is None:
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not installed: apt-get install postgresql")
+        pytest.fail("PostgreSQL binaries (initdb, pg_ctl) not installed: apt-get install postgresql")
     server = PostgresServer(bin_dir).start()
     yield server
     server.stop()

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from sqlalchemy import func, inspect, select, text, update
 from support.notify import Hook, delivery_rows, make_alert, outbox_rows, resolved
-from support.postgres import PostgresServer, pg_binaries
 
 from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
@@ -47,23 +46,6 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-@pytest.fixture(scope="module")
-def postgres_server():
-    bin_dir = pg_binaries()
-    if bin_dir is None:
-        pytest.fail("PostgreSQL binaries (initdb, pg_ctl) not installed: apt-get install postgresql")
-    server = PostgresServer(bin_dir).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    return request.getfixturevalue("postgres_server").create_database("policies")
 
 
 @pytest.fixture

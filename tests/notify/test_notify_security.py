@@ -32,7 +32,6 @@ from support.notify import (
     write_config,
 )
 from support.paths import ROOT
-from support.postgres import PostgresServer, pg_binaries
 
 from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
@@ -50,23 +49,6 @@ def hook():
     h = Hook()
     yield h
     h.stop()
-
-
-@pytest.fixture(scope="module")
-def postgres_server():
-    bin_dir = pg_binaries()
-    if bin_dir is None:
-        pytest.fail("PostgreSQL binaries (initdb, pg_ctl) not installed: apt-get install postgresql")
-    server = PostgresServer(bin_dir).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    return request.getfixturevalue("postgres_server").create_database("security")
 
 
 # -- secret-bearing URLs -----------------------------------------------------------------------
