@@ -15,7 +15,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from sqlalchemy import func, select
 
 from streaming import topics
-from streaming.alert import Alert
+from streaming.alert import Alert, encode_output
 from streaming.bus import EmbeddedBus, ensure_topics
 from streaming.ops.metrics import render_metrics
 from streaming.pipeline.run import start_job
@@ -30,10 +30,8 @@ AT = 1_764_000_039_002
 
 
 def _alert_row(broker_id: int, summary: str) -> tuple:
-    alert = Alert(rule="broker.heartbeat_lost", status="firing", subject=f"broker:c1:{broker_id}", cluster_id="c1",
-                  target=None, broker_id=broker_id, endpoint=None, starts_at=AT, ends_at=None, summary=summary,
-                  details={})
-    return ("alert", alert.subject, AT, json.dumps({**alert.to_dict(), "sort_key": alert.sort_key()}))
+    alert = Alert.firing("broker.heartbeat_lost", f"c1/{broker_id}", AT, summary, cluster_id="c1", broker_id=broker_id)
+    return ("alert", alert.subject, AT, encode_output(alert))
 
 
 def _published(bootstrap: str, timeout_s: float = 30) -> list[dict]:
