@@ -57,6 +57,8 @@ class FleetResult:
     final_lag_s: float = 0.0
     state_rows: int = 0
     peak_rss_mb: float = 0.0
+    # What the peak was made of, at its moment: this driver process, Spark's JVM, the Python workers.
+    peak_rss_parts_mb: dict[str, float] = field(default_factory=dict)
     limited_by: str = ""
     latencies_by_rule: dict[str, float] = field(default_factory=dict)
 
@@ -69,12 +71,14 @@ class FleetResult:
 
 
 class RssSampler:
-    """Peak RSS of this process tree, minus the processes that are the fleet (broker, simulator)."""
+    """Peak RSS of this process tree, minus the processes that are the fleet (broker, simulator),
+    and what it was made of at its moment (`peak_parts`: bytes by kind of process)."""
 
     def __init__(self, interval_s: float = 0.5) -> None:
         self.interval_s = interval_s
         self.excluded: set[int] = set()
         self.peak_bytes = 0
+        self.peak_parts: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
@@ -89,7 +93,7 @@ class RssSampler:
     def _run(self) -> None:
         me = psutil.Process()
         while not self._stop.wait(self.interval_s):
-            total = 0
+            parts: dict[str, int] = {}
             skip: set[int] = set()
             for pid in self.excluded:
                 try:
@@ -100,10 +104,20 @@ class RssSampler:
                 if proc.pid in skip:
                     continue
                 try:
-                    total += proc.memory_info().rss
+                    kind = _process_kind(proc, me)
+                    parts[kind] = parts.get(kind, 0) + proc.memory_info().rss
                 except psutil.Error:
                     continue
-            self.peak_bytes = max(self.peak_bytes, total)
+            if sum(parts.values()) > self.peak_bytes:
+                self.peak_bytes, self.peak_parts = sum(parts.values()), parts
+
+
+def _process_kind(proc: psutil.Process, me: psutil.Process) -> str:
+    if proc.pid == me.pid:
+        return "driver (Python)"
+    if proc.name().startswith("java"):
+        return "JVM"
+    return "Python workers"
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.5) -> None:
