@@ -13,7 +13,8 @@ docstring of `bench/reference/`). The bench checks that their alert lines are by
   reference, the time it reports for reading, detecting and writing;
 - CPU seconds of the whole process tree (the JVM and Spark's Python workers included): sampled
   from /proc every 0.1 s, and as the kernel accounts it for reaped children (RUSAGE_CHILDREN);
-  the larger is printed per 100k events;
+  the larger is printed per 100k events, and fleetwatch's is split by process (the command's
+  own, the JVM, Spark's Python workers);
 and the ratio fleetwatch/reference of the events/s. Numbers are measured on this machine as it
 is: the load average is printed with them.
 """
@@ -45,6 +46,7 @@ class Run:
     own_s: float
     cpu_sampled_s: float
     cpu_rusage_s: float
+    cpu_by_kind: dict[str, float]  # sampled: the command's own process, the JVM, Spark's Python workers
     stdout: str
     stderr: str
 
@@ -53,8 +55,9 @@ class Run:
         return max(self.cpu_sampled_s, self.cpu_rusage_s)
 
 
-def _tree_cpu(proc: psutil.Process, seen: dict[int, float]) -> None:
-    """Record the CPU time so far of `proc` and its descendants (the last value seen per pid)."""
+def _tree_cpu(proc: psutil.Process, seen: dict[int, float], kinds: dict[int, str]) -> None:
+    """Record the CPU time so far of `proc` and its descendants (the last value seen per pid),
+    and what kind of process each is."""
     try:
         procs = [proc, *proc.children(recursive=True)]
     except psutil.NoSuchProcess:
@@ -65,6 +68,8 @@ def _tree_cpu(proc: psutil.Process, seen: dict[int, float]) -> None:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         seen[p.pid] = max(seen.get(p.pid, 0.0), times.user + times.system)
+        if p.pid not in kinds:
+            kinds[p.pid] = "command" if p.pid == proc.pid else "JVM" if p.name().startswith("java") else "workers"
 
 
 def run_command(name: str, argv: list[str], env: dict[str, str]) -> Run:
@@ -72,12 +77,13 @@ def run_command(name: str, argv: list[str], env: dict[str, str]) -> Run:
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     seen: dict[int, float] = {}
+    kinds: dict[int, str] = {}
     watched = psutil.Process(proc.pid)
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(0.1):
-            _tree_cpu(watched, seen)
+            _tree_cpu(watched, seen, kinds)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -89,7 +95,10 @@ def run_command(name: str, argv: list[str], env: dict[str, str]) -> Run:
     if proc.returncode != 0:
         sys.exit(f"{name} failed (exit {proc.returncode}):\n{stderr[-3000:]}")
     rusage = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(name, wall, own_seconds(name, stderr), sum(seen.values()), rusage, stdout, stderr)
+    by_kind: dict[str, float] = {}
+    for pid, cpu in seen.items():
+        by_kind[kinds[pid]] = by_kind.get(kinds[pid], 0.0) + cpu
+    return Run(name, wall, own_seconds(name, stderr), sum(seen.values()), rusage, by_kind, stdout, stderr)
 
 
 def own_seconds(name: str, stderr: str) -> float:
@@ -161,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.name:<11}{r.wall_s:>9.1f}{lines / r.wall_s:>10.0f}{r.own_s:>8.1f}{lines / r.own_s:>10.0f}"
               f"{r.cpu_s:>8.1f}{r.cpu_sampled_s:>9.1f}{r.cpu_rusage_s:>9.1f}{r.cpu_s * 1e5 / lines:>11.1f}")
     fw, ref = runs
+    print("fleetwatch CPU s by process (sampled): " + ", ".join(
+        f"{kind} {cpu:.1f}" for kind, cpu in sorted(fw.cpu_by_kind.items())))
     print(f"fleetwatch/reference events/s: {ref.wall_s / fw.wall_s:.2f} whole command, "
           f"{ref.own_s / fw.own_s:.2f} without start-up; CPU per event {fw.cpu_s / ref.cpu_s:.2f}x the reference's")
     print(f"load average after: {load:.2f}")
