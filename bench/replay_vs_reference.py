@@ -68,8 +68,11 @@ def _tree_cpu(proc: psutil.Process, seen: dict[int, float], kinds: dict[int, str
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         seen[p.pid] = max(seen.get(p.pid, 0.0), times.user + times.system)
-        if p.pid not in kinds:
+        # Every time: Spark's launcher script becomes the JVM (exec) under the same pid.
+        try:
             kinds[p.pid] = "command" if p.pid == proc.pid else "JVM" if p.name().startswith("java") else "workers"
+        except psutil.NoSuchProcess:
+            kinds.setdefault(p.pid, "workers")
 
 
 def run_command(name: str, argv: list[str], env: dict[str, str]) -> Run:

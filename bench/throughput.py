@@ -26,7 +26,8 @@ Throughput is input rows over the busy time of the batches after the first (Spar
 processedRowsPerSecond over the run; the first batch of a query starts its Python workers and
 creates the detection state), so (a) and (b) compare like with like. Memory is the peak resident set
 of this process, its JVM and Spark's Python workers together (the broker and the simulator
-are the fleet, not fleetwatch, and are left out).
+are the fleet, not fleetwatch, and are left out), and the peak proportional set size of the
+same processes, which counts the pages the forked Python workers share once.
 """
 
 from __future__ import annotations
@@ -270,6 +271,8 @@ def run_fleet(spark: SparkSession, config: FleetwatchConfig, clusters: int, brok
             _live_phase(spark, config, result, workdir, log, rss, live_s, fault_every_s, progress)
             result.peak_rss_mb = round(rss.peak_bytes / 2**20, 1)
             result.peak_rss_parts_mb = {kind: round(n / 2**20, 1) for kind, n in rss.peak_parts.items()}
+            result.peak_pss_mb = round(rss.peak_pss_bytes / 2**20, 1)
+            result.peak_pss_parts_mb = {kind: round(n / 2**20, 1) for kind, n in rss.peak_pss_parts.items()}
     finally:
         spark.streams.removeListener(listener)
     result.limited_by = limited_by(result)

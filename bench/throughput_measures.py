@@ -59,6 +59,10 @@ class FleetResult:
     peak_rss_mb: float = 0.0
     # What the peak was made of, at its moment: this driver process, Spark's JVM, the Python workers.
     peak_rss_parts_mb: dict[str, float] = field(default_factory=dict)
+    # The same tree's peak proportional set size: a page shared by several processes (the Python
+    # workers are forked from one daemon) counts once in all, not once per process as in RSS.
+    peak_pss_mb: float = 0.0
+    peak_pss_parts_mb: dict[str, float] = field(default_factory=dict)
     limited_by: str = ""
     latencies_by_rule: dict[str, float] = field(default_factory=dict)
 
@@ -71,14 +75,17 @@ class FleetResult:
 
 
 class RssSampler:
-    """Peak RSS of this process tree, minus the processes that are the fleet (broker, simulator),
-    and what it was made of at its moment (`peak_parts`: bytes by kind of process)."""
+    """Peak RSS and peak PSS of this process tree, minus the processes that are the fleet (broker,
+    simulator), and what each was made of at its moment (bytes by kind of process; the Python
+    workers' kind counts them)."""
 
     def __init__(self, interval_s: float = 0.5) -> None:
         self.interval_s = interval_s
         self.excluded: set[int] = set()
         self.peak_bytes = 0
         self.peak_parts: dict[str, int] = {}
+        self.peak_pss_bytes = 0
+        self.peak_pss_parts: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
@@ -94,6 +101,8 @@ class RssSampler:
         me = psutil.Process()
         while not self._stop.wait(self.interval_s):
             parts: dict[str, int] = {}
+            pss_parts: dict[str, int] = {}
+            workers = 0
             skip: set[int] = set()
             for pid in self.excluded:
                 try:
@@ -105,11 +114,19 @@ class RssSampler:
                     continue
                 try:
                     kind = _process_kind(proc, me)
-                    parts[kind] = parts.get(kind, 0) + proc.memory_info().rss
+                    memory = proc.memory_full_info()
                 except psutil.Error:
                     continue
+                workers += kind == "Python workers"
+                parts[kind] = parts.get(kind, 0) + memory.rss
+                pss_parts[kind] = pss_parts.get(kind, 0) + memory.pss
+            label = {"Python workers": f"Python workers ({workers})"}
             if sum(parts.values()) > self.peak_bytes:
-                self.peak_bytes, self.peak_parts = sum(parts.values()), parts
+                self.peak_bytes = sum(parts.values())
+                self.peak_parts = {label.get(k, k): n for k, n in parts.items()}
+            if sum(pss_parts.values()) > self.peak_pss_bytes:
+                self.peak_pss_bytes = sum(pss_parts.values())
+                self.peak_pss_parts = {label.get(k, k): n for k, n in pss_parts.items()}
 
 
 def _process_kind(proc: psutil.Process, me: psutil.Process) -> str:

@@ -27,8 +27,10 @@ def print_table(results: list[FleetResult]) -> None:
         print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
     for r in results:
         print(f"{r.fleet}: {r.limited_by}; sustained={r.sustained}")
-        parts = ", ".join(f"{kind} {mb:,.0f}" for kind, mb in sorted(r.peak_rss_parts_mb.items()))
-        print(f"{r.fleet}: peak RSS {r.peak_rss_mb:,.0f} MB = {parts}")
+        for name, total, parts in (("RSS", r.peak_rss_mb, r.peak_rss_parts_mb),
+                                   ("PSS", r.peak_pss_mb, r.peak_pss_parts_mb)):
+            shares = ", ".join(f"{kind} {mb:,.0f}" for kind, mb in sorted(parts.items()))
+            print(f"{r.fleet}: peak {name} {total:,.0f} MB = {shares}")
 
 
 def write_chart(results: list[FleetResult], out_dir: Path) -> list[Path]:
