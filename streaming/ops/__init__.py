@@ -1,8 +1,8 @@
 """Operating fleetwatch in production: `/metrics` for Prometheus, `check-config`, the spark-submit driver.
 
 - `check_config`: the `fleetwatch check-config` command (`configure_parser`, `command`).
-- `/metrics`: `add_metrics_arguments(parser)` and `serve_metrics_from_args(args, store)` for the
-  commands that serve it, `start_metrics_server(store, host, port)`, and `increment(counter)`
+- `/metrics`: `add_metrics_arguments(parser)` for the commands that serve it,
+  `start_metrics_server(store, port, host)`, and `increment(counter)`
   for the counters the job keeps in its process.
 - `submit.main`: the driver program under spark-submit (deploy/spark/fleetwatch_job.py); an
   entry point, not imported by other stages.
@@ -13,9 +13,8 @@ from streaming.ops.metrics import (
     MetricsServer,
     add_metrics_arguments,
     increment,
-    serve_metrics_from_args,
     start_metrics_server,
 )
 
-__all__ = ["MetricsServer", "add_metrics_arguments", "check_config", "increment", "serve_metrics_from_args",
+__all__ = ["MetricsServer", "add_metrics_arguments", "check_config", "increment",
            "start_metrics_server"]

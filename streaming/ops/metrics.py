@@ -65,7 +65,6 @@ __all__ = [
     "add_metrics_arguments",
     "increment",
     "render_metrics",
-    "serve_metrics_from_args",
     "start_metrics_server",
     "wsgi_app",
 ]
@@ -351,10 +350,3 @@ def add_metrics_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve Prometheus /metrics on this port (default: $FLEETWATCH_METRICS_PORT, else off)")
     p.add_argument("--metrics-host", default=os.environ.get("FLEETWATCH_METRICS_HOST", "0.0.0.0"), metavar="ADDR",
                    help="address for /metrics (default: $FLEETWATCH_METRICS_HOST, else 0.0.0.0)")
-
-
-def serve_metrics_from_args(args: argparse.Namespace, store: Any) -> MetricsServer | None:
-    """Start `/metrics` when `--metrics-port` asks for it; the caller stops it."""
-    if getattr(args, "metrics_port", None) is None:
-        return None
-    return start_metrics_server(store, args.metrics_port, args.metrics_host)

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from streaming.config import ConfigError, load_config
-from streaming.ops.metrics import add_metrics_arguments, serve_metrics_from_args
+from streaming.ops.metrics import add_metrics_arguments
 
 __all__ = ["main"]
 
@@ -63,21 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("spark.master of the config ignored: spark-submit's master wins",
                  extra={"config_master": config.spark.master, "master": master})
 
-    from streaming.pipeline import RunOptions, open_store, run_job
+    from streaming.pipeline import RunOptions, run_job
 
-    # The store may be down while the driver starts: wait for it, as `run` does, instead of failing.
-    metrics = serve_metrics_from_args(args, open_store(config.store.url)) if args.metrics_port is not None else None
+    # `run_job` waits for the store while it is down, as `run` does, and serves /metrics from it.
     try:
-        # This driver serves /metrics itself (above, for as long as the driver runs): the job serves none.
-        return run_job(config, RunOptions(metrics_port=None))
+        return run_job(config, RunOptions(metrics_port=args.metrics_port, metrics_host=args.metrics_host))
     except ConfigError as exc:
         print(f"fleetwatch run: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    finally:
-        if metrics is not None:
-            metrics.stop()
 
 if __name__ == "__main__":
     sys.exit(main())
