@@ -56,8 +56,8 @@ class BatchWriter:
 
     `on_alerts` receives each batch's alerts in event-time order, each beside its sort key (for
     merging batches), once the store has them; what it raises is logged and counted, never
-    fails the batch. Without a store, only the
-    callbacks and the counters see the output (a replay that writes a file only).
+    fails the batch. Without a store, only the callbacks and the counters see the output (a
+    replay that writes a file only).
 
     `stop`: retry store writes on transient errors (backoff, one log line per retry) until they
     succeed or `stop` is set; without it a store error fails the batch at once (replay).

@@ -197,10 +197,8 @@ class Store:
     def resolve_orphaned_alerts(self, reason: str, ends_at: int) -> list[Alert]:
         """Resolve the firing alerts still orphaned (current state, history and outbox, so receivers
         get the resolve), at `ends_at` with `details.reason`; returns the resolutions."""
-        fields = ("alert_id", "rule", "status", "severity", "cluster_id", "target", "broker_id", "endpoint",
-                  "starts_at", "ends_at", "summary", "details")
         with self.engine.begin() as conn:
-            orphans = conn.execute(select(*(alerts.c[f] for f in fields))
+            orphans = conn.execute(select(alerts)
                                    .where(alerts.c.status == "firing", alerts.c.orphaned_at.is_not(None))
                                    .order_by(alerts.c.starts_at, alerts.c.alert_id)).mappings().all()
             resolved = [Alert.from_dict({**row, "details": row["details"] or {}}).resolved_at(ends_at, reason=reason)
