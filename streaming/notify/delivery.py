@@ -102,10 +102,6 @@ class NotifierBusy(Exception):
     """Another notifier holds the store's lease."""
 
 
-def _outgoing(delivery: QueuedDelivery) -> OutgoingAlert:
-    return OutgoingAlert(delivery.body, json.loads(delivery.body))
-
-
 def _state_change(delivery: QueuedDelivery, verdict: Verdict) -> StateChange:
     hold = verdict.action == HOLD
     return StateChange(delivery.id, delivery.outbox_id, HELD if hold else SILENCED, verdict.silence_id,
@@ -230,7 +226,7 @@ class Notifier:
 
     def _deliver(self, receiver: Receiver, unit: list[QueuedDelivery]) -> Outcome:
         try:
-            request = receiver.request([_outgoing(r) for r in unit], self.now_ms())
+            request = receiver.request([OutgoingAlert.of(r.body) for r in unit], self.now_ms())
         except (ValueError, KeyError, TypeError) as exc:
             outcome = Outcome(False, permanent=True, error=f"cannot build the message: {type(exc).__name__}: {exc}")
         else:
@@ -367,7 +363,7 @@ class Notifier:
         bodies = self.queue.open_firing_bodies(receiver.name)
         size = GROUP_LIMIT["alertmanager"]
         for start in range(0, len(bodies), size):
-            items = [OutgoingAlert(b, json.loads(b)) for b in bodies[start:start + size]]
+            items = [OutgoingAlert.of(b) for b in bodies[start:start + size]]
             outcome = self.sender.send(receiver, receiver.request(items, now))
             if not outcome.ok:
                 self._am_refreshed[receiver.name] = now - self.options.alertmanager_refresh_ms // 2

@@ -70,6 +70,11 @@ class OutgoingAlert:
     body: str
     alert: Mapping[str, Any]
 
+    @classmethod
+    def of(cls, body: str) -> OutgoingAlert:
+        """The alert of a stored body (outbox, deliveries), parsed once for the receivers."""
+        return cls(body, json.loads(body))
+
 
 @dataclass
 class HttpRequest:
