@@ -272,10 +272,7 @@ def probe_round(monkeypatch, fixtures: list[dict[str, Any]]) -> tuple[list[dict[
     # The round starts when the recording did: event times must be real ones (the contract refuses
     # a `ts` before 2000), and the leader's own heartbeat is the time of its answer.
     started_ms = min(f["recorded_at_ms"][0] for f in fixtures)
-    # A recorded answer comes at once; only a frozen broker's never does, and the round waits this
-    # long for it. 300 ms was too short on a loaded 2-core CI machine: a healthy endpoint timed out,
-    # and the probe's retry sent requests no recording holds.
-    events = Prober([target], ProbeOptions(timeout_ms=2000, source="fixtures")).probe_round(now_ms=started_ms)
+    events = Prober([target], ProbeOptions(timeout_ms=300, source="fixtures")).probe_round(now_ms=started_ms)
     return events, replay
 
 
