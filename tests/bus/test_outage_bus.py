@@ -9,6 +9,7 @@ produced to the restarted bus.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -41,6 +42,22 @@ def _no_listener_on(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def _what_went_wrong(store: Store, expected: set[tuple[str, str]], query, start_ms: int) -> str:
+    """The difference, and what was late and when: which events, against which batches' watermarks."""
+    with store.engine.connect() as conn:
+        reasons = dict(conn.execute(select(quarantine.c.reason, func.count()).group_by(quarantine.c.reason)).all())
+        late = [json.loads(raw) for raw in conn.scalars(select(quarantine.c.raw)
+                                                          .where(quarantine.c.reason == "late_event"))]
+    got = stored_lines(store)
+    late_seen = sorted((e["ts"] - start_ms, e["type"], e["cluster_id"], e.get("broker_id")) for e in late)
+    progress = (json.loads(p.json) for p in query.recentProgress)
+    batches = [(p["batchId"], p["numInputRows"], *(p.get("eventTime", {}).get(k) for k in ("max", "watermark")))
+               for p in progress if p["numInputRows"]]
+    return (f"missing {expected - got}, unexpected {got - expected}; quarantined {reasons}; late events "
+            f"(ms after the start, type, cluster, broker) {late_seen}; batches (id, rows, max event, watermark) "
+            f"{batches}")
 
 
 def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, test_config, tmp_path, monkeypatch):
@@ -82,12 +99,8 @@ def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, tes
         try:
             poll_until(lambda: stored_lines(store) == expected, 240, "every expected alert after the bus restart")
         except AssertionError:
-            with store.engine.connect() as conn:
-                reasons = dict(conn.execute(select(quarantine.c.reason, func.count())
-                                            .group_by(quarantine.c.reason)).all())
-            got = stored_lines(store)
-            raise AssertionError(f"missing {expected - got}, unexpected {got - expected}; quarantined {reasons}; "
-                                 f"read {recorder.stats['fleetwatch'].input_rows} of {produced}") from None
+            raise AssertionError(_what_went_wrong(store, expected, query, sim.spec.start_ms)
+                                 + f"; read {recorder.stats['fleetwatch'].input_rows} of {produced}") from None
         caught_up_s = time.monotonic() - back_at
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced, timeout_s=60)
         assert query.isActive and query.exception() is None

@@ -262,17 +262,17 @@ def scenario(kafka: str, layout: str, name: str) -> list[dict[str, Any]]:
     return [load(p) for p in sorted((FIXTURES / kafka).glob(f"{layout}-{name}-*.json"))]
 
 
-def probe_round(monkeypatch, fixtures: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], _Replay]:
+def probe_round(fixtures: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], _Replay]:
     """One probe round over the recorded cluster, bootstrapped at its first broker."""
     replay = _Replay(fixtures)
-    monkeypatch.setattr(exchange, "Connection", replay.connection_class())
     first = fixtures[0]["cluster"]["brokers"][0]
     address = next(f["to"]["address"] for f in fixtures if f["to"]["node_id"] == first)
     target = Target(name="real", bootstrap=(parse_address(address),))
     # The round starts when the recording did: event times must be real ones (the contract refuses
     # a `ts` before 2000), and the leader's own heartbeat is the time of its answer.
     started_ms = min(f["recorded_at_ms"][0] for f in fixtures)
-    events = Prober([target], ProbeOptions(timeout_ms=300, source="fixtures")).probe_round(now_ms=started_ms)
+    prober = Prober([target], ProbeOptions(timeout_ms=300, source="fixtures"), connection=replay.connection_class())
+    events = prober.probe_round(now_ms=started_ms)
     return events, replay
 
 
@@ -301,10 +301,10 @@ def fetch_windows(fixtures: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
 @pytest.mark.parametrize(("kafka", "layout", "name"), [("4.4.0", "separate", "healthy"),
                                                       ("4.4.0", "separate", "fenced"),
                                                       ("4.3.1", "combined", "healthy")])
-def test_probe_events_are_the_wire_form_of_contract_records(monkeypatch, kafka, layout, name):
+def test_probe_events_are_the_wire_form_of_contract_records(kafka, layout, name):
     # One way from a record to the wire (contract.event_to_dict): every contract field, null when
     # unknown, in the contract's order; a failed exchange adds its error_detail after them.
-    events, _ = probe_round(monkeypatch, scenario(kafka, layout, name))
+    events, _ = probe_round(scenario(kafka, layout, name))
     assert {ev["type"] for ev in events} >= {"metadata_response", "broker_heartbeat"}
     for ev in events:
         wire = event_to_dict(event_from_dict(ev))
@@ -312,10 +312,10 @@ def test_probe_events_are_the_wire_form_of_contract_records(monkeypatch, kafka, 
         assert list(ev)[:len(wire)] == list(wire) and list(ev)[len(wire):] in ([], ["error_detail"])
 
 
-def test_the_probe_reads_a_healthy_separate_quorum(monkeypatch):
+def test_the_probe_reads_a_healthy_separate_quorum():
     fixtures = scenario("4.4.0", "separate", "healthy")
     cluster = fixtures[0]["cluster"]
-    events, replay = probe_round(monkeypatch, fixtures)
+    events, replay = probe_round(fixtures)
     assert replay.unrecorded == []
     boot, endpoints = answers(events)
     assert [(r["expected"], r["error"]) for r in [boot, *endpoints]] == [(None, None)] + [
@@ -337,11 +337,11 @@ def test_the_probe_reads_a_healthy_separate_quorum(monkeypatch):
         assert low <= beat["ts"] <= high
 
 
-def test_the_probe_reads_a_broker_that_kafka_fenced(monkeypatch):
+def test_the_probe_reads_a_broker_that_kafka_fenced():
     fixtures = scenario("4.4.0", "separate", "fenced")
     cluster = fixtures[0]["cluster"]
     assert cluster["fenced"] == [2]
-    events, replay = probe_round(monkeypatch, fixtures)
+    events, replay = probe_round(fixtures)
     assert replay.unrecorded == []
     boot, endpoints = answers(events)
     assert [(b["node_id"], b["fenced"]) for b in boot["brokers"]] == [(1, False), (2, True)]
@@ -355,21 +355,21 @@ def test_the_probe_reads_a_broker_that_kafka_fenced(monkeypatch):
     assert windows[2][1] < min(fx["recorded_at_ms"][0] for fx in fixtures if fx["api"] == "DescribeQuorum")
 
 
-def test_the_probe_hears_a_combined_node_as_a_voter(monkeypatch):
+def test_the_probe_hears_a_combined_node_as_a_voter():
     # Combined layout: every node is a voter and DescribeQuorum lists no observers (real 4.4 bytes).
     fixtures = scenario("4.4.0", "combined", "healthy")
     quorum = decoded(next(f for f in fixtures if f["api"] == "DescribeQuorum"))
     assert _partition(quorum)["Observers"] == []
-    events, replay = probe_round(monkeypatch, fixtures)
+    events, replay = probe_round(fixtures)
     assert replay.unrecorded == []
     assert [h["broker_id"] for h in by_type(events, "broker_heartbeat")] == [1]
     assert [r["controller_id"] for r in by_type(events, "metadata_response")] == [1, 1]
 
 
-def test_the_probe_falls_back_to_the_reported_cluster_id_on_kafka_4_3(monkeypatch):
+def test_the_probe_falls_back_to_the_reported_cluster_id_on_kafka_4_3():
     fixtures = scenario("4.3.1", "combined", "healthy")
     cluster = fixtures[0]["cluster"]
-    events, replay = probe_round(monkeypatch, fixtures)
+    events, replay = probe_round(fixtures)
     assert replay.unrecorded == []
     assert not [s for s in replay.sent if s[1:] == ("ApiVersionsRequest", 5)]  # 4.3 does not offer v5
     _, (endpoint,) = answers(events)

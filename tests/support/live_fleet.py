@@ -26,10 +26,26 @@ def simulated_fleet(duration_ms: int = 150_000, clusters: int = 3) -> Simulation
                                 duration_ms=duration_ms, seed=7, first_fault_ms=30_000, fault_every_ms=60_000))
 
 
+# Produced events are flushed every this much event time, as collectors that send as they probe.
+_FLUSH_EVERY_MS = 5_000
+
+
 def produce(bootstrap: str, items) -> int:
+    """Produce `(topic, event)` items in order, flushing every `_FLUSH_EVERY_MS` of event time.
+
+    Without the flushes, one partition can lag far behind the others in what the job can read
+    (the producer holds a partition's batches while it learns its leader, as after a restart of
+    the bus): a job reading meanwhile sees one partition minutes ahead in event time, and the
+    other's events are late, which collectors sending as they go would never make them.
+    """
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     count = 0
+    flushed_to: int | None = None
     for topic, event in items:
+        ts = event.get("ts")
+        if isinstance(ts, int) and (flushed_to is None or ts - flushed_to >= _FLUSH_EVERY_MS):
+            producer.flush()
+            flushed_to = ts
         producer.send(topic, key=(event.get("cluster_id") or "").encode(), value=json.dumps(event).encode())
         count += 1
     producer.flush()

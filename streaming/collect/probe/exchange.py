@@ -75,9 +75,9 @@ class IdentityCheckUnusable(Exception):
 
 
 async def converse(target: Target, host: str, port: int, deadline: float, answer: Answer, *, client_id: str,
-                   bootstrap: bool, identity: bool) -> None:
+                   bootstrap: bool, identity: bool, connection: type[Connection] = Connection) -> None:
     """One connection: ApiVersions, SASL, [KIP-1242 check], Metadata, [DescribeCluster], [DescribeQuorum]."""
-    conn = Connection(host, port, deadline=deadline, client_id=client_id, security=target.security)
+    conn = connection(host, port, deadline=deadline, client_id=client_id, security=target.security)
     try:
         await conn.open()
         await conn.negotiate()

@@ -14,7 +14,7 @@ from streaming import clock
 from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
 from streaming.collect.probe.targets import ProbeOptions, Target, format_address, parse_address
-from streaming.collect.protocol.client import ProbeFailure, classify
+from streaming.collect.protocol.client import Connection, ProbeFailure, classify
 from streaming.contract import Expected
 
 __all__ = ["IDENTITY_RETRY_S", "EventSink", "Prober"]
@@ -54,15 +54,19 @@ class Prober:
 
     `probe_round(now_ms)` probes every target once and returns the events (their `ts` is
     `now_ms` plus the time the answer took, so tests can drive event time explicitly);
-    `run(emit, stop=...)` is the live loop.
+    `run(emit, stop=...)` is the live loop. `connection` is the client class each exchange opens
+    (recorded answers in the byte-level tests; never a module global to patch, since a probe
+    in another thread of the same process would talk to the replacement too).
     """
 
-    def __init__(self, targets: Sequence[Target], options: ProbeOptions | None = None) -> None:
+    def __init__(self, targets: Sequence[Target], options: ProbeOptions | None = None, *,
+                 connection: type[Connection] = Connection) -> None:
         names = [t.name for t in targets]
         if len(set(names)) != len(names):
             raise ValueError("target names must be unique")
         self.targets = list(targets)
         self.options = options or ProbeOptions()
+        self._connection = connection
         self._state = {t.name: TargetState() for t in self.targets}
         # Endpoints whose broker refused ApiVersions v5 with an error answer -> loop time to try again.
         self._no_identity_check: dict[str, float] = {}
@@ -214,7 +218,7 @@ class Prober:
             try:
                 try:
                     await converse(target, host, port, deadline, answer, client_id=self.options.client_id,
-                                   bootstrap=bootstrap, identity=identity)
+                                   bootstrap=bootstrap, identity=identity, connection=self._connection)
                 except IdentityCheckUnusable as unusable:
                     # The broker offers ApiVersions v5 but refused our KIP-1242 request with an error
                     # answer: compare the reported cluster id instead, on a new connection, for a while.
@@ -224,7 +228,7 @@ class Prober:
                                        "error": str(unusable.__cause__), "retry_in_s": IDENTITY_RETRY_S})
                     answer = Answer(endpoint=answer.endpoint, expected=expected)
                     await converse(target, host, port, deadline, answer, client_id=self.options.client_id,
-                                   bootstrap=bootstrap, identity=False)
+                                   bootstrap=bootstrap, identity=False, connection=self._connection)
             except ProbeFailure as failure:
                 answer.error, answer.detail = failure.code, failure.detail
             except Exception as exc:  # a probe bug must not stop the round
