@@ -235,6 +235,12 @@ class SparkConfig(_Strict):
     # cluster a few per core). Fixed for the life of a checkpoint: the job refuses state
     # written with another count.
     state_buckets: int = Field(16, ge=1)
+    # JVM options of the Spark driver that fleetwatch starts itself (local[*], or a client of a
+    # cluster; under spark-submit the submitter's options apply). Stopping the JIT at its first
+    # tier: the JVM only moves rows between Kafka, Arrow and the Python workers, and C2's compiling
+    # was 42% of its CPU in a replay (bench/replay_vs_reference.py: JVM 22.7 -> 13.1 CPU s) with
+    # the live job's throughput unchanged (bench/throughput.py --quick). "" keeps the JVM's defaults.
+    driver_java_options: str = "-XX:TieredStopAtLevel=1"
 
 
 class FleetwatchConfig(_Strict):

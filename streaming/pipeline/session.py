@@ -1,8 +1,8 @@
 """The Spark session the pipeline runs in, and where its checkpoint lives.
 
-`spark_session` puts the Kafka connector on the classpath (`connector_jars`) when this process
-starts Spark itself; `checkpoint_path`/`checkpoint_id` name a query's checkpoint and read the
-query id Spark keeps in it.
+`spark_session` puts the Kafka connector on the classpath (`connector_jars`) and sets the
+driver's JVM options when this process starts Spark itself; `checkpoint_path`/`checkpoint_id`
+name a query's checkpoint and read the query id Spark keeps in it.
 """
 
 from __future__ import annotations
@@ -19,14 +19,20 @@ from streaming.jars import connector_jars
 __all__ = ["checkpoint_id", "checkpoint_path", "spark_session"]
 
 
-def _connector_jars() -> dict[str, str]:
-    """`spark.jars` with Spark's kafka connector as `make jars` fetched it, when this process
-    starts Spark itself. Under spark-submit the JVM is already up with its own `--packages`
+def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
+    """What only the launch of the driver's JVM takes, when this process starts Spark itself:
+    `spark.jars` with Spark's kafka connector as `make jars` fetched it, and the driver's JVM
+    options. Under spark-submit the JVM is already up with its own `--packages` and options
     (PYSPARK_GATEWAY_PORT is set), and a `spark.jars` of ours would replace them."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         return {}
+    settings = {}
     jars = connector_jars()
-    return {"spark.jars": ",".join(str(jar) for jar in jars)} if jars else {}
+    if jars:
+        settings["spark.jars"] = ",".join(str(jar) for jar in jars)
+    if config.spark.driver_java_options:
+        settings["spark.driver.extraJavaOptions"] = config.spark.driver_java_options
+    return settings
 
 
 def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> SparkSession:
@@ -34,7 +40,7 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder
-    for key, value in _connector_jars().items():
+    for key, value in _launch_settings(config).items():
         builder = builder.config(key, value)
     spark = (
         builder.appName(app_name)

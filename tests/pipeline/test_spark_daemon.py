@@ -1,11 +1,19 @@
-"""Spark's Python workers start from fleetwatch's daemon (streaming.spark_daemon), in real Spark."""
+"""The processes fleetwatch starts Spark in, in real Spark: the Python workers from fleetwatch's
+daemon (streaming.spark_daemon), the driver's JVM with `spark.driver_java_options`, the stock
+Python processes from a precompiled pyspark.zip (streaming.pipeline.precompile)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 
 import pandas as pd
+
+from streaming.pipeline.precompile import bundled_zip, precompile
 
 
 def test_workers_run_under_the_fleetwatch_daemon(spark) -> None:
@@ -32,3 +40,35 @@ def test_workers_run_under_the_fleetwatch_daemon(spark) -> None:
         # The job's modules were imported before the fork and are out of the collector's walk.
         assert row.preloaded
         assert row.frozen > 10_000
+
+
+def test_the_driver_jvm_runs_with_the_configured_options(spark, test_config) -> None:
+    # The conftest's session is the first Spark of the test process: it launched the JVM.
+    wanted = test_config.spark.driver_java_options.split()
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert wanted == ["-XX:TieredStopAtLevel=1"]
+    assert [option for option in runtime.getInputArguments() if option in wanted] == wanted
+
+
+def test_the_pyspark_zip_that_spark_puts_first_on_the_path_is_loaded_as_bytecode() -> None:
+    # `make` precompiled it: the Python processes Spark starts with its stock modules (the data
+    # source's planners, its streaming runner) do not compile pyspark's sources at every start.
+    archive = bundled_zip()
+    loaded = subprocess.run([sys.executable, "-c", "import pyspark.sql.types as m; print(m.__file__)"],
+                            env={**os.environ, "PYTHONPATH": str(archive)}, capture_output=True, text=True,
+                            check=True)
+    assert loaded.stdout.strip() == f"{archive}/pyspark/sql/types.pyc"
+
+
+def test_precompiling_an_archive_keeps_its_sources_and_runs_once(tmp_path) -> None:
+    archive = tmp_path / "lib.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("pkg/__init__.py", "")
+        zf.writestr("pkg/mod.py", "def answer():\n    raise ValueError('from the source line')\n")
+    assert precompile(archive) == 2 and precompile(archive) == 0
+    script = ("import traceback, pkg.mod as m\ntry:\n    m.answer()\nexcept ValueError:\n"
+              "    print(m.__file__); traceback.print_exc()")
+    run = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(archive)},
+                         capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == f"{archive}/pkg/mod.pyc"
+    assert "raise ValueError('from the source line')" in run.stderr  # the source is still there
