@@ -63,8 +63,8 @@ _prefer_installed_pyspark()
 # reads the worker module to run (sys.argv[1]) when it is imported.
 from pyspark import daemon  # noqa: E402
 
-import streaming.source  # noqa: E402, F401  (the Kafka reader's tasks run in these workers)
 from streaming.pipeline import build_pipeline  # noqa: E402, F401  (the parse and detection stages)
+from streaming.source import FleetwatchKafkaDataSource, JsonlFileSource  # noqa: E402, F401  (readers run here)
 
 gc.freeze()
 

@@ -1,23 +1,34 @@
 """The source stage: the raw telemetry messages as a streaming DataFrame, from the Kafka bus
 (Spark's `kafka` connector or the project's reader over kafka-python, `telemetry` chooses) or from
-one recorded JSONL file (`fleetwatch replay`). Every source yields the rows of `raw_rows`."""
+one recorded JSONL file (`fleetwatch replay`). Every source yields the rows of `raw_rows`.
 
-from streaming.source.jsonl_reader import FILE_TOPIC, JsonlFileSource
-from streaming.source.kafka_options import (
-    DEFAULT_MAX_RECORDS_PER_BATCH,
-    KafkaReaderOptions,
-    KafkaSourceError,
-)
-from streaming.source.kafka_ranges import RangeGroup, TopicPartitionRange
-from streaming.source.kafka_reader import FleetwatchKafkaDataSource, KafkaStreamReader
-from streaming.source.raw_rows import COLUMNS
-from streaming.source.telemetry import (
-    PYTHON_SOURCE,
-    SPARK_SOURCE,
-    choose_source,
-    jvm_kafka_available,
-    read_telemetry,
-)
+Names are loaded on first use: Spark starts a Python process for each planning step of a data
+source (look-up, creation, read planning, the streaming runner), and each imports the reader it
+plans through this package; the JSONL reader's must not load the Kafka client, the bus or the
+store (0.4 s of CPU per process)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streaming.source.jsonl_reader import FILE_TOPIC, JsonlFileSource
+    from streaming.source.kafka_options import (
+        DEFAULT_MAX_RECORDS_PER_BATCH,
+        KafkaReaderOptions,
+        KafkaSourceError,
+    )
+    from streaming.source.kafka_ranges import RangeGroup, TopicPartitionRange
+    from streaming.source.kafka_reader import FleetwatchKafkaDataSource, KafkaStreamReader
+    from streaming.source.raw_rows import COLUMNS
+    from streaming.source.telemetry import (
+        PYTHON_SOURCE,
+        SPARK_SOURCE,
+        choose_source,
+        jvm_kafka_available,
+        read_telemetry,
+    )
 
 __all__ = [
     "COLUMNS",
@@ -36,3 +47,21 @@ __all__ = [
     "jvm_kafka_available",
     "read_telemetry",
 ]
+
+_HOME = {
+    **dict.fromkeys(("FILE_TOPIC", "JsonlFileSource"), "jsonl_reader"),
+    **dict.fromkeys(("DEFAULT_MAX_RECORDS_PER_BATCH", "KafkaReaderOptions", "KafkaSourceError"), "kafka_options"),
+    **dict.fromkeys(("RangeGroup", "TopicPartitionRange"), "kafka_ranges"),
+    **dict.fromkeys(("FleetwatchKafkaDataSource", "KafkaStreamReader"), "kafka_reader"),
+    "COLUMNS": "raw_rows",
+    **dict.fromkeys(("PYTHON_SOURCE", "SPARK_SOURCE", "choose_source", "jvm_kafka_available", "read_telemetry"),
+                    "telemetry"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
