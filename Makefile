@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	$(BIN)/python -m streaming.pipeline.precompile
+	$(BIN)/python -m streaming.pipeline.startup
 	touch $(STAMP)
 
 # What the product and the tests need from Debian, installed in one apt-get run when missing

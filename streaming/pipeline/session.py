@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from streaming.config import FleetwatchConfig
 from streaming.jars import connector_jars
+from streaming.pipeline.startup import class_archive
 
 __all__ = ["checkpoint_id", "checkpoint_path", "spark_session"]
 
@@ -22,7 +23,8 @@ __all__ = ["checkpoint_id", "checkpoint_path", "spark_session"]
 def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
     """What only the launch of the driver's JVM takes, when this process starts Spark itself:
     `spark.jars` with Spark's kafka connector as `make jars` fetched it, and the driver's JVM
-    options. Under spark-submit the JVM is already up with its own `--packages` and options
+    options, with the class archive `make` made for this Spark and Java when there is one.
+    Under spark-submit the JVM is already up with its own `--packages` and options
     (PYSPARK_GATEWAY_PORT is set), and a `spark.jars` of ours would replace them."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         return {}
@@ -30,8 +32,12 @@ def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
     jars = connector_jars()
     if jars:
         settings["spark.jars"] = ",".join(str(jar) for jar in jars)
-    if config.spark.driver_java_options:
-        settings["spark.driver.extraJavaOptions"] = config.spark.driver_java_options
+    options = config.spark.driver_java_options
+    archive = class_archive()
+    if archive is not None and archive.is_file():
+        options = f"{options} -XX:SharedArchiveFile={archive}".strip()  # made by `make` (startup.py)
+    if options:
+        settings["spark.driver.extraJavaOptions"] = options
     return settings
 
 

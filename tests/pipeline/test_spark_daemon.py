@@ -1,6 +1,6 @@
 """The processes fleetwatch starts Spark in, in real Spark: the Python workers from fleetwatch's
-daemon (streaming.spark_daemon), the driver's JVM with `spark.driver_java_options`, the stock
-Python processes from a precompiled pyspark.zip (streaming.pipeline.precompile)."""
+daemon (streaming.spark_daemon), the driver's JVM with `spark.driver_java_options` and the class
+archive, the stock Python processes from a precompiled pyspark.zip (streaming.pipeline.startup)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from streaming.pipeline.precompile import bundled_zip, precompile
+from streaming.pipeline.startup import bundled_zip, class_archive, precompile
 
 
 def test_workers_run_under_the_fleetwatch_daemon(spark) -> None:
@@ -72,3 +72,25 @@ def test_precompiling_an_archive_keeps_its_sources_and_runs_once(tmp_path) -> No
                          capture_output=True, text=True, check=True)
     assert run.stdout.strip() == f"{archive}/pkg/mod.pyc"
     assert "raise ValueError('from the source line')" in run.stderr  # the source is still there
+
+
+def test_a_driver_jvm_fleetwatch_starts_loads_sparks_classes_from_the_archive_make_made(tmp_path) -> None:
+    archive = class_archive()
+    assert archive is not None and archive.is_file(), "make did not make the class archive"
+    log = tmp_path / "classes.log"
+    script = (
+        "from streaming.config import FleetwatchConfig\n"
+        "from streaming.pipeline.session import spark_session\n"
+        "options = FleetwatchConfig().spark.driver_java_options + ' -Xlog:class+load=info:file=" + str(log) + "'\n"
+        "spark = spark_session(FleetwatchConfig.model_validate({'spark': {'master': 'local[1]', "
+        "'driver_java_options': options}}))\n"
+        "spark.range(3).count()\n"
+        "spark.stop()\n")
+    subprocess.run([sys.executable, "-c", script], capture_output=True, check=True, timeout=300)
+    # Spark's classes read from a file: from the archive `make` made (the top layer over the
+    # JDK's own archive), or from a jar. (Lambdas and proxies are made at run time, from neither.)
+    sources = [line.split(" source: ", 1)[1] for line in log.read_text().splitlines()
+               if "org.apache.spark." in line and " source: " in line]
+    from_archive = sources.count("shared objects file (top)")
+    from_jars = sum(1 for source in sources if source.startswith(("jar:", "file:")))
+    assert from_archive > 1000 and from_archive > 10 * from_jars
