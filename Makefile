@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint java jars system apt clean help
+.PHONY: demo test lint java jars startup system apt clean help
 
 help:
 	@echo "make demo   set up and run the whole product (dashboard on http://127.0.0.1:8050; REAL_KAFKA=0: no real cluster)"
@@ -15,8 +15,12 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	$(BIN)/python -m streaming.pipeline.startup
 	touch $(STAMP)
+
+# Once per install (then a check): pyspark's bytecode inside its zip and the JVM's class archive,
+# which every start of Spark would otherwise pay for again (streaming/pipeline/startup.py).
+startup: $(STAMP) java
+	@$(BIN)/python -m streaming.pipeline.startup
 
 # What the product and the tests need from Debian, installed in one apt-get run when missing
 # (we must be root with apt-get; otherwise a one-line message says what to install):
@@ -50,7 +54,7 @@ apt:
 # out); its jars come from Maven Central once, into var/jars. Without Java or Maven the demo
 # runs without it and says so in one line.
 REAL_KAFKA ?= 1
-demo: $(STAMP) java
+demo: $(STAMP) java startup
 ifeq ($(REAL_KAFKA),1)
 	@command -v mvn >/dev/null || [ "$$(id -u)" != 0 ] || $(MAKE) -s apt PKGS=maven || true
 	@$(BIN)/python -m streaming.jars fetch kafka-4.4.0 || true
@@ -62,7 +66,7 @@ endif
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) system jars lint
+test: $(STAMP) system jars startup lint
 	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest --headless --webdriver Chrome -p no:cacheprovider --durations=25
 
 clean:

@@ -3,9 +3,9 @@
 Every start of the job (`run`, `replay`, `demo`, the tests' and benches' sessions) paid twice for
 work whose result never changes between starts:
 
-1. **pyspark's bytecode.** Spark starts its Python processes with its `pyspark.zip` first on
-   the path, and Python keeps no bytecode for what it imports from a zip: each process compiled
-   pyspark's sources again, 0.5 s of CPU. `streaming.spark_daemon` takes the installed package
+1. **pyspark's bytecode.** Spark starts its Python processes with its `pyspark.zip` (and
+   py4j's) first on the path, and Python keeps no bytecode for what it imports from a zip: each
+   process compiled pyspark's sources again, 0.5 s of CPU. `streaming.spark_daemon` takes the installed package
    instead for the UDF workers, but the data source's planners and streaming runner, and the
    state driver, are Spark's stock modules, started one after another (7 in a replay). This
    adds, beside each module of the archive, its bytecode as an unchecked-hash `.pyc`, which
@@ -17,7 +17,7 @@ work whose result never changes between starts:
    `-XX:ArchiveClassesAtExit`); `spark_session` starts the JVM with that archive when one was
    made for this pyspark and this Java (`class_archive`), and without it otherwise.
 
-A Spark installed elsewhere (SPARK_HOME) is left alone: its pyspark.zip is that installation's.
+A Spark installed elsewhere (SPARK_HOME) is left alone: its zips are that installation's.
 Nothing here is needed for correctness: a step that fails says why in one line and the job
 starts as before.
 """
@@ -39,18 +39,19 @@ from pathlib import Path
 
 import pyspark
 
-__all__ = ["bundled_zip", "class_archive", "precompile"]
+__all__ = ["bundled_zips", "class_archive", "precompile"]
 
 _ARCHIVE_PREFIX = "jvm-classes-"
 _DUMP_TIMEOUT_S = 600
 _SIMULATED_START_MS = 1_764_000_000_000  # any real time: the contract refuses a `ts` before 2000
 
 
-def bundled_zip() -> Path:
-    """The pyspark.zip that the installed pyspark package ships (Spark's SPARK_HOME/python/lib)."""
+def bundled_zips() -> list[Path]:
+    """The zips the installed pyspark package ships for Spark's Python processes (pyspark's and
+    py4j's, in SPARK_HOME/python/lib): Spark puts them first on those processes' path."""
     spec = importlib.util.find_spec("pyspark")
     assert spec is not None and spec.origin is not None
-    return Path(spec.origin).parent / "python" / "lib" / "pyspark.zip"
+    return sorted((Path(spec.origin).parent / "python" / "lib").glob("*.zip"))
 
 
 def precompile(archive: Path) -> int:
@@ -150,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.dump_classes:
         _dump_classes(args.dump_classes)
         return 0
-    archive = bundled_zip()
-    if not archive.is_file():
-        print(f"no {archive}: pyspark is not pip-installed here; nothing to precompile")
-    else:
+    zips = bundled_zips()
+    if not zips:
+        print("pyspark ships no zips here (not pip-installed): nothing to precompile")
+    for archive in zips:
         added = precompile(archive)
         print(f"{archive}: bytecode added for {added} modules" if added else f"{archive}: already precompiled")
     print(build_class_archive())

@@ -6,18 +6,19 @@ number), so replay runs the live job's pipeline unchanged. Offsets are line coun
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from streaming.source.raw_rows import SCHEMA
+from streaming.source.raw_rows import ARROW_SCHEMA, SCHEMA
 
 __all__ = ["FILE_TOPIC", "JsonlFileSource"]
 
 FILE_TOPIC = "file"
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_LINES_PER_BATCH = 20_000
 
 
 class _Range(InputPartition):
@@ -48,18 +49,30 @@ class _Reader(DataSourceStreamReader):
         first, last = int(start["line"]), int(end["line"])
         return [_Range(a, min(a + self.max_lines, last)) for a in range(first, last, self.max_lines)]
 
-    def read(self, partition: _Range) -> Iterator[tuple]:
+    def read(self, partition: _Range) -> Iterator[pa.RecordBatch]:
         with open(self.path, "rb") as fh:
-            for line_no, raw in enumerate(fh):
-                if line_no < partition.start:
-                    continue
-                if line_no >= partition.end:
-                    break
-                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                yield (None, text, FILE_TOPIC, 0, line_no, _EPOCH)
+            lines = islice(fh, partition.start, partition.end)
+            first = partition.start
+            while chunk := list(islice(lines, _LINES_PER_BATCH)):
+                yield _batch(chunk, first)
+                first += len(chunk)
 
     def commit(self, end: dict) -> None:
         pass
+
+
+def _batch(lines: list[bytes], first: int) -> pa.RecordBatch:
+    """Lines `first`, `first + 1`, ... as rows: no key, the line as the value, its number as the
+    offset, the epoch as the (unused) timestamp."""
+    n = len(lines)
+    return pa.RecordBatch.from_arrays([
+        pa.nulls(n, pa.string()),
+        pa.array([raw.decode("utf-8", errors="replace").rstrip("\r\n") for raw in lines], pa.string()),
+        pa.repeat(pa.scalar(FILE_TOPIC), n),
+        pa.repeat(pa.scalar(0, pa.int32()), n),
+        pa.array(range(first, first + n), pa.int64()),
+        pa.repeat(pa.scalar(0, pa.timestamp("us", tz="UTC")), n),
+    ], schema=ARROW_SCHEMA)
 
 
 class JsonlFileSource(DataSource):

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from streaming.pipeline.startup import bundled_zip, class_archive, precompile
+from streaming.pipeline.startup import bundled_zips, class_archive, precompile
 
 
 def test_workers_run_under_the_fleetwatch_daemon(spark) -> None:
@@ -53,11 +53,12 @@ def test_the_driver_jvm_runs_with_the_configured_options(spark, test_config) -> 
 def test_the_pyspark_zip_that_spark_puts_first_on_the_path_is_loaded_as_bytecode() -> None:
     # `make` precompiled it: the Python processes Spark starts with its stock modules (the data
     # source's planners, its streaming runner) do not compile pyspark's sources at every start.
-    archive = bundled_zip()
-    loaded = subprocess.run([sys.executable, "-c", "import pyspark.sql.types as m; print(m.__file__)"],
-                            env={**os.environ, "PYTHONPATH": str(archive)}, capture_output=True, text=True,
-                            check=True)
-    assert loaded.stdout.strip() == f"{archive}/pyspark/sql/types.pyc"
+    zips = {path.name.split("-")[0].removesuffix(".zip"): path for path in bundled_zips()}
+    script = "import pyspark.sql.types as s, py4j.java_gateway as g; print(s.__file__); print(g.__file__)"
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(map(str, zips.values()))})
+    assert loaded.stdout.split() == [f"{zips['pyspark']}/pyspark/sql/types.pyc",
+                                     f"{zips['py4j']}/py4j/java_gateway.pyc"]
 
 
 def test_precompiling_an_archive_keeps_its_sources_and_runs_once(tmp_path) -> None:
