@@ -31,7 +31,7 @@ from support.processes import free_port, poll
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
-from streaming.collect.simulate import FleetSpec, Simulation
+from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.store import Store, alerts, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -80,12 +80,18 @@ def _text(url: str) -> str:
         return resp.read().decode()
 
 
-class _Standalone:
-    """A Spark standalone master and one worker (2 cores, 1 GiB) on 127.0.0.1."""
+def _ran_an_executor_of(worker: dict, app_id: str) -> bool:
+    state = _json(f"{worker['webuiaddress']}/json/")
+    return any(e["appid"] == app_id for e in state["executors"] + state["finishedexecutors"])
 
-    def __init__(self, workdir: Path) -> None:
+
+class _Standalone:
+    """A Spark standalone master and `workers` workers (2 cores in all, 1 GiB each) on 127.0.0.1."""
+
+    def __init__(self, workdir: Path, workers: int = 1) -> None:
         self.workdir = workdir
-        self.port, self.ui_port, self.worker_ui_port = free_port(), free_port(), free_port()
+        self.workers = workers
+        self.port, self.ui_port = free_port(), free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen[bytes]] = []
         self.env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
@@ -101,10 +107,12 @@ class _Standalone:
         self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.ui_port))
         poll(lambda: self.state()["status"] == "ALIVE", 60, "the Spark master")
-        self._start("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                    "--cores", "2", "--memory", "1g", "--webui-port", str(self.worker_ui_port),
-                    "--work-dir", str(self.workdir / "work"))
-        poll(lambda: [w for w in self.state()["workers"] if w["state"] == "ALIVE"], 60, "an ALIVE Spark worker")
+        for n in range(self.workers):
+            self._start(f"worker-{n}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                        "--cores", str(2 // self.workers), "--memory", "1g", "--webui-port", str(free_port()),
+                        "--work-dir", str(self.workdir / f"work-{n}"))
+        poll(lambda: len([w for w in self.state()["workers"] if w["state"] == "ALIVE"]) == self.workers, 60,
+             f"{self.workers} ALIVE Spark workers")
         return self
 
     def state(self) -> dict:
@@ -235,3 +243,37 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
         store.close()
     for proc in cluster.procs:
         assert not _session_alive(proc.pid), "a Spark daemon or executor outlived the test"
+
+
+def test_two_standalone_workers_replay_exactly_the_alerts_of_local_mode(tmp_path):
+    # Scale-out keeps the alerts: the same file replayed on one machine's local[2] and on a
+    # standalone cluster of two workers of one core each (its buckets of detection state and
+    # its source's partitions on two executors) gives the same alert lines, byte for byte.
+    sim = Simulation(FleetSpec(clusters=6, brokers=3, faults=FAULT_KINDS, start_ms=START_MS, duration_ms=600_000,
+                               seed=5, jitter_ms=800, first_fault_ms=20_000, fault_every_ms=30_000))
+    events = tmp_path / "events.jsonl"
+    write_events(sim, events)
+    cluster = _Standalone(tmp_path, workers=2).start()
+    try:
+        lines = {}
+        for name, master in (("local", "local[2]"), ("standalone", cluster.url)):
+            config = tmp_path / f"{name}.yaml"
+            # Two source partitions and the default 16 buckets of state: work for both executors.
+            config.write_text(yaml.safe_dump({"spark": {"master": master, "max_records_per_batch": 20_000}}))
+            out = tmp_path / f"{name}.jsonl"
+            run = subprocess.run([sys.executable, "-m", "streaming.cli", "replay", "--config", str(config),
+                                  "--alerts-out", str(out), str(events)],
+                                 env={**cluster.env, "SPARK_LOG_DIR": str(tmp_path / name)}, capture_output=True,
+                                 text=True, timeout=600, check=False)
+            assert run.returncode == 0, run.stderr[-3000:]
+            lines[name] = out.read_text().splitlines()
+        assert len(lines["local"]) > 20
+        assert lines["standalone"] == lines["local"]
+        # The replay did run on the cluster, with an executor on each worker.
+        (app,) = poll(lambda: [a for a in cluster.state()["completedapps"] if a["name"] == "fleetwatch_replay"],
+                      30, "the replay's application to complete")
+        assert app["state"] == "FINISHED"
+        workers = cluster.state()["workers"]
+        assert len(workers) == 2 and all(_ran_an_executor_of(worker, app["id"]) for worker in workers)
+    finally:
+        cluster.stop()
