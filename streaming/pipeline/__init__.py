@@ -18,8 +18,9 @@ must not load what only the driver needs (the bus client, the store, the metrics
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from streaming.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
     from streaming.pipeline.graph import build_pipeline
@@ -68,10 +69,4 @@ _HOME = {
     "OUTPUT_SCHEMA": "state",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = load_on_first_use(__name__, _HOME)

@@ -9,8 +9,9 @@ store (0.4 s of CPU per process)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from streaming.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
     from streaming.source.jsonl_reader import FILE_TOPIC, JsonlFileSource
@@ -58,10 +59,4 @@ _HOME = {
                     "telemetry"),
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = load_on_first_use(__name__, _HOME)
