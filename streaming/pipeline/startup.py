@@ -58,7 +58,7 @@ def precompile(archive: Path) -> int:
     """Add the bytecode of every module of `archive` that has none; the number added (0: done before)."""
     with zipfile.ZipFile(archive) as source:
         names = set(source.namelist())
-        missing = [n for n in names if n.endswith(".py") and n + "c" not in names]
+        missing = {n for n in names if n.endswith(".py") and n + "c" not in names}
         if not missing:
             return 0
         partial = archive.with_name(archive.name + ".partial")

@@ -88,8 +88,6 @@ def _decode(raw: bytes | None) -> str | None:
     return None if raw is None else raw.decode("utf-8", errors="replace")
 
 
-
-
 def _arrow_batch(records: list[Any]) -> pa.RecordBatch:
     # Column-wise into Arrow (raw_rows.ARROW_SCHEMA). A timestamp of -1 means "none" in Kafka.
     timestamps = pa.array([r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None for r in records],
