@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import shutil
 import signal
@@ -44,6 +45,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,18 @@ def _drain(spark: SparkSession, query: StreamingQuery, log: BatchLog, name: str,
     spark.sparkContext.setLogLevel("WARN")
 
 
+def _produce_backlog(spec: FleetSpec, bootstrap: str) -> int:
+    """The backlog's events, sent as fast as the bus takes them; the number sent."""
+    return produce_live(Simulation(spec), bootstrap, realtime=False).sent
+
+
+def preload(spec: FleetSpec, bootstrap: str) -> int:
+    """`_produce_backlog` in a process of its own: the simulator is the fleet, not fleetwatch, and
+    the memory it allocated would stay in this process, which the RSS sampler counts as the driver."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_produce_backlog, spec, bootstrap).result()
+
+
 def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: FleetResult, workdir: Path,
                     log: BatchLog, progress: Callable[[str], None]) -> None:
     rate = events_per_s(result.clusters, result.brokers)
@@ -101,9 +115,8 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
     with EmbeddedBus(topics=topics.ALL, partitions=PARTITIONS, log_path=workdir / "tansu-backlog.log") as bus:
         progress(f"pre-loading {seconds} s of a {result.fleet} fleet into the broker")
         started = time.monotonic()
-        run = produce_live(Simulation(spec), bus.bootstrap, realtime=False)
-        result.backlog_events = run.sent
-        progress(f"  {run.sent:,} events in {time.monotonic() - started:.0f} s")
+        result.backlog_events = sent = preload(spec, bus.bootstrap)
+        progress(f"  {sent:,} events in {time.monotonic() - started:.0f} s")
 
         progress("(a) raw ingest: source + parse + no-op sink")
         raw = spark_read(spark, config, bus.bootstrap)
@@ -111,7 +124,7 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
         query = (parsed.writeStream.queryName("raw").format("noop")
                  .option("checkpointLocation", str(workdir / "cp-raw"))
                  .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
-        _drain(spark, query, log, "raw", run.sent, timeout_s=1800)
+        _drain(spark, query, log, "raw", sent, timeout_s=1800)
         _, result.raw_ingest_events_per_s = busy_rate(log, "raw")
         progress(f"  {result.raw_ingest_events_per_s:,.0f} events/s")
 
@@ -122,7 +135,7 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
                  .foreachBatch(BatchWriter(store))
                  .option("checkpointLocation", str(workdir / "cp-full"))
                  .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
-        _drain(spark, query, log, "full", run.sent, timeout_s=3600)
+        _drain(spark, query, log, "full", sent, timeout_s=3600)
         store.close()
         _, result.max_events_per_s = busy_rate(log, "full")
         result.ratio_to_raw = result.max_events_per_s / result.raw_ingest_events_per_s
@@ -162,7 +175,7 @@ def compare_sources(spark: SparkSession, config: FleetwatchConfig, clusters: int
                            extra={"num.partitions": str(PARTITIONS)}) as kafka):
             workdir, bootstrap = Path(tmp), kafka.bootstrap[0]
             progress(f"pre-loading {seconds} s of a {clusters} x {brokers} fleet into Kafka 4.4 ({bootstrap})")
-            sent = produce_live(Simulation(spec), bootstrap, realtime=False).sent
+            sent = preload(spec, bootstrap)
             progress(f"  {sent:,} events")
             rates = {}
             for source in (SPARK_SOURCE, PYTHON_SOURCE):

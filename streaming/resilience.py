@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
-
 __all__ = ["BACKOFF_FIRST_S", "BACKOFF_MAX_S", "Stopping", "Throttle", "backoff_delay", "is_transient",
            "one_line", "retry_store"]
 
@@ -33,6 +31,10 @@ class Stopping(Exception):
 
 def is_transient(exc: BaseException) -> bool:
     """A store error that waiting may cure: the server is down, restarting, unreachable or locked."""
+    # SQLAlchemy is imported where it is used: the readers import this module for `Throttle`, and
+    # each of Spark's planner processes would load SQLAlchemy for nothing (0.3 s of CPU each).
+    from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
     if isinstance(exc, OperationalError | InterfaceError):
         return True
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
@@ -54,6 +56,8 @@ def retry_store(action: Callable[[], T], *, what: str, stop: threading.Event | N
     """Run `action` until it does not fail on a transient store error, waiting `backoff_delay`
     between attempts. One structured warning per retry: with the backoff, at most one line every
     10 s during a long outage. Raises `Stopping` once `stop` is set, and any non-transient error."""
+    from sqlalchemy.exc import SQLAlchemyError  # see is_transient
+
     attempt = 0
     while True:
         try:

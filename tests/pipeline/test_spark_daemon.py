@@ -12,7 +12,10 @@ import zipfile
 from collections.abc import Iterator
 
 import pandas as pd
+import psutil
+from support.paths import EXAMPLES
 
+from streaming.pipeline.replay import replay_file
 from streaming.pipeline.startup import bundled_zips, class_archive, precompile
 
 
@@ -40,6 +43,16 @@ def test_workers_run_under_the_fleetwatch_daemon(spark) -> None:
         # The job's modules were imported before the fork and are out of the collector's walk.
         assert row.preloaded
         assert row.frozen > 10_000
+
+
+def test_both_stages_of_the_job_share_one_pool_of_python_workers(spark, test_config, tmp_path) -> None:
+    # Spark keeps one daemon, with its own idle workers, per set of worker environment variables.
+    out = tmp_path / "alerts.jsonl"
+    replay_file(EXAMPLES / "identity.jsonl", out, test_config)
+    assert out.read_text().strip(), "the replay raised no alert: its stateful stage did not run"
+    jvm = psutil.Process(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    daemons = [child for child in jvm.children() if "streaming.spark_daemon" in child.cmdline()]
+    assert len(daemons) == 1, [" ".join(daemon.cmdline()) for daemon in daemons]
 
 
 def test_the_driver_jvm_runs_with_the_configured_options(spark, test_config) -> None:
