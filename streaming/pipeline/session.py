@@ -75,7 +75,23 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_expected_warnings(spark)
     return spark
+
+
+# Spark loggers whose WARN lines say nothing is wrong with the job.
+_EXPECTED_WARNINGS = (
+    # "Value state bucket doesn't contain a value", once for every new bucket: the detection stage
+    # reads its state with one get(), which answers None for a new bucket (pipeline/state.py).
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
+)
+
+
+def _quiet_expected_warnings(spark: SparkSession) -> None:
+    jvm = spark.sparkContext._jvm
+    error = jvm.org.apache.logging.log4j.Level.ERROR
+    for logger in _EXPECTED_WARNINGS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, error)
 
 
 def checkpoint_path(config: FleetwatchConfig, name: str) -> str:
