@@ -13,9 +13,11 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from kafka import KafkaConsumer
 from kafka.partitioner.default import murmur2
 
 from streaming import topics
+from streaming.bus import EmbeddedBus
 from streaming.collect import simulate
 from streaming.collect.simulate import (
     DEFAULT_START_MS,
@@ -254,74 +256,61 @@ def test_cli_refuses_bad_input_with_one_line(argv: list[str], error: str, capsys
     assert not (tmp_path / "x.jsonl").exists()
 
 
-class FakeProducer:
-    """Stands in for kafka-python's KafkaProducer: records what was sent, and can set a stop
-    event after a number of sends."""
-
-    instances: list[FakeProducer] = []
-    stop: threading.Event | None = None
-    stop_after = 0
-
-    def __init__(self, **config: Any) -> None:
-        self.config = config
-        self.sent: list[tuple[str, bytes, bytes]] = []
-        self.partitions: list[int] = []
-        self.flushed = self.closed = False
-        FakeProducer.instances.append(self)
-
-    def partitions_for(self, topic: str) -> set[int]:
-        return {0, 1, 2, 3}
-
-    def send(self, topic: str, key: bytes, value: bytes, partition: int) -> FakeProducer:
-        self.sent.append((topic, key, value))
-        self.partitions.append(partition)
-        if self.stop is not None and len(self.sent) >= self.stop_after:
-            self.stop.set()
-        return self
-
-    def add_errback(self, callback: Any) -> None:
-        pass
-
-    def flush(self) -> None:
-        self.flushed = True
-
-    def close(self) -> None:
-        self.closed = True
+@pytest.fixture()
+def bus(tmp_path):
+    """A real Kafka-protocol broker (Tansu), telemetry topics of four partitions each."""
+    with EmbeddedBus(topics=topics.TELEMETRY, partitions=4, log_path=tmp_path / "tansu.log") as embedded:
+        yield embedded
 
 
-def test_produce_live_sends_every_event_to_its_topic_keyed_by_cluster(monkeypatch) -> None:
-    import kafka
+def consume_all(bootstrap: str, expected: int) -> list[Any]:
+    """Every message of the telemetry topics, once `expected` of them have arrived (or 60 s)."""
+    consumer = KafkaConsumer(*topics.TELEMETRY, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, group_id=None, consumer_timeout_ms=1000)
+    records: list[Any] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(records) < expected and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=500).values():
+                records += batch
+    finally:
+        consumer.close()
+    return records
 
-    monkeypatch.setattr(kafka, "KafkaProducer", FakeProducer)
+
+def test_produce_live_sends_every_event_to_its_topic_keyed_by_cluster(bus) -> None:
     sim = Simulation(make_spec(clusters=2, duration_ms=30_000, faults=("cluster.id_invalid",)))
-    run = produce_live(sim, "127.0.0.1:9", realtime=False)
-    producer = FakeProducer.instances[-1]
+    run = produce_live(sim, bus.bootstrap, realtime=False)
     expected = list(sim.events())
-    assert run.sent == len(expected) == len(producer.sent) and not run.stopped
-    assert producer.config["bootstrap_servers"] == "127.0.0.1:9" and producer.flushed and producer.closed
-    for (topic, ev), (sent_topic, key, value) in zip(expected, producer.sent, strict=True):
-        assert sent_topic == topic and key == (ev["cluster_id"] or "").encode()
-        assert json.loads(value) == ev and b'": ' not in value
-    # Kafka's keyed partitioning (the Java client's murmur2), so each cluster stays in order.
-    for (_, key, _), partition in zip(producer.sent, producer.partitions, strict=True):
-        assert partition == (murmur2(key) & 0x7FFFFFFF) % 4
-    assert len(set(producer.partitions)) > 1
+    assert run.sent == len(expected) and not run.stopped
+    received = consume_all(bus.bootstrap, len(expected))
+    assert len(received) == len(expected)
+    for record in received:
+        event = json.loads(record.value)
+        assert record.topic == TOPIC_OF[event["type"]] and record.key == (event["cluster_id"] or "").encode()
+        assert b'": ' not in record.value
+        # Kafka's keyed partitioning (the Java client's murmur2), so each cluster stays in order.
+        assert record.partition == (murmur2(record.key) & 0x7FFFFFFF) % 4
+    assert len({(r.topic, r.partition) for r in received}) > 3
+    # Each cluster's events of a topic arrive in the order the simulation emitted them.
+    for key, topic in {(r.key, r.topic) for r in received}:
+        got = [json.loads(r.value) for r in sorted(received, key=lambda r: r.offset)
+               if r.key == key and r.topic == topic]
+        assert got == [ev for t, ev in expected if t == topic and (ev["cluster_id"] or "").encode() == key]
 
 
-def test_produce_live_in_real_time_starts_now_and_stops_on_request(monkeypatch) -> None:
-    import kafka
-
-    monkeypatch.setattr(kafka, "KafkaProducer", FakeProducer)
+def test_produce_live_in_real_time_starts_now_and_stops_on_request(bus) -> None:
     stop = threading.Event()
-    monkeypatch.setattr(FakeProducer, "stop", stop)
-    monkeypatch.setattr(FakeProducer, "stop_after", 3)
+    sim = Simulation(make_spec(duration_ms=60_000))
     before = int(time.time() * 1000)
-    run = produce_live(Simulation(make_spec(duration_ms=60_000)), "127.0.0.1:9", stop=stop)
-    producer = FakeProducer.instances[-1]
-    assert run.stopped and run.sent == 3 and producer.flushed
-    assert before <= run.start_ms <= time.time() * 1000
-    sent_ts = [json.loads(value)["ts"] for _, _, value in producer.sent]
-    assert all(run.start_ms <= ts <= time.time() * 1000 for ts in sent_ts)
+    threading.Timer(2.0, stop.set).start()  # the request to stop, not a synchronisation
+    run = produce_live(sim, bus.bootstrap, stop=stop)
+    stopped_at = time.time() * 1000
+    assert run.stopped and 0 < run.sent < len(list(sim.events()))
+    assert before <= run.start_ms <= stopped_at
+    received = consume_all(bus.bootstrap, run.sent)
+    assert len(received) == run.sent  # flushed before produce_live returned
+    assert all(run.start_ms <= json.loads(r.value)["ts"] <= stopped_at + 1000 for r in received)
 
 
 def test_module_exports_its_api() -> None:
