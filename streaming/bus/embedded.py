@@ -41,6 +41,40 @@ _LOG_TAIL_LINES = 3
 _ERROR_LINE = re.compile(r"error|\berr\b|panicked", re.IGNORECASE)
 
 
+class _BootstrapFailures(logging.Handler):
+    """The reasons kafka-python gives for each failed bootstrap connection. It raises only
+    "Unable to bootstrap from [...]" in the end, and logs why (a refused SASL login, a TLS
+    error, a refused connection) as warnings of its connection manager."""
+
+    _LOGGER = "kafka.net.manager"
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.reasons: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("Bootstrap connection to") and len(record.args or ()) >= 2:
+            self.reasons.append(str(record.args[1]))  # type: ignore[index]
+
+    def __enter__(self) -> Self:
+        logger = logging.getLogger(self._LOGGER)
+        self._level = logger.level
+        if logger.getEffectiveLevel() > logging.WARNING:
+            logger.setLevel(logging.WARNING)  # the warnings must be made to be heard
+        logger.addHandler(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        logger = logging.getLogger(self._LOGGER)
+        logger.removeHandler(self)
+        logger.setLevel(self._level)
+
+    def explain(self, exc: KafkaError) -> str:
+        """`exc`, with the reason the first bootstrap connection failed, when one did. The first:
+        after a refused login Kafka drops the retries' connections ("socket disconnected")."""
+        return f"{exc}; first failure: {self.reasons[0]}" if self.reasons else str(exc)
+
+
 class BusError(RuntimeError):
     """The telemetry bus could not be started, reached or prepared."""
 
@@ -77,16 +111,17 @@ def ensure_topics(
     access = BusAccess.of(bus)
     bootstrap = access.bootstrap
     deadline = time.monotonic() + timeout_s
-    try:
-        admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap,
-            client_id="fleetwatch-ensure-topics",
-            request_timeout_ms=int(timeout_s * 1000),
-            bootstrap_timeout_ms=int(timeout_s * 1000),  # kafka-python's own is 30 s, whatever `timeout_s`
-            **access.client_settings,
-        )
-    except KafkaError as exc:
-        raise BusError(f"cannot reach Kafka bus at {bootstrap}: {exc}") from exc
+    with _BootstrapFailures() as failures:
+        try:
+            admin = KafkaAdminClient(
+                bootstrap_servers=bootstrap,
+                client_id="fleetwatch-ensure-topics",
+                request_timeout_ms=int(timeout_s * 1000),
+                bootstrap_timeout_ms=int(timeout_s * 1000),  # kafka-python's own is 30 s, whatever `timeout_s`
+                **access.client_settings,
+            )
+        except KafkaError as exc:
+            raise BusError(f"cannot reach Kafka bus at {bootstrap}: {failures.explain(exc)}") from exc
     try:
         missing = [name for name in wanted if name not in set(admin.list_topics())]
         if missing:

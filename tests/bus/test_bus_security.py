@@ -99,6 +99,8 @@ def test_a_wrong_password_is_a_one_line_error(secure_bus, monkeypatch):
     with pytest.raises(BusError) as refused:
         ensure_topics(BusAccess.from_config(bootstrap, security), [topics.ALERTS], timeout_s=10)
     assert "\n" not in str(refused.value) and "not-the-secret" not in str(refused.value)
+    # Why, not only "Unable to bootstrap": the broker refused the login.
+    assert "SaslAuthenticationFailedError" in str(refused.value), str(refused.value)
 
 
 def test_a_missing_credential_variable_is_named(secure_bus, monkeypatch):
