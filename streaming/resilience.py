@@ -32,7 +32,7 @@ class Stopping(Exception):
 def is_transient(exc: BaseException) -> bool:
     """A store error that waiting may cure: the server is down, restarting, unreachable or locked."""
     # SQLAlchemy is imported where it is used: the readers import this module for `Throttle`, and
-    # each of Spark's planner processes would load SQLAlchemy for nothing (0.3 s of CPU each).
+    # each of Spark's planner processes would load SQLAlchemy for nothing (0.15 s of CPU each).
     from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
     if isinstance(exc, OperationalError | InterfaceError):

@@ -26,10 +26,11 @@ from typing import IO, Self
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 
 from streaming import topics as bus_topics
 from streaming.bus.access import BusAccess
+from streaming.resilience import one_line
 
 __all__ = ["BusError", "EmbeddedBus", "answers_api_versions", "ensure_topics", "free_port", "tansu_binary"]
 
@@ -42,25 +43,28 @@ _ERROR_LINE = re.compile(r"error|\berr\b|panicked", re.IGNORECASE)
 
 
 class _BootstrapFailures(logging.Handler):
-    """The reasons kafka-python gives for each failed bootstrap connection. It raises only
-    "Unable to bootstrap from [...]" in the end, and logs why (a refused SASL login, a TLS
-    error, a refused connection) as warnings of its connection manager."""
+    """The errors kafka-python logs while it fails to bootstrap. It raises only "Unable to
+    bootstrap from [...]" in the end; why (a refused SASL login, a TLS error, a refused
+    connection) it logs from its connection manager, connections and transports, each an
+    exception among the log record's arguments."""
 
-    _LOGGER = "kafka.net.manager"
+    _LOGGER = "kafka"
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
-        self.reasons: list[str] = []
+        self.errors: list[BaseException] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.msg.startswith("Bootstrap connection to") and len(record.args or ()) >= 2:
-            self.reasons.append(str(record.args[1]))  # type: ignore[index]
+        if isinstance(record.args, tuple):
+            self.errors += [arg for arg in record.args if isinstance(arg, BaseException)]
 
     def __enter__(self) -> Self:
         logger = logging.getLogger(self._LOGGER)
-        self._level = logger.level
+        self._level, self._propagate = logger.level, logger.propagate
         if logger.getEffectiveLevel() > logging.WARNING:
-            logger.setLevel(logging.WARNING)  # the warnings must be made to be heard
+            # Made for this handler only: whoever silenced them does not see them either.
+            logger.setLevel(logging.WARNING)
+            logger.propagate = False
         logger.addHandler(self)
         return self
 
@@ -68,11 +72,20 @@ class _BootstrapFailures(logging.Handler):
         logger = logging.getLogger(self._LOGGER)
         logger.removeHandler(self)
         logger.setLevel(self._level)
+        logger.propagate = self._propagate
 
     def explain(self, exc: KafkaError) -> str:
-        """`exc`, with the reason the first bootstrap connection failed, when one did. The first:
-        after a refused login Kafka drops the retries' connections ("socket disconnected")."""
-        return f"{exc}; first failure: {self.reasons[0]}" if self.reasons else str(exc)
+        """`exc`, with the first logged error that says more than a lost connection (after a
+        refused login the broker drops the connection too, and the retries find it closed)."""
+        errors = [e for e in self.errors if not isinstance(e, KafkaTimeoutError)]  # the one raised
+        telling = [e for e in errors if not isinstance(e, KafkaConnectionError)] or errors
+        return f"{exc}; connection failed: {_named(telling[0])}" if telling else str(exc)
+
+
+def _named(error: BaseException) -> str:
+    """One line naming the error's class once (kafka-python's texts already start with it)."""
+    text, name = one_line(error), type(error).__name__
+    return text.removeprefix(f"{name}: ") if text.startswith(f"{name}: {name}") else text
 
 
 class BusError(RuntimeError):

@@ -266,7 +266,7 @@ def bus(tmp_path):
 def consume_all(bootstrap: str, expected: int) -> list[Any]:
     """Every message of the telemetry topics, once `expected` of them have arrived (or 60 s)."""
     consumer = KafkaConsumer(*topics.TELEMETRY, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, group_id=None, consumer_timeout_ms=1000)
+                             enable_auto_commit=False, group_id=None)
     records: list[Any] = []
     deadline = time.monotonic() + 60
     try:
