@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
 
 from streaming.source.raw_rows import ARROW_SCHEMA, SCHEMA
 
@@ -82,7 +83,7 @@ class JsonlFileSource(DataSource):
     def name(cls) -> str:
         return "fleetwatch_jsonl"
 
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         return SCHEMA
 
     def streamReader(self, schema) -> DataSourceStreamReader:

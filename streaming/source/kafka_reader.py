@@ -361,7 +361,7 @@ class FleetwatchKafkaDataSource(DataSource):
     def name(cls) -> str:
         return SHORT_NAME
 
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         return SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
