@@ -31,9 +31,10 @@ _FLUSH_EVERY_MS = 5_000
 
 
 def produce(bootstrap: str, items) -> int:
-    """Produce `(topic, event)` items in order, flushing every `_FLUSH_EVERY_MS` of event time.
+    """Produce `(topic, event)` items in order, waiting every `_FLUSH_EVERY_MS` of event time until
+    everything sent so far is acknowledged.
 
-    Without the flushes, one partition can lag far behind the others in what the job can read
+    Without the waits, one partition can lag far behind the others in what the job can read
     (the producer holds a partition's batches while it learns its leader, as after a restart of
     the bus): a job reading meanwhile sees one partition minutes ahead in event time, and the
     other's events are late, which collectors sending as they go would never make them.
@@ -56,9 +57,10 @@ def produce(bootstrap: str, items) -> int:
 
 
 def _delivered(producer: KafkaProducer, sent: list) -> None:
-    """Wait until every record sent so far is acknowledged. flush() alone returned with a
-    partition's records still held (CI, after a restart of the bus): its events reached the
-    job a minute of event time after the other partitions' and were late."""
+    """Wait until every record sent so far is acknowledged. With flush() alone, one partition's
+    events still reached the job a minute of event time after the other partitions' (CI, after a
+    restart of the bus) and were late; most likely flush() returned while that partition's
+    records were held. The acknowledgements are what the job can read, whatever flush() does."""
     producer.flush()
     for future in sent:
         future.get(timeout=60)  # raises if the record could not be delivered
