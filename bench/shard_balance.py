@@ -3,26 +3,19 @@
     .venv/bin/python bench/shard_balance.py                        # simulate 10,000 clusters x 3, 30 s
     .venv/bin/python bench/shard_balance.py --events EVENTS.jsonl  # or count a recorded file
 
-The detection stage runs one task per bucket of shards (`streaming.pipeline.parse.bucket_of`, with
+Each detection pass runs one task per bucket of shards (`streaming.pipeline.parse.bucket_of`, with
 `spark.state_buckets` buckets; Spark then deals the buckets out to its shuffle partitions). Its
-work is the events routed to each shard, after the job's heartbeat thinning (per chunk of
-`--chunk` events, as the parse stage does). For each layout this prints the events routed, the
-number of keys, the largest key's share of all the work, and per bucket count the largest
-bucket's work against the mean (the goal: at most 2x).
+work is the items routed to each shard: the events, after the job's heartbeat thinning (per
+chunk of `--chunk` events, as the parse stage does), and the hand-offs. For each layout this
+prints the items routed, the number of keys, the largest key's share of all the work, and per
+bucket count the largest bucket's work against the mean (the goal: at most 2x).
 
 Layouts:
-- `one pass`: `streaming.detect.engine.shards_of` as the job routes today: cluster and target
-  shards, and the one `fleet` shard that gets every successful response and registration.
-- `two passes, 1st` / `2nd`: the fleet-wide rules split by what they compare (see
-  streaming/detect/README.md, "Shards and scale-out"): the first pass is the cluster and target
-  shards, which already see every event that can change an advertisement or a held cluster id
-  and keep the previous one; they hand on only the changes, to `addr:<host:port>` shards
-  (endpoint.collision) and `dup:<cluster id>` shards (cluster.id_duplicate), the old key and the
-  new one. The second pass's input is modelled here (what changed since the last event of the
-  same pair or target), not run.
-- `fleet x16`: one pass with the fleet shard split into 16 buckets by a hash of the address: to be
-  exact every advertising event must reach every such bucket (the previous address of a pair is
-  not in the event), so each carries the whole fleet's share.
+- `first pass`: the events to the cluster and target shards (`streaming.detect.shards_of`).
+- `second pass`: the hand-offs to the address and cluster-id shards, as the first pass's own
+  `Advertisements` and `HeldId` (streaming/detect) make them from the events, in event order.
+- `one fleet shard`: the layout before the split (until 2026-11-26), for comparison: the first
+  pass's shards and one `fleet` shard that got every successful response and registration.
 """
 
 from __future__ import annotations
@@ -30,18 +23,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook, SparkConfig
 from streaming.contract import BrokerHeartbeat, Event, MetadataResponse, event_from_dict, parse_message
-from streaming.detect import FLEET_SHARD, redundant_heartbeats, shards_of
+from streaming.detect import Advertisements, Handoff, HeldId, redundant_heartbeats, shard_of_handoff, shards_of
 from streaming.pipeline import bucket_of
 
 START_MS = 1_764_000_000_000
-FLEET_BUCKETS = 16
 
 
 def thinned(events: Iterable[Event], chunk: int) -> Iterator[Event]:
@@ -61,50 +53,39 @@ def _kept(batch: list[Event], gap: int) -> list[Event]:
     return [e for i, e in enumerate(batch) if i not in drop]
 
 
-def advertised(event: Event) -> list[tuple[str, int, frozenset[str]]]:
-    """(cluster id, node id, host:port set) of each advertisement an event makes."""
-    if isinstance(event, MetadataResponse) and event.ok and event.cluster_id:
-        return [(event.cluster_id, b.node_id, frozenset((b.address,))) for b in event.brokers or ()]
-    if isinstance(event, BrokerHeartbeat) and event.kind == "registration" and event.endpoints and event.cluster_id:
-        return [(event.cluster_id, event.broker_id, frozenset(e.address for e in event.endpoints))]
-    return []
+class SecondPass:
+    """The hand-offs of the first pass, made by the objects its cluster and target shards keep."""
 
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl_ms = ttl_ms
+        self.advertisements: dict[str, Advertisements] = defaultdict(Advertisements)
+        self.held: dict[str, HeldId] = defaultdict(HeldId)
 
-class Changes:
-    """The second pass's input in a two-pass layout: the keys each event's changes go to."""
-
-    def __init__(self) -> None:
-        self.adverts: dict[tuple[str, int], frozenset[str]] = {}
-        self.held: dict[str, tuple[str, frozenset[str]]] = {}
-
-    def keys(self, event: Event) -> set[str]:
-        out: set[str] = set()
-        for cluster_id, node_id, new in advertised(event):
-            old = self.adverts.get((cluster_id, node_id), frozenset())
-            if new != old:
-                self.adverts[(cluster_id, node_id)] = new
-                out |= {f"addr:{a}" for a in old ^ new}
-        if isinstance(event, MetadataResponse) and event.ok and event.cluster_id and event.expected is None:
-            holding = (event.cluster_id, frozenset(b.address for b in event.brokers or ()))
-            before = self.held.get(event.target)
-            if holding != before:
-                self.held[event.target] = holding
-                out |= {f"dup:{holding[0]}"} | ({f"dup:{before[0]}"} if before else set())
-        return out
+    def keys(self, event: Event) -> list[str]:
+        changes: list[Handoff] = []
+        if isinstance(event, MetadataResponse) and event.ok and event.cluster_id:
+            if event.brokers:
+                changes += self.advertisements[event.cluster_id].listed(event.cluster_id, event.brokers, event.ts,
+                                                                        self.ttl_ms, event.target, ())
+            if event.expected is None:
+                changes += self.held[event.target].on_bootstrap(event, self.ttl_ms, ())
+        elif isinstance(event, BrokerHeartbeat) and event.kind == "registration" and event.endpoints:
+            changes += self.advertisements[event.cluster_id].registered(
+                event.cluster_id, event.broker_id, frozenset(e.address for e in event.endpoints), event.ts,
+                self.ttl_ms, ())
+        return [shard_of_handoff(change) for change in changes]
 
 
 def count(events: Iterable[Event]) -> dict[str, Counter[str]]:
-    work: dict[str, Counter[str]] = {name: Counter() for name in
-                                     ("one pass", "two passes, 1st", "two passes, 2nd", f"fleet x{FLEET_BUCKETS}")}
-    changes = Changes()
+    work: dict[str, Counter[str]] = {name: Counter() for name in ("first pass", "second pass", "one fleet shard")}
+    second = SecondPass(RuleBook().defaults.state_ttl_ms)
     for event in events:
         keys = shards_of(event)
-        work["one pass"].update(keys)
-        work["two passes, 1st"].update(k for k in keys if k != FLEET_SHARD)
-        work["two passes, 2nd"].update(changes.keys(event))
-        unsplit = [k for k in keys if k != FLEET_SHARD]
-        fleet = [f"fleet:{i}" for i in range(FLEET_BUCKETS)] if FLEET_SHARD in keys else []
-        work[f"fleet x{FLEET_BUCKETS}"].update(unsplit + fleet)
+        work["first pass"].update(keys)
+        work["second pass"].update(second.keys(event))
+        fleet_wide = (isinstance(event, MetadataResponse) and event.ok and event.cluster_id) or (
+            isinstance(event, BrokerHeartbeat) and event.kind == "registration" and event.endpoints)
+        work["one fleet shard"].update([*keys, "fleet"] if fleet_wide else keys)
     return work
 
 
@@ -129,9 +110,10 @@ def report(work: dict[str, Counter[str]], bucket_counts: list[int]) -> None:
         largest = [max(by_bucket(counts, b).values()) for b in bucket_counts]
         ratios = "".join(f"{n / (total / b):>13.2f}" for n, b in zip(largest, bucket_counts, strict=True))
         print(f"{name:<18}{total:>10}{len(counts):>8}{top / total:>8.1%}{largest[0]:>14}{ratios}")
-    one_pass = work["one pass"]
-    print("\nlargest keys, one pass:", ", ".join(f"{k} {n / sum(one_pass.values()):.1%}"
-                                               for k, n in one_pass.most_common(3)))
+    for name in ("first pass", "second pass"):
+        counts = work[name]
+        print(f"\nlargest keys, {name}:", ", ".join(f"{k} {n / sum(counts.values()):.2%}"
+                                                  for k, n in counts.most_common(3)))
 
 
 def simulated(clusters: int, brokers: int, duration_s: int) -> Iterator[Event]:

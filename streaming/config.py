@@ -226,13 +226,13 @@ class SparkConfig(_Strict):
     master: str = "local[*]"
     checkpoint_dir: str = "var/checkpoint"
     trigger_ms: int = Field(1000, ge=0)
-    # Tasks of the detection stage: one per core (each costs a Python runner and a state store
+    # Tasks of each detection pass: one per core (each costs a Python runner and a state store
     # commit per micro-batch); on a cluster, the executors' total cores.
     shuffle_partitions: int = Field(2, ge=1)
     max_records_per_batch: int = Field(200000, gt=0)
-    # Detection state is kept per bucket of shards (see streaming/pipeline/state.py): each bucket costs a
-    # fixed ~10 ms per micro-batch, and buckets bound the detection stage's parallelism (give a
-    # cluster a few per core). Fixed for the life of a checkpoint: the job refuses state
+    # Detection state is kept per bucket of shards, in each pass (see streaming/pipeline/state.py): each
+    # bucket costs a fixed ~10 ms per micro-batch, and buckets bound the detection's parallelism
+    # (give a cluster a few per core). Fixed for the life of a checkpoint: the job refuses state
     # written with another count.
     state_buckets: int = Field(16, ge=1)
     # JVM options of the Spark driver that fleetwatch starts itself (local[*], or a client of a

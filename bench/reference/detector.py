@@ -61,26 +61,21 @@ class Detector:
             self.target(ev["target"], ts).on_response(ev)
             if ev.get("error") is None and ev["cluster_id"]:
                 self.cluster(ev["cluster_id"], ts).on_response(ev)
-                fleet = self.fleet_at(ts)
+                fleet = self.fleet.heard(ts)
                 if ev["expected"] is None:
                     fleet.on_bootstrap(ev)
-                for entry in ev.get("brokers") or ():
-                    fleet.advertise(ev["cluster_id"], entry["node_id"], [address(entry)], ts, ev["target"])
+                if ev.get("brokers"):
+                    fleet.advertise(ev["cluster_id"], [(e["node_id"], frozenset([address(e)])) for e in ev["brokers"]],
+                                    ts, ev["target"])
             return
         self.cluster(ev["cluster_id"], ts).on_broker_event(ev)
         if ev["type"] == "broker_heartbeat" and ev["kind"] == "registration" and ev.get("endpoints"):
-            fleet = self.fleet_at(ts)
-            if ev["cluster_id"]:
-                fleet.advertise(ev["cluster_id"], ev["broker_id"], [address(e) for e in ev["endpoints"]], ts, None)
-
-    def fleet_at(self, ts: int) -> Fleet:
-        fleet = self.fleet.heard(ts)
-        fleet.forget_quiet(ts)
-        return fleet
+            endpoints = frozenset(map(address, ev["endpoints"]))
+            self.fleet.heard(ts).advertise(ev["cluster_id"], [(ev["broker_id"], endpoints)], ts, None)
 
     def finish(self, watermark: int) -> None:
         """The end of the input is not silence: timers fire up to the final watermark only."""
-        for part in [*self.clusters.values(), *self.targets.values()]:
+        for part in [*self.clusters.values(), *self.targets.values(), self.fleet]:
             for subject in part.rules.subjects():
                 subject.advance(watermark)
 

@@ -3,98 +3,115 @@ endpoint.collision, over the whole fleet."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from itertools import takewhile
 from typing import Any
 
 from .defaults import STATE_TTL
-from .incidents import Alerts, Incidents
+from .incidents import Alerts, Incidents, advance
 
-__all__ = ["Fleet", "address", "quiet"]
+__all__ = ["Fleet", "address"]
+
+# README "Forgetting": a cluster's advertisement (a target's held id) stands until TTL after its
+# lease was last renewed, at the first advertisement (bootstrap) more than TTL/16 after that.
+RENEW_AFTER = STATE_TTL // 16
 
 
 def address(entry: dict[str, Any]) -> str:
     return f"{entry['host']}:{entry['port']}"
 
 
-def quiet(heard: dict[str, int], now: int) -> list[str]:
-    """The keys heard of last more than the state TTL before `now`, of a dict kept oldest first."""
-    return [key for key, _ in takewhile(lambda item: now - item[1] > STATE_TTL, heard.items())]
+def renew(renewed: dict[str, int], key: str, ts: int) -> None:
+    if key not in renewed or ts - renewed[key] > RENEW_AFTER:
+        renewed[key] = ts
+
+
+def disjoint_pair(holders: dict[str, frozenset[str]]) -> tuple[str, str] | None:
+    held = sorted(holders.items())
+    pairs = [(a, b) for i, (a, ea) in enumerate(held) for b, eb in held[i + 1:] if ea.isdisjoint(eb)]
+    return pairs[0] if pairs else None
 
 
 class Fleet:
     """cluster.id_duplicate and endpoint.collision, over the whole fleet."""
 
     def __init__(self, alerts: Alerts) -> None:
+        self.alerts = alerts
         self.inc = Incidents(alerts)
-        self.held_by: dict[str, str] = {}  # target -> the id its latest successful bootstrap reported
-        self.holders: dict[str, dict[str, frozenset[str]]] = {}  # id -> target -> its advertised endpoints
         self.adverts: dict[tuple[str, int], frozenset[str]] = {}  # (cluster id, node id) -> host:port set
-        self.advertisers: dict[str, set[tuple[str, int]]] = {}  # host:port -> the pairs advertising it
-        # When each target last bootstrapped, and each cluster id last advertised: oldest first
-        # (events come in time order, and one heard again moves to the end).
-        self.bootstrapped_at: dict[str, int] = {}
-        self.advertised_at: dict[str, int] = {}
+        self.advertised: dict[str, int] = {}  # cluster id -> when its advertisement's lease was last renewed
+        self.held_by: dict[str, tuple[str, frozenset[str]]] = {}  # target -> (id, endpoints) of its latest bootstrap
+        self.bootstrapped: dict[str, int] = {}  # target -> when its held id's lease was last renewed
 
-    def subjects(self) -> list[Any]:
-        return []  # no timers
+    def subjects(self) -> list[Fleet]:
+        return [self]
 
-    @staticmethod
-    def heard(times: dict[str, int], key: str, ts: int) -> None:
-        times.pop(key, None)
-        times[key] = ts
+    def advertisers(self, a: str, now: int) -> list[tuple[str, int]]:
+        """The pairs whose current advertisement (lease not ended at `now`) holds `a`."""
+        return [p for p, addresses in self.adverts.items()
+                if a in addresses and self.advertised[p[0]] + STATE_TTL >= now]
 
-    def forget_quiet(self, now: int) -> None:
-        """README "Forgetting", the fleet-wide part; a kept one is looked at again a TTL later."""
-        for cluster_id in quiet(self.advertised_at, now):
-            pairs = [pair for pair in self.adverts if pair[0] == cluster_id]
-            if any(self.inc.firing("endpoint.collision", a) for pair in pairs for a in self.adverts[pair]):
-                self.heard(self.advertised_at, cluster_id, now)
-                continue
-            for pair in pairs:  # none of its addresses collides: withdrawing them resolves nothing
-                for a in self.adverts.pop(pair):
-                    self.advertisers[a].discard(pair)
-            del self.advertised_at[cluster_id]
-        for target in quiet(self.bootstrapped_at, now):
-            if self.inc.firing("cluster.id_duplicate", self.held_by[target]):
-                self.heard(self.bootstrapped_at, target, now)
-                continue
-            del self.holders[self.held_by.pop(target)][target]  # one holder fewer cannot make a duplicate
-            del self.bootstrapped_at[target]
+    def holders(self, cluster_id: str, now: int) -> dict[str, frozenset[str]]:
+        return {t: eps for t, (held, eps) in self.held_by.items()
+                if held == cluster_id and self.bootstrapped[t] + STATE_TTL >= now}
+
+    def deadlines(self) -> list[int]:
+        """While a collision or duplicate is open: the lease end that ends it."""
+        return [end for _, end in self.endings()]
+
+    def endings(self) -> list[tuple[tuple[str, str], int]]:
+        ends = []
+        for rule, subject in self.inc.open:
+            if rule == "endpoint.collision":
+                leases = sorted(self.advertised[p[0]] + STATE_TTL for p, a in self.adverts.items() if subject in a)
+                ends.append(((rule, subject), leases[-2]))  # then one pair or none is left
+            else:
+                leases = sorted({self.bootstrapped[t] + STATE_TTL for t, (h, _) in self.held_by.items()
+                                 if h == subject})
+                # the first lease end after which no two holders share nothing
+                ends.append(((rule, subject),
+                             next(end for end in leases if not disjoint_pair(self.holders(subject, end + 1)))))
+        return ends
+
+    def on_time(self, now: int) -> None:
+        for (rule, subject), end in self.endings():
+            if end == now:
+                self.inc.resolve(rule, subject, now)
+
+    def advance(self, now: int) -> None:
+        advance(self.deadlines, self.on_time, now, self.alerts)
 
     def on_bootstrap(self, r: dict[str, Any]) -> None:
         """A target holds the id of its latest successful bootstrap answer, with its advertised endpoints."""
         target, cluster_id, ts = r["target"], r["cluster_id"], r["ts"]
-        self.heard(self.bootstrapped_at, target, ts)
-        before = self.held_by.get(target)
-        if before is not None:
-            del self.holders[before][target]
-        self.held_by[target] = cluster_id
-        self.holders.setdefault(cluster_id, {})[target] = frozenset(address(b) for b in r.get("brokers") or ())
+        self.advance(ts)
+        before = self.held_by.get(target, (None,))[0]
+        renew(self.bootstrapped, target, ts)
+        self.held_by[target] = (cluster_id, frozenset(address(b) for b in r.get("brokers") or ()))
         for held_id in sorted({cluster_id, before} - {None}):
-            holders = sorted(self.holders[held_id].items())
-            disjoint = [(a, b) for i, (a, ea) in enumerate(holders) for b, eb in holders[i + 1:] if ea.isdisjoint(eb)]
-            if disjoint:
-                a, b = disjoint[0]
+            pair = disjoint_pair(self.holders(held_id, ts))
+            if pair:
+                a, b = pair
                 self.inc.fire("cluster.id_duplicate", held_id, ts, f"cluster id {held_id} is reported by {a} and "
                               f"{b}, which share no endpoint", cluster_id=held_id, targets=[a, b])
             else:
                 self.inc.resolve("cluster.id_duplicate", held_id, ts)
 
-    def advertise(self, cluster_id: str, node_id: int, addresses: Iterable[str], ts: int,
+    def advertise(self, cluster_id: str, entries: list[tuple[int, frozenset[str]]], ts: int,
                   target: str | None) -> None:
         """The advertisement of (cluster id, node id) is the host:port set it was last seen advertising."""
-        pair, new = (cluster_id, node_id), frozenset(addresses)
-        self.heard(self.advertised_at, cluster_id, ts)
-        old = self.adverts.get(pair, frozenset())
-        self.adverts[pair] = new
-        for a in sorted(old - new):
-            self.advertisers[a].discard(pair)
-            if len(self.advertisers[a]) < 2:
-                self.inc.resolve("endpoint.collision", a, ts)
-        for a in sorted(new - old):
-            self.advertisers.setdefault(a, set()).add(pair)
-            names = sorted(f"{c}/{n}" for c, n in self.advertisers[a])
-            if len(names) >= 2:
-                self.inc.fire("endpoint.collision", a, ts, f"{a} is advertised by {', '.join(names)}",
-                              cluster_id=cluster_id, target=target, endpoint=a, advertised_by=names)
+        self.advance(ts)
+        if cluster_id in self.advertised and ts - self.advertised[cluster_id] > STATE_TTL:
+            for pair in [p for p in self.adverts if p[0] == cluster_id]:  # its lease ended: it starts over
+                del self.adverts[pair]
+        renew(self.advertised, cluster_id, ts)
+        for node_id, new in entries:
+            pair = (cluster_id, node_id)
+            old = self.adverts.get(pair, frozenset())
+            self.adverts[pair] = new
+            for a in sorted(old - new):
+                if len(self.advertisers(a, ts)) < 2:
+                    self.inc.resolve("endpoint.collision", a, ts)
+            for a in sorted(new - old):
+                names = sorted(f"{c}/{n}" for c, n in self.advertisers(a, ts))
+                if len(names) >= 2:
+                    self.inc.fire("endpoint.collision", a, ts, f"{a} is advertised by {', '.join(names)}",
+                                  cluster_id=cluster_id, target=target, endpoint=a, advertised_by=names)

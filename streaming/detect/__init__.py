@@ -2,8 +2,8 @@
 
 Its interface, as the pipeline (streaming/pipeline/) and the others use it:
 
-- `shards_of(event)` names the shards an event feeds (a cluster's, a target's, the fleet's);
-  the job routes each event to them, with its `Position` in the input ((source, offset)).
+- `shards_of(event)` names the first-pass shards an event feeds (a cluster's, a target's); the
+  job routes each event to them, with its `Position` in the input ((source, offset)).
 - `redundant_heartbeats(events, max_gap_ms)`: the heartbeats of a chunk that no rule can tell
   from their neighbours; the job drops them before they reach any shard (thinning.py).
 - `ShardEngine(shard)` holds one shard's state: `process(events, watermark, book)` applies a
@@ -23,19 +23,36 @@ The rules themselves (README.md beside this file) are plain Python over contract
 """
 
 
-from streaming.detect.engine import FLEET_SHARD, Position, ShardEngine, ShardOutput, detect, shards_of
+from streaming.detect.engine import (
+    Handoff,
+    HolderShard,
+    Position,
+    ShardEngine,
+    ShardOutput,
+    detect,
+    engine_for,
+    shard_of_handoff,
+    shards_of,
+)
+from streaming.detect.identity import HeldId
+from streaming.detect.misroutes import Advertisements
 from streaming.detect.state_format import STATE_FORMAT_VERSION, dump_engine, load_engine
 from streaming.detect.thinning import redundant_heartbeats
 
 __all__ = [
-    "FLEET_SHARD",
     "STATE_FORMAT_VERSION",
+    "Advertisements",
+    "Handoff",
+    "HeldId",
+    "HolderShard",
     "Position",
     "ShardEngine",
     "ShardOutput",
     "detect",
     "dump_engine",
+    "engine_for",
     "load_engine",
     "redundant_heartbeats",
+    "shard_of_handoff",
     "shards_of",
 ]

@@ -1,18 +1,21 @@
 """The detection engine: routes events to shards and runs the rules of each shard in event time.
 
 A shard holds everything one group of rules needs to see together, keyed by what the rules
-are about:
+are about. The events feed the shards of the first pass:
 - `cluster:<cluster_id>`: broker and controller rules of one cluster (heartbeats, broker states,
-  the cluster's successful responses);
+  the cluster's successful responses), and what the cluster advertises;
 - `target:<name>`: the target rules (id changed, invalid, unreachable) and the misroutes of the
-  endpoints probed for that target (all responses of the target);
-- `fleet`: the two rules that compare clusters and targets with each other, `id_duplicate` and
-  `endpoint.collision` (successful responses' identities and advertisements, registrations'
-  endpoints). Only this shard is fleet-wide.
+  endpoints probed for that target (all responses of the target), and the id the target holds.
+The first pass hands on the changes of what a cluster advertises and of the id a target holds
+(`ShardOutput.handoffs`) to the shards of the second pass, the two rules that compare clusters
+and targets with each other:
+- `addr:<host:port>`: `endpoint.collision` of one address;
+- `dup:<cluster_id>`: `cluster.id_duplicate` of one cluster id.
+No shard is fleet-wide (README.md, "Shards and scale-out").
 
-`ShardEngine` is plain, picklable Python: the Spark job keeps one per shard in its state store
-(in the format of state_format.py), and `detect()` runs the same engines over a list of events
-for tests and benchmarks.
+`ShardEngine` (first pass) and `HolderShard` (second pass) are plain, picklable Python: the
+Spark job keeps one per shard in its state store (in the format of state_format.py), and
+`detect()` runs the same engines over a list of events for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -28,34 +31,50 @@ from streaming.contract import Broker, BrokerHeartbeat, BrokerState, Event, Meta
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.brokers import BrokerTracker
 from streaming.detect.controller import ClusterTracker
-from streaming.detect.identity import DuplicateRegistry, TargetTracker
-from streaming.detect.misroutes import AdvertisementRegistry, check_misrouted
+from streaming.detect.identity import HeldId, IdChange, IdHolders, TargetTracker
+from streaming.detect.misroutes import AddressChange, AddressHolders, Advertisements, check_misrouted
 from streaming.detect.state_format import dump_engine, load_engine
 from streaming.detect.tracker import Tracker
 
-__all__ = ["FLEET_SHARD", "Position", "ShardEngine", "ShardOutput", "detect", "shards_of"]
+__all__ = ["Handoff", "HolderShard", "Position", "ShardEngine", "ShardOutput", "detect", "engine_for",
+           "shard_of_handoff", "shards_of"]
 
-FLEET_SHARD = "fleet"
 CLUSTER_PREFIX = "cluster:"
 TARGET_PREFIX = "target:"
+ADDRESS_PREFIX = "addr:"
+ID_PREFIX = "dup:"
+
+# What the first pass hands on to the second.
+Handoff = AddressChange | IdChange
 
 # Where an event sits in its input: (source, offset) or ("", line). Orders equal timestamps.
 Position = tuple[Any, ...]
 
 
 def shards_of(event: Event) -> list[str]:
-    """The shards an event feeds: a response feeds its target's shard, and when it succeeded
-    with a cluster id, also its cluster's shard and the fleet shard. A broker event feeds its
-    cluster's shard: it always names its cluster (the contract quarantines one that does not,
+    """The first-pass shards an event feeds: a response feeds its target's shard, and when it
+    succeeded with a cluster id, also its cluster's shard. A broker event feeds its cluster's
+    shard: it always names its cluster (the contract quarantines one that does not,
     `missing_cluster_id`), so brokers of different clusters are never merged into one shard."""
     if isinstance(event, MetadataResponse):
         if event.ok and event.cluster_id:
-            return [TARGET_PREFIX + event.target, CLUSTER_PREFIX + event.cluster_id, FLEET_SHARD]
+            return [TARGET_PREFIX + event.target, CLUSTER_PREFIX + event.cluster_id]
         return [TARGET_PREFIX + event.target]
-    shard = CLUSTER_PREFIX + event.cluster_id
-    if isinstance(event, BrokerHeartbeat) and event.kind == "registration" and event.endpoints:
-        return [shard, FLEET_SHARD]
-    return [shard]
+    return [CLUSTER_PREFIX + event.cluster_id]
+
+
+def shard_of_handoff(change: Handoff) -> str:
+    """The second-pass shard a hand-off goes to."""
+    if isinstance(change, AddressChange):
+        return ADDRESS_PREFIX + change.address
+    return ID_PREFIX + change.cluster_id
+
+
+def engine_for(shard: str) -> ShardEngine | HolderShard:
+    """A new engine for a shard of either pass."""
+    if shard.startswith((ADDRESS_PREFIX, ID_PREFIX)):
+        return HolderShard(shard)
+    return ShardEngine(shard)
 
 
 @dataclass
@@ -70,6 +89,7 @@ class ShardOutput:
     targets: list[dict[str, Any]] = field(default_factory=list)
     transitions: list[dict[str, Any]] = field(default_factory=list)
     controller_changes: list[dict[str, Any]] = field(default_factory=list)
+    handoffs: list[Handoff] = field(default_factory=list)
 
 
 class ShardEngine:
@@ -85,8 +105,8 @@ class ShardEngine:
         self.brokers: dict[int, BrokerTracker] = {}
         self.cluster: ClusterTracker | None = None
         self.targets: dict[str, TargetTracker] = {}
-        self.duplicates = DuplicateRegistry()
-        self.adverts = AdvertisementRegistry()
+        self.advertisements = Advertisements()  # of a cluster's shard
+        self.held_id = HeldId()  # of a target's shard
 
     def _derive(self) -> None:
         """What the engine keeps beside its state: computed from it, not pickled."""
@@ -187,12 +207,10 @@ class ShardEngine:
             if self.last_event_ms is None or event.ts > self.last_event_ms:
                 self.last_event_ms = event.ts
             out.cause = (EVENT_PHASE, (event.ts, *position))
-            if self.shard == FLEET_SHARD:
-                self._fleet_event(event, ttl, out)
-            elif self.shard.startswith(TARGET_PREFIX):
-                touched_targets |= self._target_event(event, book, out, timers)
+            if self.shard.startswith(TARGET_PREFIX):
+                touched_targets |= self._target_event(event, position, book, out, timers, result)
             else:
-                brokers, cluster = self._cluster_event(event, book, out, result, timers)
+                brokers, cluster = self._cluster_event(event, position, book, out, result, timers)
                 touched_brokers |= brokers
                 touched_cluster |= cluster
         result.alerts += timers.alerts + out.alerts  # in no particular order: each alert has its sort key
@@ -222,10 +240,11 @@ class ShardEngine:
                 tracker.hold_session(self.cluster.none_since)  # first heard while no controller is reported
         return tracker
 
-    def _cluster_event(self, event: Event, book: RuleBook, out: Emitter,
+    def _cluster_event(self, event: Event, position: Position, book: RuleBook, out: Emitter,
                        result: ShardOutput, timers: Emitter) -> tuple[set[int], bool]:
         rules = self._rules(book)
         inc = self.incidents
+        ttl = book.defaults.state_ttl_ms
         if isinstance(event, MetadataResponse):
             if self.cluster is None:
                 self.cluster = ClusterTracker(self.cluster_id)
@@ -250,6 +269,8 @@ class ShardEngine:
                         broker.advance_to(event.ts, rules, inc, timers)  # the held deadline stands
             if event.brokers:
                 touched |= self._listed(event, rules, out, timers)
+                result.handoffs += self.advertisements.listed(self.cluster_id, event.brokers, event.ts, ttl,
+                                                              event.target, position)
             if event.responder_node_id is not None:
                 broker = self._broker(event.responder_node_id)
                 broker.advance_to(event.ts, rules, inc, timers)
@@ -264,6 +285,10 @@ class ShardEngine:
             if event.rack is not None and event.rack != broker.rack:
                 self._forget_listing()
             broker.on_heartbeat(event, rules, inc, out)
+            if event.kind == "registration" and event.endpoints:
+                result.handoffs += self.advertisements.registered(
+                    self.cluster_id, event.broker_id, frozenset(e.address for e in event.endpoints), event.ts, ttl,
+                    position)
         else:
             assert isinstance(event, BrokerState)
             broker.on_state(event, rules, inc, out)
@@ -294,7 +319,8 @@ class ShardEngine:
             self._forget_listing()
         return ids
 
-    def _target_event(self, event: Event, book: RuleBook, out: Emitter, timers: Emitter) -> set[str]:
+    def _target_event(self, event: Event, position: Position, book: RuleBook, out: Emitter, timers: Emitter,
+                      result: ShardOutput) -> set[str]:
         assert isinstance(event, MetadataResponse)
         inc = self.incidents
         tracker = self.targets.get(event.target)
@@ -303,22 +329,63 @@ class ShardEngine:
         tracker.advance_to(event.ts, book.for_target(event.target), inc, timers)
         tracker.on_response(event, book, inc, out)
         check_misrouted(event, inc, out)
+        if event.ok and event.expected is None and event.cluster_id:
+            result.handoffs += self.held_id.on_bootstrap(event, book.defaults.state_ttl_ms, position)
         return {event.target}
 
-    def _fleet_event(self, event: Event, ttl: int, out: Emitter) -> None:
-        inc = self.incidents
-        self.adverts.forget_quiet(event.ts, ttl, inc)
-        self.duplicates.forget_quiet(event.ts, ttl, inc)
-        if isinstance(event, BrokerHeartbeat):
-            if event.cluster_id:
-                self.adverts.advertise(event.cluster_id, event.broker_id,
-                                       (e.address for e in event.endpoints or ()), event.ts, inc, out)
-            return
-        assert isinstance(event, MetadataResponse) and event.ok and event.cluster_id
-        if event.expected is None:
-            self.duplicates.on_bootstrap(event, inc, out)
-        if event.brokers:
-            self.adverts.advertise_listed(event.cluster_id, event.brokers, event.ts, inc, out, target=event.target)
+
+class HolderShard:
+    """A second-pass shard: the pairs advertising one address (`addr:`), or the targets holding one
+    cluster id (`dup:`), as the first pass's hand-offs tell it; the same interface as `ShardEngine`.
+    Its one rule deadline: while its alert is open, the lease end that resolves it."""
+
+    def __init__(self, shard: str) -> None:
+        self.shard = shard
+        self._start()
+
+    def _start(self) -> None:
+        self.last_event_ms: int | None = None
+        self.incidents = Incidents()
+        self.holders: AddressHolders | IdHolders = (
+            AddressHolders(self.shard.removeprefix(ADDRESS_PREFIX)) if self.shard.startswith(ADDRESS_PREFIX)
+            else IdHolders(self.shard.removeprefix(ID_PREFIX)))
+
+    def next_deadline(self, book: RuleBook) -> int | None:
+        due = self.holders.deadline(self.incidents)
+        if due is not None or self.last_event_ms is None:
+            return due
+        return self.last_event_ms + book.defaults.state_ttl_ms  # nothing open: the state TTL
+
+    def forgotten(self, watermark: int, book: RuleBook) -> bool:
+        forget_at = self.next_deadline(book)
+        return not self.incidents.open and forget_at is not None and watermark > forget_at
+
+    def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
+        out = Emitter(cause=(TIMER_PHASE, ()))
+        self._advance_to(watermark, out)
+        return ShardOutput(alerts=out.alerts)
+
+    def _advance_to(self, now: int, out: Emitter) -> None:
+        due = self.holders.deadline(self.incidents)
+        if due is not None and due < now:
+            self.holders.on_time(due, self.incidents, out)
+
+    def process(self, handoffs: Iterable[tuple[Position, Handoff]], watermark: int, book: RuleBook) -> ShardOutput:
+        """Apply one micro-batch's hand-offs, in the order of the events they come from, after the
+        deadline the watermark passed. (None is late: the first pass quarantined the late events.)"""
+        timers = Emitter(cause=(TIMER_PHASE, ()))
+        self._advance_to(watermark, timers)
+        out = Emitter()
+        ttl = book.defaults.state_ttl_ms
+        for change in sorted((change for _, change in handoffs), key=lambda c: (c.ts, c.position, c.seq)):
+            self._advance_to(change.ts, timers)  # a deadline the hand-off proves passed
+            if self.last_event_ms is not None and change.ts - self.last_event_ms > ttl:
+                self._start()  # quiet for longer than the TTL: every lease has ended, nothing is open
+            if self.last_event_ms is None or change.ts > self.last_event_ms:
+                self.last_event_ms = change.ts
+            out.cause = (EVENT_PHASE, (change.ts, *change.position))
+            self.holders.apply(change, self.incidents, out)  # type: ignore[arg-type]
+        return ShardOutput(alerts=timers.alerts + out.alerts)
 
 
 def detect(events: Sequence[Event], book: RuleBook | None = None, *,
@@ -326,28 +393,40 @@ def detect(events: Sequence[Event], book: RuleBook | None = None, *,
     """Run the engines over events in order, cut into micro-batches like the Spark job does.
 
     The watermark of a batch is the largest event time of the batches before it minus the
-    allowed lateness; after the last batch, timers fire up to the final watermark, exactly as
-    a live job would (the end of the input is not silence). `pickled`: keep the engines
-    pickled between batches, as the job's state store does (what they do not pickle is cache).
+    allowed lateness; the first pass's hand-offs reach the second pass in the same batch. After
+    the last batch, timers fire up to the final watermark, exactly as a live job would (the end
+    of the input is not silence). `pickled`: keep the engines pickled between batches, as the
+    job's state store does (what they do not pickle is cache).
     """
     book = book or RuleBook()
     lateness = book.defaults.allowed_lateness_ms
-    engines: dict[str, ShardEngine] = {}
+    engines: dict[str, ShardEngine | HolderShard] = {}
     alerts: list[Alert] = []
     watermark = -(2**62)
     size = batch_size or max(len(events), 1)
-    for start in range(0, len(events), size):
-        by_shard: dict[str, list[tuple[Position, Event]]] = defaultdict(list)
-        for line, event in enumerate(events[start:start + size], start=start):
-            for shard in shards_of(event):
-                by_shard[shard].append((("", line), event))
-        for shard, shard_events in sorted(by_shard.items()):
-            engine = engines.setdefault(shard, ShardEngine(shard))
-            alerts += engine.process(shard_events, watermark, book).alerts
+
+    def run(by_shard: dict[str, list[tuple[Position, Any]]]) -> list[Handoff]:
+        handoffs = []
+        for shard, items in sorted(by_shard.items()):
+            engine = engines.setdefault(shard, engine_for(shard))
+            out = engine.process(items, watermark, book)
+            alerts.extend(out.alerts)
+            handoffs += out.handoffs
             if engine.forgotten(watermark, book):
                 del engines[shard]  # as the job drops it
             elif pickled:
                 engines[shard] = load_engine(dump_engine(engine))
+        return handoffs
+
+    for start in range(0, len(events), size):
+        by_shard: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
+        for line, event in enumerate(events[start:start + size], start=start):
+            for shard in shards_of(event):
+                by_shard[shard].append((("", line), event))
+        second: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
+        for change in run(by_shard):
+            second[shard_of_handoff(change)].append(((), change))
+        run(second)
         batch_max = max(e.ts for e in events[start:start + size])
         watermark = max(watermark, batch_max - lateness)
     for _, engine in sorted(engines.items()):

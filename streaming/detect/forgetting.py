@@ -8,47 +8,37 @@ open: an open alert is never dropped without its resolution, so its subject is k
 The TTL is longer than every rule window (the configuration refuses anything else), so
 forgetting never cuts a rule short. It is checked at the events themselves, in event-time order,
 so a replay forgets exactly what the live job forgot, whatever its micro-batches.
+
+A cluster's advertisements and a target's held cluster id are kept by other shards than the
+ones that hear them (the address's, the id's: README.md, "Shards and scale-out"), which hear of
+them only when they change. A `Lease` tells those shards how long a holding stands without news.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from dataclasses import dataclass
 
-__all__ = ["LastHeard"]
+__all__ = ["RENEWALS_PER_TTL", "Lease"]
 
-K = TypeVar("K")
+# A lease is renewed at the first advertisement more than TTL / RENEWALS_PER_TTL after the last
+# renewal: a holding is forgotten between 15/16 of the TTL and the TTL after it was last heard of,
+# for one hand-off per holding and sixteenth of the TTL instead of one per advertisement.
+RENEWALS_PER_TTL = 16
 
 
 @dataclass
-class LastHeard(Generic[K]):
-    """When each key was last heard of, to find cheaply the keys quiet for longer than a TTL."""
+class Lease:
+    """When a holding (a cluster's advertisements, a target's held id) was last renewed at the
+    shards that keep it. It stands until `renewed_ms + ttl` inclusive; after that it has lapsed."""
 
-    at: dict[K, int] = field(default_factory=dict)
-    # No key is older than this (a bound kept by `quiet()`), so none can have been quiet for
-    # longer than the TTL before this moment + the TTL: the keys are looked through about once per TTL.
-    look_after: int | None = None
+    renewed_ms: int | None = None
 
-    def heard(self, key: K, ts: int) -> None:
-        if ts > self.at.get(key, ts - 1):
-            self.at[key] = ts
-        if self.look_after is None:
-            self.look_after = ts
+    def lapsed(self, now: int, ttl_ms: int) -> bool:
+        return self.renewed_ms is not None and now - self.renewed_ms > ttl_ms
 
-    def quiet(self, now: int, ttl_ms: int) -> list[K]:
-        """The keys not heard of for longer than `ttl_ms` before `now` (cheap when none can be).
+    def renew_due(self, now: int, ttl_ms: int) -> bool:
+        return self.renewed_ms is None or now - self.renewed_ms > ttl_ms // RENEWALS_PER_TTL
 
-        The caller forgets or keeps each of them."""
-        if self.look_after is None or now - self.look_after <= ttl_ms:
-            return []
-        quiet = [key for key, ts in self.at.items() if now - ts > ttl_ms]
-        # A kept key is heard at `now`: none is earlier than the earliest of the others.
-        self.look_after = min((ts for ts in self.at.values() if now - ts <= ttl_ms), default=now)
-        return quiet
-
-    def forget(self, key: K) -> None:
-        del self.at[key]
-
-    def keep(self, key: K, now: int) -> None:
-        """A quiet key that must stay (an alert about it is open): look at it again a TTL later."""
-        self.at[key] = now
+    def until(self, ttl_ms: int) -> int:
+        assert self.renewed_ms is not None
+        return self.renewed_ms + ttl_ms

@@ -9,9 +9,9 @@ from typing import Any
 from streaming.config import RuleBook, RuleSettings
 from streaming.contract import MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
-from streaming.detect.forgetting import LastHeard
+from streaming.detect.forgetting import Lease
 
-__all__ = ["DuplicateRegistry", "TargetTracker", "valid_cluster_id"]
+__all__ = ["HeldId", "IdChange", "IdHolders", "TargetTracker", "valid_cluster_id"]
 
 ID_CHANGED = "cluster.id_changed"
 ID_DUPLICATE = "cluster.id_duplicate"
@@ -120,59 +120,96 @@ class TargetTracker:
                 "updated_ms": self.updated_ms}
 
 
+@dataclass(frozen=True, slots=True)
+class IdChange:
+    """What a target's shard hands on to the shard of a cluster id (`dup:<cluster id>`): `target`
+    holds it, with the endpoints its bootstrap advertised, until `until` (its lease); or, with
+    `endpoints` None, holds it no more. `position`, `seq`: of the bootstrap response it comes
+    from, and its place among that response's changes."""
+
+    cluster_id: str
+    ts: int
+    target: str
+    endpoints: frozenset[str] | None
+    until: int | None
+    position: tuple[Any, ...]
+    seq: int
+
+
 @dataclass
-class DuplicateRegistry:
-    """Which targets hold which cluster id, with the endpoints their bootstrap advertised."""
+class HeldId:
+    """The cluster id a target holds (its latest successful bootstrap's) and the endpoints that
+    bootstrap advertised, kept by the target's shard; the changes go to the ids' shards."""
 
-    # cluster id -> target -> advertised endpoints
-    holders: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
-    held_by: dict[str, str] = field(default_factory=dict)
-    # When each target's bootstrap was last heard of, to forget the targets gone quiet.
-    heard: LastHeard[str] = field(default_factory=LastHeard)
+    cluster_id: str | None = None
+    endpoints: frozenset[str] = frozenset()
+    lease: Lease = field(default_factory=Lease)
 
-    def on_bootstrap(self, r: MetadataResponse, incidents: Incidents, out: Emitter) -> None:
+    def on_bootstrap(self, r: MetadataResponse, ttl_ms: int, position: tuple[Any, ...]) -> list[IdChange]:
         assert r.cluster_id is not None
-        self.heard.heard(r.target, r.ts)
         endpoints = frozenset(b.address for b in r.brokers or ())
-        previous = self.held_by.get(r.target)
-        self.held_by[r.target] = r.cluster_id
-        touched = {r.cluster_id}
-        if previous is not None and previous != r.cluster_id:
-            self.holders.get(previous, {}).pop(r.target, None)
-            touched.add(previous)
-        self.holders.setdefault(r.cluster_id, {})[r.target] = endpoints
-        for cluster_id in sorted(touched):
-            pair = self._disjoint_pair(cluster_id)
-            if pair:
-                incidents.fire(out, ID_DUPLICATE, cluster_id, r.ts,
-                               f"cluster id {cluster_id} is reported by {pair[0]} and {pair[1]}, "
-                               "which share no endpoint",
-                               cluster_id=cluster_id, details={"targets": list(pair)})
-            else:
-                incidents.resolve(out, ID_DUPLICATE, cluster_id, r.ts)
-            if not self.holders.get(cluster_id):
-                self.holders.pop(cluster_id, None)
+        renew = self.lease.renew_due(r.ts, ttl_ms)  # after a lapse too: the id's shard may have forgotten it
+        if renew:
+            self.lease.renewed_ms = r.ts
+        changes = []
+        if self.cluster_id is not None and self.cluster_id != r.cluster_id:
+            changes.append(IdChange(self.cluster_id, r.ts, r.target, None, None, position, 0))
+        if renew or (r.cluster_id, endpoints) != (self.cluster_id, self.endpoints):
+            changes.append(IdChange(r.cluster_id, r.ts, r.target, endpoints, self.lease.until(ttl_ms), position, 1))
+        self.cluster_id, self.endpoints = r.cluster_id, endpoints
+        return changes
 
-    def _disjoint_pair(self, cluster_id: str) -> tuple[str, str] | None:
-        held = sorted(self.holders.get(cluster_id, {}).items())
-        for i, (a, eps_a) in enumerate(held):
-            for b, eps_b in held[i + 1:]:
-                if not eps_a & eps_b:
-                    return a, b
-        return None
 
-    def forget_quiet(self, now: int, ttl_ms: int, incidents: Incidents) -> None:
-        """Forget the holdings of the targets quiet for longer than `ttl_ms`, but of those whose
-        id is in an open duplicate (streaming/detect/forgetting.py)."""
-        for target in self.heard.quiet(now, ttl_ms):
-            cluster_id = self.held_by[target]
-            if incidents.is_firing(ID_DUPLICATE, cluster_id):
-                self.heard.keep(target, now)
-                continue
-            # With no duplicate open, one holder fewer cannot make one.
-            del self.held_by[target]
-            holders = self.holders[cluster_id]
-            del holders[target]
-            if not holders:
-                del self.holders[cluster_id]
-            self.heard.forget(target)
+@dataclass
+class IdHolders:
+    """The targets holding one cluster id (the state of its `dup:` shard): target -> (the
+    endpoints its bootstrap advertised, the end of its lease). A target whose lease ended holds
+    the id no more."""
+
+    cluster_id: str
+    holders: dict[str, tuple[frozenset[str], int]] = field(default_factory=dict)
+
+    def deadline(self, incidents: Incidents) -> int | None:
+        """While the duplicate is open: the lease end after which no two holders share nothing."""
+        if not incidents.is_firing(ID_DUPLICATE, self.cluster_id):
+            return None
+        ends = sorted({until for _, until in self.holders.values()})  # the last one leaves no holder
+        return next(end for end in ends
+                    if _disjoint_pair({t: held for t, held in self.holders.items() if held[1] > end}) is None)
+
+    def on_time(self, now: int, incidents: Incidents, out: Emitter) -> None:
+        self._drop_ended(now + 1)
+        if _disjoint_pair(self.holders) is None:
+            incidents.resolve(out, ID_DUPLICATE, self.cluster_id, now)
+
+    def apply(self, change: IdChange, incidents: Incidents, out: Emitter) -> None:
+        """A hand-off at `change.ts`, once every deadline before it was applied."""
+        self._drop_ended(change.ts)  # none of them makes or ends a duplicate (see `deadline`)
+        if change.endpoints is None:
+            self.holders.pop(change.target, None)
+        else:
+            assert change.until is not None
+            self.holders[change.target] = (change.endpoints, change.until)
+        pair = _disjoint_pair(self.holders)
+        if pair:
+            incidents.fire(out, ID_DUPLICATE, self.cluster_id, change.ts,
+                           f"cluster id {self.cluster_id} is reported by {pair[0]} and {pair[1]}, "
+                           "which share no endpoint",
+                           cluster_id=self.cluster_id, details={"targets": list(pair)})
+        else:
+            incidents.resolve(out, ID_DUPLICATE, self.cluster_id, change.ts)
+
+    def _drop_ended(self, now: int) -> None:
+        """Forget the targets whose lease ended before `now`."""
+        for target in [t for t, (_, until) in self.holders.items() if until < now]:
+            del self.holders[target]
+
+
+def _disjoint_pair(holders: dict[str, tuple[frozenset[str], int]]) -> tuple[str, str] | None:
+    """The first two holders (in name order) that share no endpoint."""
+    held = sorted(holders.items())
+    for i, (a, (eps_a, _)) in enumerate(held):
+        for b, (eps_b, _) in held[i + 1:]:
+            if not eps_a & eps_b:
+                return a, b
+    return None

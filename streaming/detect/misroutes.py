@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.contract import REBOOTSTRAP_REQUIRED, Broker, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
-from streaming.detect.forgetting import LastHeard
+from streaming.detect.forgetting import Lease
 
-__all__ = ["AdvertisementRegistry", "check_misrouted"]
+__all__ = ["AddressChange", "AddressHolders", "Advertisements", "check_misrouted"]
 
 MISROUTED = "connection.misrouted"
 COLLISION = "endpoint.collision"
@@ -44,83 +43,126 @@ def check_misrouted(r: MetadataResponse, incidents: Incidents, out: Emitter) -> 
         incidents.resolve(out, MISROUTED, r.endpoint, r.ts)
 
 
-@dataclass
-class AdvertisementRegistry:
-    """Current advertisements: (cluster id, node id) -> the host:port set it last advertised."""
+@dataclass(frozen=True, slots=True)
+class AddressChange:
+    """What a cluster's shard hands on to the shard of one address it advertises (or advertised):
+    the pair (`cluster_id`, `node_id`) holds `address` until `until` (its lease), or, with `until`
+    None, advertises it no more. `target`: of the response that advertised it (None for a
+    registration). `position`, `seq`: of the event it comes from, and its place among that
+    event's changes."""
 
-    adverts: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
-    advertisers: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
-    # When each cluster id last advertised anything, to forget the clusters gone quiet.
-    heard: LastHeard[str] = field(default_factory=LastHeard)
-    # Cluster id -> the broker list its last response advertised, while none of the cluster's
-    # advertisements changed since. Nearly every response repeats its cluster's list, and then
-    # each of its advertisements is one already made. A cache: not pickled, rebuilt on the way.
-    _listed: dict[str, tuple[Broker, ...]] = field(default_factory=dict, repr=False, compare=False)
+    address: str
+    ts: int
+    cluster_id: str
+    node_id: int
+    until: int | None
+    target: str | None
+    position: tuple[Any, ...]
+    seq: int
+
+
+@dataclass
+class Advertisements:
+    """What one cluster advertises (node id -> its host:port set), kept by the cluster's shard,
+    which hears every event that changes it; the changes go to the addresses' shards."""
+
+    by_node: dict[int, frozenset[str]] = field(default_factory=dict)
+    lease: Lease = field(default_factory=Lease)
+    # The broker list of the cluster's last response: nearly every response repeats it, and then
+    # it changes nothing. A cache: not pickled, rebuilt on the way.
+    _listed: tuple[Broker, ...] | None = field(default=None, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"adverts": self.adverts, "advertisers": self.advertisers, "heard": self.heard}
+        return {"by_node": self.by_node, "lease": self.lease}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Older layouts are brought up to date by streaming/detect/state_format.py.
-        self.__dict__.update(state, _listed={})
+        self.__dict__.update(state, _listed=None)
 
-    def advertise_listed(self, cluster_id: str, brokers: tuple[Broker, ...], at: int, incidents: Incidents,
-                         out: Emitter, target: str | None = None) -> None:
-        """A response of `cluster_id` (probing `target`) lists `brokers`, each at its one address."""
-        self.heard.heard(cluster_id, at)
-        if self._listed.get(cluster_id) == brokers:
-            return
-        for entry in brokers:
-            self.advertise(cluster_id, entry.node_id, (entry.address,), at, incidents, out, target=target)
-        self._listed[cluster_id] = brokers
+    def listed(self, cluster_id: str, brokers: tuple[Broker, ...], at: int, ttl_ms: int,
+               target: str | None, position: tuple[Any, ...]) -> list[AddressChange]:
+        """A response of the cluster (probing `target`) lists `brokers`, each at its one address."""
+        if brokers == self._listed and not self.lease.renew_due(at, ttl_ms):
+            return []
+        changes = self._advertise(cluster_id, [(b.node_id, frozenset((b.address,))) for b in brokers],
+                                  at, ttl_ms, target, position)
+        self._listed = brokers
+        return changes
 
-    def advertise(self, cluster_id: str, node_id: int, addresses: Iterable[str], at: int,
-                  incidents: Incidents, out: Emitter, target: str | None = None) -> None:
-        self.heard.heard(cluster_id, at)
-        pair = (cluster_id, node_id)
-        new = frozenset(addresses)
-        old = self.adverts.get(pair, frozenset())
-        if new == old:
-            return
-        self.adverts[pair] = new
-        self._listed.pop(cluster_id, None)
-        for address in sorted(old - new):
-            holders = self.advertisers.get(address, set())
-            holders.discard(pair)
-            if len(holders) < 2:
-                incidents.resolve(out, COLLISION, address, at)
-            if not holders:
-                self.advertisers.pop(address, None)
-        for address in sorted(new - old):
-            holders = self.advertisers.setdefault(address, set())
-            holders.add(pair)
-            if len(holders) >= 2:
-                names = sorted(f"{c}/{n}" for c, n in holders)
-                incidents.fire(out, COLLISION, address, at,
-                               f"{address} is advertised by {', '.join(names)}",
-                               cluster_id=cluster_id, target=target, endpoint=address,
-                               details={"advertised_by": names})
+    def registered(self, cluster_id: str, node_id: int, addresses: frozenset[str], at: int, ttl_ms: int,
+                   position: tuple[Any, ...]) -> list[AddressChange]:
+        """A broker registered with the endpoints `addresses`."""
+        self._listed = None
+        return self._advertise(cluster_id, [(node_id, addresses)], at, ttl_ms, None, position)
 
-    def forget_quiet(self, now: int, ttl_ms: int, incidents: Incidents) -> None:
-        """Withdraw the advertisements of the clusters quiet for longer than `ttl_ms`, but of those
-        with an address in an open collision (streaming/detect/forgetting.py)."""
-        quiet = set(self.heard.quiet(now, ttl_ms))
-        if not quiet:
-            return
-        pairs = [pair for pair in self.adverts if pair[0] in quiet]
-        colliding = {pair[0] for pair in pairs if any(incidents.is_firing(COLLISION, a) for a in self.adverts[pair])}
-        for pair in pairs:
-            if pair[0] in colliding:
+    def _advertise(self, cluster_id: str, entries: list[tuple[int, frozenset[str]]], at: int, ttl_ms: int,
+                   target: str | None, position: tuple[Any, ...]) -> list[AddressChange]:
+        changes: list[AddressChange] = []
+
+        def change(address: str, node_id: int, until: int | None) -> None:
+            changes.append(AddressChange(address, at, cluster_id, node_id, until, target, position, len(changes)))
+
+        if self.lease.lapsed(at, ttl_ms):
+            self.by_node = {}  # quiet for longer than the TTL: every address has forgotten it; it starts over
+        renew = self.lease.renew_due(at, ttl_ms)
+        if renew:
+            self.lease.renewed_ms = at
+        until = self.lease.until(ttl_ms)
+        held: set[tuple[int, str]] = set()
+        for node_id, new in entries:
+            old = self.by_node.get(node_id, frozenset())
+            if new == old:
                 continue
-            # None of its addresses collides, so withdrawing them resolves nothing.
-            for address in self.adverts.pop(pair):
-                holders = self.advertisers[address]
-                holders.discard(pair)
-                if not holders:
-                    del self.advertisers[address]
-        for cluster_id in quiet:
-            if cluster_id in colliding:
-                self.heard.keep(cluster_id, now)
-            else:
-                self.heard.forget(cluster_id)
-                self._listed.pop(cluster_id, None)
+            self.by_node[node_id] = new
+            for address in sorted(old - new):
+                change(address, node_id, None)
+            for address in sorted(new - old):
+                change(address, node_id, until)
+                held.add((node_id, address))
+        if renew:
+            for node_id, addresses in sorted(self.by_node.items()):
+                for address in sorted(addresses):
+                    if (node_id, address) not in held:
+                        change(address, node_id, until)
+        return changes
+
+
+@dataclass
+class AddressHolders:
+    """The pairs advertising one address (the state of its `addr:` shard): (cluster id, node id)
+    -> the end of its lease. A pair whose lease ended advertises the address no more."""
+
+    address: str
+    holders: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def deadline(self, incidents: Incidents) -> int | None:
+        """While the collision is open: the lease end that leaves one pair or none."""
+        if not incidents.is_firing(COLLISION, self.address):
+            return None
+        return sorted(self.holders.values())[-2]
+
+    def on_time(self, now: int, incidents: Incidents, out: Emitter) -> None:
+        self._drop_ended(now + 1)
+        if len(self.holders) < 2:
+            incidents.resolve(out, COLLISION, self.address, now)
+
+    def apply(self, change: AddressChange, incidents: Incidents, out: Emitter) -> None:
+        """A hand-off at `change.ts`, once every deadline before it was applied."""
+        self._drop_ended(change.ts)  # none of them makes or ends a collision (see `deadline`)
+        pair = (change.cluster_id, change.node_id)
+        if change.until is None:
+            if self.holders.pop(pair, None) is not None and len(self.holders) < 2:
+                incidents.resolve(out, COLLISION, self.address, change.ts)
+            return
+        new = pair not in self.holders
+        self.holders[pair] = change.until
+        if new and len(self.holders) >= 2:
+            names = sorted(f"{c}/{n}" for c, n in self.holders)
+            incidents.fire(out, COLLISION, self.address, change.ts,
+                           f"{self.address} is advertised by {', '.join(names)}",
+                           cluster_id=change.cluster_id, target=change.target, endpoint=self.address,
+                           details={"advertised_by": names})
+
+    def _drop_ended(self, now: int) -> None:
+        """Forget the pairs whose lease ended before `now`."""
+        for pair in [pair for pair, until in self.holders.items() if until < now]:
+            del self.holders[pair]

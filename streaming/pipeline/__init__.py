@@ -9,8 +9,9 @@ Its door, for `fleetwatch run`, `demo`, `replay`, the spark-submit driver, the b
   `parse_stage(raw, book, buckets)` alone; `bucket_of(shard, buckets)`.
 
 Inside: `parse` (contract check, heartbeat thinning, routing to buckets) -> `state`
-(DetectorProcessor: the detection engines per bucket of shards, with event-time timers), wired
-by `graph`; `run` and `replay` start, run and stop it.
+(DetectorProcessor, the first pass: the cluster and target shards per bucket, with event-time
+timers -> HolderProcessor, the second pass: the address and cluster-id shards per bucket, over
+the first pass's hand-offs), wired by `graph`; `run` and `replay` start, run and stop it.
 
 Names are loaded on first use: Spark's Python workers import the graph through this door, and
 must not load what only the driver needs (the bus client, the store, the metrics server).

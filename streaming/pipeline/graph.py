@@ -1,4 +1,5 @@
-"""The pipeline's Spark graph: parse stage -> event-time watermark -> per-bucket detection."""
+"""The pipeline's Spark graph: parse stage -> event-time watermark -> detection's first pass per bucket
+-> its second pass per bucket."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pyspark.sql import functions as F
 
 from streaming.config import RuleBook
 from streaming.pipeline.parse import parse_stage
-from streaming.pipeline.state import OUTPUT_SCHEMA, DetectorProcessor
+from streaming.pipeline.state import HANDOFF_SCHEMA, HANDOFF_TIME, OUTPUT_SCHEMA, DetectorProcessor, HolderProcessor
 
 __all__ = ["build_pipeline"]
 
@@ -24,8 +25,16 @@ def build_pipeline(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
         # Timers still follow the query's watermark.
         .drop("event_time")
     )
-    return events.groupBy("bucket").transformWithStateInPandas(
+    handed_on = events.groupBy("bucket").transformWithStateInPandas(
         statefulProcessor=DetectorProcessor(book, buckets),
+        outputStructType=HANDOFF_SCHEMA,
+        outputMode="Append",
+        timeMode="EventTime",
+        # The event time of its rows for the second pass, which runs under the same watermark.
+        eventTimeColumnName=HANDOFF_TIME,
+    )
+    return handed_on.groupBy("bucket").transformWithStateInPandas(
+        statefulProcessor=HolderProcessor(book, buckets),
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",

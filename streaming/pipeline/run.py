@@ -28,7 +28,7 @@ from streaming.config import FleetwatchConfig
 from streaming.console import StatusReader, StatusTicker, duration_text, open_console, plural
 from streaming.ops import start_metrics_server
 from streaming.pipeline.graph import build_pipeline
-from streaming.pipeline.session import checkpoint_id, checkpoint_path, spark_session
+from streaming.pipeline.session import checkpoint_id, checkpoint_path, refuse_one_stage_checkpoint, spark_session
 from streaming.progress import ProgressRecorder, QueryStats
 from streaming.resilience import Stopping, retry_store
 from streaming.sinks import AlertPublisher, BatchWriter
@@ -149,12 +149,14 @@ def start_job(spark: SparkSession, config: FleetwatchConfig, bus: str | BusAcces
               publisher: AlertPublisher | None = None, stop: threading.Event | None = None) -> RunningJob:
     """Start the live job; its progress recorder also feeds the dashboard's pipeline page.
 
-    Before the query starts: the alerts topic is created when missing, and the open alerts are
-    orphaned when the detection state was reset (`reconcile_reset`). `stop`: store writes are
+    Before the query starts: a checkpoint of the job of one detection stage is refused
+    (ConfigError), the alerts topic is created when missing, and the open alerts are orphaned
+    when the detection state was reset (`reconcile_reset`). `stop`: store writes are
     retried while the store is unavailable, until `stop` is set (without it a store error fails
     the batch). `bus`: a configured bus's access, or the embedded broker's address.
     """
     location = checkpoint_path(config, QUERY_NAME)
+    refuse_one_stage_checkpoint(spark, location)
     if publisher is not None:
         publisher.ensure_topic()
     orphaned_since = reconcile_reset(store, checkpoint_id(spark, location), stop=stop)

@@ -2,7 +2,8 @@
 
 `spark_session` puts the Kafka connector on the classpath (`connector_jars`) and sets the
 driver's JVM options when this process starts Spark itself; `checkpoint_path`/`checkpoint_id`
-name a query's checkpoint and read the query id Spark keeps in it.
+name a query's checkpoint and read the query id Spark keeps in it; `refuse_one_stage_checkpoint`
+says in one line that a checkpoint of the job of one detection stage cannot be continued.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from streaming.config import FleetwatchConfig
+from streaming.config import ConfigError, FleetwatchConfig
 from streaming.jars import connector_jars
 from streaming.pipeline.startup import class_archive
 
-__all__ = ["checkpoint_id", "checkpoint_path", "spark_session"]
+__all__ = ["checkpoint_id", "checkpoint_path", "refuse_one_stage_checkpoint", "spark_session"]
 
 
 def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
@@ -97,6 +98,25 @@ def _quiet_expected_warnings(spark: SparkSession) -> None:
 def checkpoint_path(config: FleetwatchConfig, name: str) -> str:
     # Plain string joining: Path() would turn an object-store URL (s3a://b/x) into s3a:/b/x.
     return f"{config.spark.checkpoint_dir.rstrip('/')}/{name}"
+
+
+def _exists(spark: SparkSession, path: str) -> bool:
+    """Whether `path` exists, through Hadoop's file system (a checkpoint can live on HDFS or an object store)."""
+    jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(hadoop_path))
+
+
+def refuse_one_stage_checkpoint(spark: SparkSession, location: str) -> None:
+    """A checkpoint of the job of one detection stage (before the fleet-wide shard was split into
+    two passes, 2026-11-26) has state of one stateful operator: Spark refuses to continue it with two, in a
+    Java stack trace. Say instead, in one line, what to do."""
+    root = location.rstrip("/")
+    if _exists(spark, f"{root}/state/0/_metadata") and not _exists(spark, f"{root}/state/1"):
+        raise ConfigError(f"the checkpoint {location} was written by a fleetwatch with one detection stage, which "
+                          "this one cannot continue: move it aside (or set spark.checkpoint_dir to a new directory) "
+                          "and start again; the open alerts are then resolved or fired again as the new state "
+                          "catches up")
 
 
 def checkpoint_id(spark: SparkSession, location: str) -> str | None:

@@ -1,4 +1,11 @@
-"""The stateful detection stage: one DetectorProcessor per bucket of shards, its state and its output rows."""
+"""The stateful detection stages: the engines of each pass per bucket of shards, their state and their output rows.
+
+- `DetectorProcessor` (first pass): the cluster and target shards over the parsed events. Its
+  rows (`HANDOFF_SCHEMA`) carry, per bucket and micro-batch, its output rows packed, and the
+  hand-offs for each bucket of the second pass.
+- `HolderProcessor` (second pass): the address and cluster-id shards over the hand-offs; it
+  passes the first pass's output rows on, with its own alerts (`OUTPUT_SCHEMA`).
+"""
 
 from __future__ import annotations
 
@@ -11,16 +18,32 @@ from typing import Any
 
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from streaming.alert import encode_output
 from streaming.config import RuleBook
-from streaming.contract import Event, event_to_dict
-from streaming.detect import Position, ShardEngine, ShardOutput, dump_engine, load_engine
+from streaming.contract import event_to_dict
+from streaming.detect import (
+    Handoff,
+    Position,
+    ShardOutput,
+    dump_engine,
+    engine_for,
+    load_engine,
+    shard_of_handoff,
+)
 from streaming.pipeline.packing import unpack
-from streaming.pipeline.parse import QUARANTINE_BUCKET, no_cycle_collection
+from streaming.pipeline.parse import QUARANTINE_BUCKET, bucket_of, no_cycle_collection
 
-__all__ = ["OUTPUT_SCHEMA", "DetectorProcessor"]
+__all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "DetectorProcessor", "HolderProcessor"]
 
 # One output row: an alert, a state snapshot for the store, a quarantined message, or the
 # watermark a bucket was processed with.
@@ -31,13 +54,26 @@ OUTPUT_SCHEMA = StructType([
     StructField("payload", StringType()),
 ])
 _OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
-# The state of one bucket: {shard: (next deadline or None, pickled ShardEngine)}, the timer
+# Between the passes: to the second pass's `bucket`, the first pass's output rows (kind "rows":
+# marshal-ed OUTPUT_SCHEMA tuples) or hand-offs (kind "handoffs": pickled `Handoff`s).
+# `HANDOFF_TIME` is the event time Spark checks rows between stateful operators against: just
+# past the watermark, so that none is late (a hand-off's own time can be older: a timer's).
+HANDOFF_TIME = "handoff_time"
+HANDOFF_SCHEMA = StructType([
+    StructField("bucket", IntegerType()),
+    StructField(HANDOFF_TIME, TimestampType()),
+    StructField("kind", StringType()),
+    StructField("data", BinaryType()),
+])
+_HANDOFF_COLUMNS = [f.name for f in HANDOFF_SCHEMA.fields]
+# The state of one bucket: {shard: (next deadline or None, pickled engine)}, the timer
 # registered for the bucket, and the bucket count it was written with.
 _BUCKET_STATE = StructType([
     StructField("engines", BinaryType()),
     StructField("timer", LongType()),
     StructField("buckets", IntegerType()),
 ])
+_Engines = dict[str, tuple[int | None, bytes]]
 
 
 def _output_rows(out: ShardOutput) -> list[tuple[Any, ...]]:
@@ -56,16 +92,15 @@ def _watermark_row(watermark: int) -> tuple[Any, ...]:
     return ("watermark", None, watermark, None)
 
 
-def _quarantine_rows(frame: pd.DataFrame) -> pd.DataFrame:
+def _quarantine_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
     rejected = [item for packed in frame["events"].tolist() for item in marshal.loads(packed)]
-    return pd.DataFrame([("quarantine", f"{src}:{pos}", None,
-                          json.dumps({"reason": reason, "detail": detail, "raw": raw}))
-                         for src, pos, raw, reason, detail in rejected], columns=_OUTPUT_COLUMNS)
+    return [("quarantine", f"{src}:{pos}", None, json.dumps({"reason": reason, "detail": detail, "raw": raw}))
+            for src, pos, raw, reason, detail in rejected]
 
 
-class DetectorProcessor(StatefulProcessor):
-    """Runs the ShardEngines of one bucket of shards, kept in the state store, and wakes them
-    with one event-time timer per bucket.
+class _BucketsOfShards(StatefulProcessor):
+    """Runs the engines of one bucket of shards, kept in the state store, and wakes them with one
+    event-time timer per bucket.
 
     Shards are grouped into a fixed number of buckets because each key costs the Python worker
     a fixed ~5 ms (Arrow to pandas, round trips to the JVM's state server): with one key per
@@ -80,7 +115,7 @@ class DetectorProcessor(StatefulProcessor):
         self.handle = handle
         self.state = handle.getValueState("bucket", _BUCKET_STATE)
 
-    def _load(self) -> tuple[dict[str, tuple[int | None, bytes]], int | None]:
+    def _load(self) -> tuple[_Engines, int | None]:
         stored = self.state.get()  # None for a new bucket: one round trip, not exists() + get()
         if stored is None:
             return {}, None
@@ -90,7 +125,7 @@ class DetectorProcessor(StatefulProcessor):
                                f"is {self.buckets}: set it back to {buckets}, or start a new checkpoint")
         return pickle.loads(engines), timer
 
-    def _save(self, engines: dict[str, tuple[int | None, bytes]], registered: int | None) -> None:
+    def _save(self, engines: _Engines, registered: int | None) -> None:
         deadlines = [deadline for deadline, _ in engines.values() if deadline is not None]
         # Spark fires a timer once the watermark reaches it; the engines' timers fire once the
         # watermark has passed them, hence the extra millisecond.
@@ -105,56 +140,109 @@ class DetectorProcessor(StatefulProcessor):
         else:  # every shard of the bucket was forgotten (state TTL): so is the bucket's row
             self.state.clear()
 
-    def _step(self, engines: dict[str, tuple[int | None, bytes]], shard: str,
-              events: list[tuple[Position, Event]] | None, watermark: int) -> list[tuple[Any, ...]]:
-        """Process a shard's events (or, with None, only its due timers) and store the engine back."""
+    def _step(self, engines: _Engines, shard: str, items: list[tuple[Position, Any]] | None,
+              watermark: int) -> ShardOutput:
+        """Process a shard's events or hand-offs (or, with None, only its due timers) and store the engine back."""
         stored = engines.get(shard)
-        engine = load_engine(stored[1]) if stored is not None else ShardEngine(shard)
-        out = engine.advance(watermark, self.book) if events is None else engine.process(events, watermark, self.book)
+        engine = load_engine(stored[1]) if stored is not None else engine_for(shard)
+        out = engine.advance(watermark, self.book) if items is None else engine.process(items, watermark, self.book)
         if engine.forgotten(watermark, self.book):
             engines.pop(shard, None)  # quiet for longer than the state TTL, nothing open
         else:
             engines[shard] = (engine.next_deadline(self.book), dump_engine(engine))
-        return _output_rows(out)
+        return out
 
-    def _advance_due(self, engines: dict[str, tuple[int | None, bytes]], watermark: int,
-                     skip: Container[str] = ()) -> list[tuple[Any, ...]]:
+    def _run(self, by_shard: dict[str, list[tuple[Position, Any]]], watermark: int) -> list[ShardOutput]:
+        """The bucket's shards with items, then those whose deadline the watermark passed."""
+        engines, registered = self._load()
+        outputs = [self._step(engines, shard, items, watermark) for shard, items in by_shard.items()]
+        outputs += self._advance_due(engines, watermark, skip=by_shard)
+        self._save(engines, registered)
+        return outputs
+
+    def _advance_due(self, engines: _Engines, watermark: int, skip: Container[str] = ()) -> list[ShardOutput]:
         due = [shard for shard, (deadline, _) in engines.items()
                if deadline is not None and deadline < watermark and shard not in skip]
-        return [row for shard in due for row in self._step(engines, shard, None, watermark)]
+        return [self._step(engines, shard, None, watermark) for shard in due]
+
+    def _expired(self, watermark: int) -> list[ShardOutput]:
+        engines, _ = self._load()
+        outputs = self._advance_due(engines, watermark)
+        self._save(engines, None)  # Spark deletes the expired timer after this call
+        return outputs
+
+    def close(self) -> None:
+        pass
+
+
+class DetectorProcessor(_BucketsOfShards):
+    """The first pass: the cluster and target shards of a bucket over its parsed events."""
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         (bucket,) = key
+        watermark = timerValues.getCurrentWatermarkInMs()
         if bucket == QUARANTINE_BUCKET:
-            yield from (_quarantine_rows(frame) for frame in rows)
+            quarantined = [row for frame in rows for row in _quarantine_rows(frame)]
+            yield self._handing_on(0, quarantined, [], watermark)
             return
         frames = list(rows)
         with no_cycle_collection():
-            result = self._detect(frames, timerValues.getCurrentWatermarkInMs())
+            result = self._detect(bucket, frames, watermark)
         yield result
 
-    def _detect(self, frames: list[pd.DataFrame], watermark: int) -> pd.DataFrame:
+    def _detect(self, bucket: int, frames: list[pd.DataFrame], watermark: int) -> pd.DataFrame:
         # A function of its own, so that its events are gone when the collector comes back.
-        by_shard: dict[str, list[tuple[Position, Event]]] = defaultdict(list)
+        by_shard: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
         for frame in frames:
             for packed in frame["events"].tolist():
                 for shard, src, pos, event in unpack(packed):
                     by_shard[shard].append(((src, pos), event))
-        engines, registered = self._load()
-        output = [row for shard, events in by_shard.items() for row in self._step(engines, shard, events, watermark)]
-        # The bucket's timer is also due for its other shards whose deadline the watermark passed.
-        output += self._advance_due(engines, watermark, skip=by_shard)
-        self._save(engines, registered)
-        output.append(_watermark_row(watermark))
-        return pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
+        outputs = self._run(by_shard, watermark)
+        rows = [row for out in outputs for row in _output_rows(out)]
+        rows.append(_watermark_row(watermark))
+        return self._handing_on(bucket, rows, [c for out in outputs for c in out.handoffs], watermark)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-        engines, _ = self._load()
+        (bucket,) = key
         watermark = timerValues.getCurrentWatermarkInMs()
-        output = self._advance_due(engines, watermark)
-        self._save(engines, None)  # Spark deletes the expired timer after this call
-        output.append(_watermark_row(watermark))
+        outputs = self._expired(watermark)
+        rows = [row for out in outputs for row in _output_rows(out)]
+        rows.append(_watermark_row(watermark))
+        yield self._handing_on(bucket, rows, [c for out in outputs for c in out.handoffs], watermark)
+
+    def _handing_on(self, bucket: int, rows: list[tuple[Any, ...]], handoffs: list[Handoff],
+                    watermark: int) -> pd.DataFrame:
+        """The rows for the second pass: this bucket's output rows, to the same bucket there, and
+        the hand-offs, each to its shard's bucket."""
+        by_bucket: dict[int, list[Handoff]] = defaultdict(list)
+        for change in handoffs:
+            by_bucket[bucket_of(shard_of_handoff(change), self.buckets)].append(change)
+        out = [(bucket, "rows", marshal.dumps(rows))]
+        out += [(b, "handoffs", pickle.dumps(changes, protocol=pickle.HIGHEST_PROTOCOL))
+                for b, changes in by_bucket.items()]
+        at = pd.Timestamp(watermark + 1, unit="ms")
+        return pd.DataFrame([(b, at, kind, data) for b, kind, data in out], columns=_HANDOFF_COLUMNS)
+
+
+class HolderProcessor(_BucketsOfShards):
+    """The second pass: the address and cluster-id shards of a bucket over the hand-offs to them;
+    the first pass's output rows go through."""
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        output: list[tuple[Any, ...]] = []
+        by_shard: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
+        for frame in rows:
+            for kind, data in zip(frame["kind"].tolist(), frame["data"].tolist(), strict=True):
+                if kind == "rows":
+                    output += marshal.loads(data)
+                else:
+                    for change in pickle.loads(data):
+                        by_shard[shard_of_handoff(change)].append(((), change))
+        if by_shard:
+            output += [row for out in self._run(by_shard, timerValues.getCurrentWatermarkInMs())
+                       for row in _output_rows(out)]
         yield pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
 
-    def close(self) -> None:
-        pass
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        outputs = self._expired(timerValues.getCurrentWatermarkInMs())
+        yield pd.DataFrame([row for out in outputs for row in _output_rows(out)], columns=_OUTPUT_COLUMNS)

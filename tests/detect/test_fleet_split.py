@@ -1,10 +1,11 @@
-"""What the fleet-wide rules decide across keys, which any split of the fleet-wide shard must keep.
+"""What the rules that compare clusters and targets decide across keys: their shards are split.
 
-`endpoint.collision` compares pairs at one address and `cluster.id_duplicate` targets holding one
-id, but an advertisement or a held id moves between addresses and ids, and the state TTL forgets
-per cluster and per target (streaming/detect/README.md, "Shards and scale-out"). The moves are
-rule scenarios in tests/support/rule_cases/; here the forgetting, with the default TTL of one
-day, checked on the engine (every batching, pickled) and on the reference detector of bench/.
+`endpoint.collision` is decided per address and `cluster.id_duplicate` per cluster id, by the
+second pass, from what the cluster and target shards hand on; an advertisement or a held id
+moves between addresses and ids, and a holding not heard of for the state TTL ends, per address
+and per id (streaming/detect/README.md, "Shards and scale-out", "Forgetting"). The moves are rule
+scenarios in tests/support/rule_cases/; here the forgetting, with the default TTL of one day,
+checked on the engine (every batching, pickled) and on the reference detector of bench/.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ TTL_S = RuleSettings().state_ttl_ms // 1000
 
 
 def filler(until: float) -> list:
-    """Events of an unrelated target every 40,000 s: the fleet-wide state keeps hearing something."""
+    """Events of an unrelated target every 40,000 s: the watermark moves on."""
     return [later(t(s)) for s in range(40_000, int(until), 40_000)]
 
 
@@ -43,12 +44,12 @@ def same_on_the_reference(events: list) -> None:
     assert reference_alerts(as_lines(events)) == run(events)
 
 
-def test_an_open_collision_keeps_every_advertisement_of_its_cluster():
-    # C's x1 collides, so none of C's advertisements is withdrawn, x2 neither: the cluster is kept.
+def test_a_collision_ends_with_the_advertisement_of_a_cluster_gone_quiet():
+    # C advertised x1 and x2 once, at 0: a TTL later, at each address, C's advertisement has ended.
     events = [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092"), bk(2, "x2:9092")]),
               boot(5, "doc", D, "d1:9092", [bk(5, "x1:9092")]), *filler(TTL_S + 100),
               boot(TTL_S + 100, "echo", E, "e1:9092", [bk(3, "x2:9092")])]
-    assert lines(events) == [F(COLLISION, "x1:9092", t(5)), F(COLLISION, "x2:9092", t(TTL_S + 100))]
+    assert lines(events) == [F(COLLISION, "x1:9092", t(5)), R(COLLISION, "x1:9092", t(5), t(TTL_S))]
     same_on_the_reference(events)
 
 
@@ -73,12 +74,20 @@ def test_a_target_that_moved_to_another_id_and_went_quiet_holds_neither():
     same_on_the_reference(events)
 
 
-def test_an_open_duplicate_keeps_its_holders_however_long_they_are_quiet():
-    # b still shares nothing with a (kept, quiet for two TTLs) after its endpoints change at 2 TTL;
-    # only sharing a1 with it resolves the duplicate.
+def test_a_duplicate_ends_with_the_held_id_of_a_target_gone_quiet():
+    # a bootstrapped once, at 0: a TTL later it holds L_ID no more, and b alone is no duplicate.
     events = [boot(0, "a", L_ID, "a1:9092", [bk(1, "a1:9092")]), boot(1, "b", L_ID, "b1:9092", [bk(2, "b1:9092")]),
               *filler(2 * TTL_S),
-              boot(2 * TTL_S, "b", L_ID, "b1:9092", [bk(2, "b1:9092"), bk(9, "b9:9092")]),
-              boot(2 * TTL_S + 10, "b", L_ID, "b1:9092", [bk(2, "b1:9092"), bk(1, "a1:9092")])]
-    assert lines(events) == [F(ID_DUPLICATE, L_ID, t(1)), R(ID_DUPLICATE, L_ID, t(1), t(2 * TTL_S + 10))]
+              boot(2 * TTL_S, "b", L_ID, "b1:9092", [bk(2, "b1:9092"), bk(9, "b9:9092")])]
+    assert lines(events) == [F(ID_DUPLICATE, L_ID, t(1)), R(ID_DUPLICATE, L_ID, t(1), t(TTL_S))]
+    same_on_the_reference(events)
+
+
+def test_a_duplicate_of_targets_that_go_on_bootstrapping_outlives_the_ttl():
+    every_hour = range(0, 2 * TTL_S, 3600)
+    events = sorted([boot(s, "a", L_ID, "a1:9092", [bk(1, "a1:9092")]) for s in every_hour]
+                    + [boot(s + 1, "b", L_ID, "b1:9092", [bk(2, "b1:9092")]) for s in every_hour]
+                    + [boot(2 * TTL_S, "b", L_ID, "b1:9092", [bk(2, "b1:9092"), bk(1, "a1:9092")])],
+                    key=lambda e: e.ts)
+    assert lines(events) == [F(ID_DUPLICATE, L_ID, t(1)), R(ID_DUPLICATE, L_ID, t(1), t(2 * TTL_S))]
     same_on_the_reference(events)

@@ -1,86 +1,81 @@
-"""The detection state's stored format (streaming/detect/state_format.py): today's engines round
-trip, and state written before the format was tagged, in each of its layouts, loads in today's."""
+"""The detection state's stored format (streaming/detect/state_format.py): the engines of both
+passes round trip tagged with the format version, and a format this code cannot continue is
+refused with what to do."""
 
 from __future__ import annotations
 
-import base64
-import json
 import pickle
-from pathlib import Path
 from typing import Any
 
 import pytest
-from support.rule_events import C, bk, boot, enumerate_positions, hb, later, t
+from support.rule_events import C, D, bk, boot, enumerate_positions, hb, later, t
 
 from streaming.config import RuleBook
-from streaming.detect import STATE_FORMAT_VERSION, ShardEngine, detect, dump_engine, load_engine
-from streaming.detect.forgetting import LastHeard
-
-UNTAGGED = json.loads((Path(__file__).parent.parent / "fixtures" / "detect_state" / "untagged_engines.json")
-                      .read_text(encoding="utf-8"))
-
-
-def held(engine: ShardEngine) -> dict[str, Any]:
-    """What an engine holds, as tests/fixtures/detect_state recorded it."""
-    return {
-        "shard": engine.shard,
-        "last_event_ms": engine.last_event_ms,
-        "open": sorted([rule, subject, alert.starts_at] for (rule, subject), alert in engine.incidents.open.items()),
-        "brokers": [b.snapshot() for _, b in sorted(engine.brokers.items())],
-        "cluster": engine.cluster.snapshot() if engine.cluster else None,
-        "targets": [tt.snapshot() for _, tt in sorted(engine.targets.items())],
-        "held_by": dict(sorted(engine.duplicates.held_by.items())),
-        "adverts": sorted([c, n, sorted(a)] for (c, n), a in engine.adverts.adverts.items()),
-    }
+from streaming.detect import (
+    STATE_FORMAT_VERSION,
+    HolderShard,
+    ShardEngine,
+    detect,
+    dump_engine,
+    engine_for,
+    load_engine,
+    shard_of_handoff,
+)
 
 
-def jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value))
+def held(engine: ShardEngine | HolderShard) -> dict[str, Any]:
+    """What an engine holds, beside its caches."""
+    state = {"shard": engine.shard, "last_event_ms": engine.last_event_ms,
+             "open": sorted([rule, subject, a.starts_at] for (rule, subject), a in engine.incidents.open.items())}
+    if isinstance(engine, HolderShard):
+        return {**state, "holders": engine.holders}
+    return {**state, "brokers": [b.snapshot() for _, b in sorted(engine.brokers.items())],
+            "cluster": engine.cluster.snapshot() if engine.cluster else None,
+            "targets": [tt.snapshot() for _, tt in sorted(engine.targets.items())],
+            "advertisements": engine.advertisements, "held_id": engine.held_id}
 
 
-@pytest.mark.parametrize("stored", UNTAGGED, ids=[f"{s['written_by'].split()[0]} {s['expect']['shard']}"
-                                                  for s in UNTAGGED])
-def test_untagged_state_loads_in_todays_layout(stored):
-    engine = load_engine(base64.b64decode(stored["state"]))
-    assert isinstance(engine, ShardEngine)
-    assert jsonable(held(engine)) == stored["expect"]
-    # What the layouts before the state TTL lacked is there: nothing heard of yet, no TTL running.
-    assert isinstance(engine.duplicates.heard, LastHeard) and isinstance(engine.adverts.heard, LastHeard)
-    assert engine.cluster_id == engine.shard.removeprefix("cluster:")
-    # It goes on: the watermark fires what fell due (each open alert's resolution or more), and
-    # it comes back from its own format the same.
+def test_the_engines_of_both_passes_round_trip_tagged_with_the_format_version():
     book = RuleBook()
-    engine.advance(stored["watermark"] + 1, book)
-    again = load_engine(dump_engine(engine))
-    assert held(again) == held(engine)
-    assert again.next_deadline(book) == engine.next_deadline(book)
+    events = enumerate_positions([boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]),
+                                  boot(1, "doc", D, "d1:9092", [bk(5, "x1:9092")]),
+                                  hb(t(2), 1, kind="registration", endpoints=["x2:9092"])])
+    engines: dict[str, ShardEngine | HolderShard] = {}
+    handoffs = []
+    for shard in ("cluster:" + C, "target:pay", "cluster:" + D, "target:doc"):
+        engine = engines[shard] = engine_for(shard)
+        mine = [(p, e) for p, e in events if shard in (f"cluster:{getattr(e, 'cluster_id', None)}",
+                                                       f"target:{getattr(e, 'target', None)}")]
+        handoffs += engine.process(mine, -(2**62), book).handoffs
+    colliding = engines["addr:x1:9092"] = engine_for("addr:x1:9092")
+    fired = colliding.process([((), c) for c in handoffs if shard_of_handoff(c) == "addr:x1:9092"], -(2**62), book)
+    assert [(a.rule, a.status) for a in fired.alerts] == [("endpoint.collision", "firing"),
+                                                          ("endpoint.collision", "resolved")]  # C's 1 moved to x2
+    for engine in engines.values():
+        data = dump_engine(engine)
+        assert data[:5] == b"fwds" + bytes([STATE_FORMAT_VERSION])
+        loaded = load_engine(data)
+        assert held(loaded) == held(engine)
+        assert loaded.next_deadline(book) == engine.next_deadline(book)
+    assert engines["cluster:" + C].advertisements.by_node == {1: frozenset({"x2:9092"})}
 
 
-def test_the_fixtures_cover_each_untagged_layout():
-    layouts = {(s["written_by"].split()[0], s["expect"]["shard"].split(":")[0]) for s in UNTAGGED}
-    assert layouts == {(w, kind) for w in ("4b74eb1", "f7ceeaf") for kind in ("cluster", "target", "fleet")}
-    assert any(s["expect"]["open"] for s in UNTAGGED if s["expect"]["shard"].startswith("cluster:"))
-    assert any(s["expect"]["open"] for s in UNTAGGED if s["expect"]["shard"].startswith("target:"))
-    assert all(s["expect"]["last_event_ms"] is None for s in UNTAGGED if s["written_by"].startswith("f7ceeaf"))
-
-
-def test_an_engine_round_trips_tagged_with_the_format_version():
-    engine = ShardEngine("fleet")
-    engine.process(enumerate_positions([boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]),
-                                        hb(t(1), 1, kind="registration", endpoints=["x1:9092"])]), -(2**62), RuleBook())
-    data = dump_engine(engine)
-    assert data[:5] == b"fwds" + bytes([STATE_FORMAT_VERSION])
-    loaded = load_engine(data)
-    assert held(loaded) == held(engine)
-    assert loaded.adverts.heard == engine.adverts.heard and loaded.last_event_ms == engine.last_event_ms
+@pytest.mark.parametrize("written", [pickle.dumps(ShardEngine("target:pay")),  # version 1: untagged
+                                     b"fwds" + bytes([2]) + pickle.dumps(ShardEngine("target:pay"))])
+def test_the_state_of_the_one_stage_job_is_refused_with_what_to_do(written):
+    with pytest.raises(ValueError, match="one detection stage: start a new checkpoint"):
+        load_engine(written)
 
 
 def test_a_format_newer_than_this_code_is_refused():
-    data = b"fwds" + bytes([STATE_FORMAT_VERSION + 1]) + pickle.dumps(ShardEngine("fleet"))
+    data = b"fwds" + bytes([STATE_FORMAT_VERSION + 1]) + pickle.dumps(ShardEngine("target:pay"))
     with pytest.raises(ValueError, match="newer fleetwatch"):
         load_engine(data)
 
 
 def test_detect_keeps_the_engines_in_the_stored_format_between_batches():
-    events = [hb(t(0), 1), hb(t(20), 1), later(t(40))]
-    assert detect(events, batch_size=1, pickled=True) == detect(events)
+    events = [hb(t(0), 1), hb(t(20), 1), boot(21, "pay", C, "b1:9092", [bk(1, "x1:9092")]),
+              boot(22, "doc", D, "d1:9092", [bk(5, "x1:9092")]), later(t(40))]
+    alerts = detect(events)
+    assert {a.rule for a in alerts} >= {"broker.heartbeat_lost", "endpoint.collision"}
+    assert detect(events, batch_size=1, pickled=True) == alerts

@@ -4,8 +4,6 @@ micro-batches, and with the engines pickled between them (the runs of support.ru
 
 from __future__ import annotations
 
-import pickle
-
 from support.rule_events import (
     B1,
     COLLISION,
@@ -28,14 +26,14 @@ from support.rule_events import (
     t,
 )
 
-from streaming.detect import ShardEngine, load_engine
+from streaming.detect import ShardEngine
 
 TTL_S = 700  # longer than every default window (the longest: forget_after_ms, 600 s)
 BOOK = book_with(state_ttl_ms=TTL_S * 1000)
 
 
 def filler(*seconds: float):
-    """Bootstraps of an unrelated target: they keep the fleet-wide shard hearing events."""
+    """Bootstraps of an unrelated target: they move the watermark on."""
     return [later(t(s)) for s in seconds]
 
 
@@ -70,7 +68,7 @@ def test_a_quiet_shard_with_nothing_open_is_forgotten_once_the_watermark_passes_
 
 
 def test_a_cluster_quiet_for_longer_than_the_ttl_no_longer_advertises():
-    # The fleet-wide shard keeps hearing other events; cluster C's advertisement of x1 is forgotten.
+    # C advertised x1 once, at 0: a TTL later its advertisement has ended.
     c_then_d = [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]), *filler(300, 600),
                 boot(TTL_S + 1, "doc", D, "d1:9092", [bk(5, "x1:9092")])]
     assert lines(c_then_d, BOOK) == []
@@ -79,11 +77,26 @@ def test_a_cluster_quiet_for_longer_than_the_ttl_no_longer_advertises():
     assert lines(within, BOOK) == [F(COLLISION, "x1:9092", t(TTL_S))]
 
 
-def test_an_open_collision_is_kept_until_the_overlap_really_ends():
+def test_an_open_collision_resolves_when_a_pair_is_not_heard_of_for_the_ttl():
+    # C advertised x1 once, at 0: its advertisement stands until 0 + TTL, then the collision ends.
     events = [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]), boot(5, "doc", D, "d1:9092", [bk(5, "x1:9092")]),
               *filler(*range(300, 3 * TTL_S, 300)),
               boot(3 * TTL_S, "doc", D, "d1:9092", [bk(5, "x2:9092")])]
-    assert lines(events, BOOK) == [F(COLLISION, "x1:9092", t(5)), R(COLLISION, "x1:9092", t(5), t(3 * TTL_S))]
+    assert lines(events, BOOK) == [F(COLLISION, "x1:9092", t(5)), R(COLLISION, "x1:9092", t(5), t(TTL_S))]
+    # Both go on advertising: the collision stays open past the TTL, until D moves.
+    advertising = sorted([boot(s, "pay", C, "b1:9092", [bk(1, "x1:9092")]) for s in range(0, 3 * TTL_S, 30)]
+                         + [boot(s + 5, "doc", D, "d1:9092", [bk(5, "x1:9092")]) for s in range(0, 3 * TTL_S, 30)]
+                         + [boot(3 * TTL_S, "doc", D, "d1:9092", [bk(5, "x2:9092")])], key=lambda e: e.ts)
+    assert lines(advertising, BOOK) == [F(COLLISION, "x1:9092", t(5)), R(COLLISION, "x1:9092", t(5), t(3 * TTL_S))]
+
+
+def test_a_lease_runs_from_its_last_renewal():
+    # Renewed at 0 and at 50 s (more than TTL/16 = 43.75 s later), not at 60 s: C's advertisement
+    # stands until 50 s + TTL, although C last advertised at 60 s.
+    c_adverts = [boot(s, "pay", C, "b1:9092", [bk(1, "x1:9092")]) for s in (0, 50, 60)]
+    assert lines([*c_adverts, boot(TTL_S + 50, "doc", D, "d1:9092", [bk(5, "x1:9092")])], BOOK) == [
+        F(COLLISION, "x1:9092", t(TTL_S + 50))]
+    assert lines([*c_adverts, boot(TTL_S + 51, "doc", D, "d1:9092", [bk(5, "x1:9092")])], BOOK) == []
 
 
 def test_a_target_quiet_for_longer_than_the_ttl_no_longer_holds_its_cluster_id():
@@ -94,45 +107,3 @@ def test_a_target_quiet_for_longer_than_the_ttl_no_longer_holds_its_cluster_id()
               boot(TTL_S, "b", C, "b1:9092", [bk(1, "b1:9092")])]
     # (Broker 1 of C moving from a1 to b1 is one pair re-advertising, not a collision.)
     assert lines(within, BOOK) == [F(ID_DUPLICATE, C, t(TTL_S))]
-
-
-def test_state_written_before_the_ttl_existed_loads_and_counts_from_its_next_event(monkeypatch):
-    from streaming.detect.identity import DuplicateRegistry
-    from streaming.detect.misroutes import AdvertisementRegistry
-
-    engine = ShardEngine("fleet")
-    engine.process(enumerate_positions([boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")])]), -(2**62), BOOK)
-    # Pickle it as the code before the TTL did: without the TTL's fields.
-    with monkeypatch.context() as m:
-        m.setattr(ShardEngine, "__getstate__",
-                  lambda self: {k: v for k, v in self.__dict__.items() if k not in ("last_event_ms", "cluster_id")
-                                and not k.startswith("_listing")})
-        m.setattr(AdvertisementRegistry, "__getstate__",
-                  lambda self: {"adverts": self.adverts, "advertisers": self.advertisers})
-        m.setattr(DuplicateRegistry, "__getstate__",
-                  lambda self: {"holders": self.holders, "held_by": self.held_by}, raising=False)
-        old = pickle.dumps(engine)
-    loaded = load_engine(old)
-    assert loaded.next_deadline(BOOK) is None  # nothing to forget until it hears something
-    out = loaded.process(enumerate_positions([boot(TTL_S, "doc", D, "d1:9092", [bk(5, "x1:9092")])]),
-                         -(2**62), BOOK)
-    assert [a.rule for a in out.alerts] == [COLLISION]  # C's advertisement was kept
-    assert loaded.next_deadline(BOOK) is None  # the collision is open
-
-
-def test_last_heard_looks_through_its_keys_about_once_per_ttl():
-    from streaming.detect.forgetting import LastHeard
-
-    heard: LastHeard[str] = LastHeard()
-    heard.heard("a", 0)
-    heard.heard("b", 500)
-    heard.heard("a", 600)
-    assert heard.quiet(701, 700) == []  # looked: nobody quiet, and nobody can be before 500 + 700
-    assert heard.look_after == 500
-    heard.at["b"] = 100  # were it looked through again before 1,200, it would find "b"
-    assert heard.quiet(1000, 700) == []
-    assert heard.quiet(1201, 700) == ["b"]
-    heard.keep("b", 1201)
-    assert heard.quiet(1301, 700) == ["a"]  # "a" (600) is quiet; "b" is looked at a TTL after it was kept
-    heard.forget("a")
-    assert heard.quiet(1902, 700) == ["b"]

@@ -16,19 +16,25 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from kafka import KafkaProducer
+from pyspark import cloudpickle
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from sqlalchemy import func, select
 from support.live_fleet import START_MS, expected_lines, poll_until, produce, simulated_fleet, stored_lines
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
+from streaming.config import ConfigError
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.pipeline.replay import replay_file
-from streaming.pipeline.run import start_job
+from streaming.pipeline.run import QUERY_NAME, start_job
+from streaming.pipeline.session import checkpoint_path
 from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -164,6 +170,46 @@ def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_con
     finally:
         job.stop()
         spark.streams.removeListener(recorder)
+
+
+class _OneKeyCounter(StatefulProcessor):
+    """A stateful operator as the job of one detection stage had: one, and only one. (Pickled by
+    value: Spark's Python workers cannot import this test module.)"""
+
+    def init(self, handle) -> None:
+        self.count = handle.getValueState("count", "count long")
+
+    def handleInputRows(self, key, rows, timerValues):
+        seen = sum(len(frame) for frame in rows)
+        self.count.update(((self.count.get() or (0,))[0] + seen,))
+        yield pd.DataFrame({"seen": [seen]})
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_checkpoint_of_the_one_stage_job_is_refused_in_one_line(spark, test_config, bus, tmp_path):
+    # Spark refuses a checkpoint of one stateful operator for a query of two, in a Java stack
+    # trace (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA); the job says what to do.
+    config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
+        update={"checkpoint_dir": str(tmp_path / "checkpoint")})})
+    location = checkpoint_path(config, QUERY_NAME)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    one_stage = (spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+                 .withColumn("half", F.col("value") % 2).groupBy("half")
+                 .transformWithStateInPandas(_OneKeyCounter(), "seen long", "Append", "None")
+                 .writeStream.format("noop").option("checkpointLocation", location).start())
+    try:
+        poll_until(lambda: not one_stage.isActive or (one_stage.lastProgress or {}).get("numInputRows", 0) > 0,
+                   120, "the one-stage query to commit state")
+        assert one_stage.exception() is None
+    finally:
+        one_stage.stop()
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    with pytest.raises(ConfigError, match=f"^the checkpoint {location} was written by a fleetwatch with one "
+                                          "detection stage, which this one cannot continue: move it aside"):
+        start_job(spark, config, bus.bootstrap, store)
+    assert spark.streams.active == []
 
 
 def _live_fleet(now_ms: int) -> list[tuple[str, dict]]:

@@ -88,7 +88,8 @@ def _bootstrap(ts: int, target: str, cluster_id: str) -> str:
 def test_the_job_drops_the_state_of_what_went_quiet_for_longer_than_the_ttl(spark, test_config, tmp_path):
     # Target "gone" (cluster G) is probed for 10 s, then never again; target "live" (cluster L)
     # every 100 s for 1,000 s. With a 700 s TTL the job forgets G's shards once the watermark is
-    # past their last event + 700 s: their buckets' state rows are cleared.
+    # past their last event + 700 s: their buckets' state rows are cleared, in both passes (G's
+    # advertisement of gone1:9092 and target gone's hold of G end with their leases).
     ttl_ms, start = 700_000, 1_764_000_000_000
     config = test_config.model_copy(update={"rules": test_config.rules.model_copy(update={"state_ttl_ms": ttl_ms})})
     gone, live = "GoneGoneGoneGoneGoneGA", "LiveLiveLiveLiveLiveLA"
@@ -99,12 +100,15 @@ def test_the_job_drops_the_state_of_what_went_quiet_for_longer_than_the_ttl(spar
     path.write_text("\n".join(events) + "\n")
 
     buckets = config.spark.state_buckets
-    live_buckets = {bucket_of(shard, buckets) for shard in ("target:live", f"cluster:{live}", "fleet")}
-    gone_buckets = {bucket_of(shard, buckets) for shard in ("target:gone", f"cluster:{gone}")}
-    assert not live_buckets & gone_buckets, "the test needs G's shards in buckets of their own"
+    live_buckets = [{bucket_of(shard, buckets) for shard in ("target:live", f"cluster:{live}")},
+                    {bucket_of(shard, buckets) for shard in ("addr:live1:9092", f"dup:{live}")}]
+    gone_buckets = [{bucket_of(shard, buckets) for shard in ("target:gone", f"cluster:{gone}")},
+                    {bucket_of(shard, buckets) for shard in ("addr:gone1:9092", f"dup:{gone}")}]
+    for live_pass, gone_pass in zip(live_buckets, gone_buckets, strict=True):
+        assert not live_pass & gone_pass, "the test needs G's shards in buckets of their own"
 
     summary = replay_file(path, None, config)
-    assert summary.state_rows == len(live_buckets)
+    assert summary.state_rows == sum(map(len, live_buckets))
     assert not summary.alerts
 
 

@@ -51,8 +51,17 @@ def test_both_stages_of_the_job_share_one_pool_of_python_workers(spark, test_con
     replay_file(EXAMPLES / "identity.jsonl", out, test_config)
     assert out.read_text().strip(), "the replay raised no alert: its stateful stage did not run"
     jvm = psutil.Process(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    daemons = [child for child in jvm.children() if "streaming.spark_daemon" in child.cmdline()]
-    assert len(daemons) == 1, [" ".join(daemon.cmdline()) for daemon in daemons]
+    daemons = [cmdline for cmdline in map(_cmdline, jvm.children()) if "streaming.spark_daemon" in cmdline]
+    assert len(daemons) == 1, [" ".join(cmdline) for cmdline in daemons]
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    """A process's command line; none for one that ended (a Python runner of an earlier query
+    the JVM has not reaped yet is a zombie)."""
+    try:
+        return process.cmdline()
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return []
 
 
 def test_the_driver_jvm_runs_with_the_configured_options(spark, test_config) -> None:
