@@ -79,8 +79,8 @@ def engine_for(shard: str) -> ShardEngine | HolderShard:
 
 @dataclass
 class ShardOutput:
-    """What one processing step of a shard produced, for the sinks: alerts, late events, and the
-    rows of the state store's tables."""
+    """What one processing step of a shard produced: for the sinks, alerts, late events and the
+    rows of the state store's tables; for the second pass, the first pass's hand-offs."""
 
     alerts: list[Alert] = field(default_factory=list)
     late: list[tuple[Position, Event]] = field(default_factory=list)
