@@ -57,7 +57,8 @@ _OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
 # Between the passes: to the second pass's `bucket`, the first pass's output rows (kind "rows":
 # marshal-ed OUTPUT_SCHEMA tuples) or hand-offs (kind "handoffs": pickled `Handoff`s).
 # `HANDOFF_TIME` is the event time Spark checks rows between stateful operators against: just
-# past the watermark, so that none is late (a hand-off's own time can be older: a timer's).
+# past the watermark, so that none is late (what a row carries can be older: an alert a timer
+# fired at its deadline).
 HANDOFF_TIME = "handoff_time"
 HANDOFF_SCHEMA = StructType([
     StructField("bucket", IntegerType()),
