@@ -92,7 +92,27 @@ class ShardOutput:
     handoffs: list[Handoff] = field(default_factory=list)
 
 
-class ShardEngine:
+class _Forgettable:
+    """What a shard of either pass shares: once quiet for longer than the state TTL with nothing
+    open, the job drops its state."""
+
+    last_event_ms: int | None
+    incidents: Incidents
+
+    def _forget_at(self, book: RuleBook) -> int | None:
+        # Kept while an alert of the shard is open (streaming/detect/forgetting.py).
+        if self.last_event_ms is None or self.incidents.open:
+            return None
+        return self.last_event_ms + book.defaults.state_ttl_ms
+
+    def forgotten(self, watermark: int, book: RuleBook) -> bool:
+        """Quiet for longer than the state TTL with nothing open: the job drops the shard's state.
+        (An event after that starts it anew, exactly as `process` starts a shard over.)"""
+        forget_at = self._forget_at(book)
+        return forget_at is not None and watermark > forget_at
+
+
+class ShardEngine(_Forgettable):
     def __init__(self, shard: str) -> None:
         self.shard = shard
         self._start()
@@ -142,18 +162,6 @@ class ShardEngine:
         due = self._rule_deadline(book)
         forget_at = self._forget_at(book)
         return due if forget_at is None or (due is not None and due < forget_at) else forget_at
-
-    def _forget_at(self, book: RuleBook) -> int | None:
-        # Kept while an alert of the shard is open (streaming/detect/forgetting.py).
-        if self.last_event_ms is None or self.incidents.open:
-            return None
-        return self.last_event_ms + book.defaults.state_ttl_ms
-
-    def forgotten(self, watermark: int, book: RuleBook) -> bool:
-        """Quiet for longer than the state TTL with nothing open: the job drops the shard's state.
-        (An event after that starts it anew, exactly as `process` starts a shard over.)"""
-        forget_at = self._forget_at(book)
-        return forget_at is not None and watermark > forget_at
 
     def _trackers(self, book: RuleBook) -> list[tuple[Tracker, RuleSettings]]:
         """Every tracker of the shard with its settings: the brokers, the cluster, the targets."""
@@ -334,7 +342,7 @@ class ShardEngine:
         return {event.target}
 
 
-class HolderShard:
+class HolderShard(_Forgettable):
     """A second-pass shard: the pairs advertising one address (`addr:`), or the targets holding one
     cluster id (`dup:`), as the first pass's hand-offs tell it; the same interface as `ShardEngine`.
     Its one rule deadline: while its alert is open, the lease end that resolves it."""
@@ -352,13 +360,7 @@ class HolderShard:
 
     def next_deadline(self, book: RuleBook) -> int | None:
         due = self.holders.deadline(self.incidents)
-        if due is not None or self.last_event_ms is None:
-            return due
-        return self.last_event_ms + book.defaults.state_ttl_ms  # nothing open: the state TTL
-
-    def forgotten(self, watermark: int, book: RuleBook) -> bool:
-        forget_at = self.next_deadline(book)
-        return not self.incidents.open and forget_at is not None and watermark > forget_at
+        return due if due is not None else self._forget_at(book)  # nothing open: the state TTL
 
     def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
         out = Emitter(cause=(TIMER_PHASE, ()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -100,11 +101,15 @@ def checkpoint_path(config: FleetwatchConfig, name: str) -> str:
     return f"{config.spark.checkpoint_dir.rstrip('/')}/{name}"
 
 
+def _on_hadoop(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """Hadoop's file system of `path`, and the path (a checkpoint can live on HDFS or an object store)."""
+    hadoop_path = spark._jvm.org.apache.hadoop.fs.Path(path)
+    return hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()), hadoop_path
+
+
 def _exists(spark: SparkSession, path: str) -> bool:
-    """Whether `path` exists, through Hadoop's file system (a checkpoint can live on HDFS or an object store)."""
-    jvm = spark._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    return bool(hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(hadoop_path))
+    fs, hadoop_path = _on_hadoop(spark, path)
+    return bool(fs.exists(hadoop_path))
 
 
 def refuse_one_stage_checkpoint(spark: SparkSession, location: str) -> None:
@@ -123,14 +128,12 @@ def checkpoint_id(spark: SparkSession, location: str) -> str | None:
     """The id Spark keeps in a streaming checkpoint (the `metadata` file's `id`: the query id,
     the same across restarts), or None while the checkpoint is empty. Read through Hadoop's file
     system, so a checkpoint on HDFS or an object store works as a local one."""
-    jvm = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path(f"{location.rstrip('/')}/metadata")
-    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    fs, path = _on_hadoop(spark, f"{location.rstrip('/')}/metadata")
     if not fs.exists(path):
         return None
     stream = fs.open(path)
     try:
-        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        text = spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
     finally:
         stream.close()
     return str(json.loads(text.splitlines()[0])["id"])

@@ -88,6 +88,10 @@ def _output_rows(out: ShardOutput) -> list[tuple[Any, ...]]:
     return rows
 
 
+def _rows_of(outputs: list[ShardOutput]) -> list[tuple[Any, ...]]:
+    return [row for out in outputs for row in _output_rows(out)]
+
+
 def _watermark_row(watermark: int) -> tuple[Any, ...]:
     """The watermark detection ran with, for the sink: it tells when a reset state has caught up."""
     return ("watermark", None, watermark, None)
@@ -198,18 +202,18 @@ class DetectorProcessor(_BucketsOfShards):
             for packed in frame["events"].tolist():
                 for shard, src, pos, event in unpack(packed):
                     by_shard[shard].append(((src, pos), event))
-        outputs = self._run(by_shard, watermark)
-        rows = [row for out in outputs for row in _output_rows(out)]
-        rows.append(_watermark_row(watermark))
-        return self._handing_on(bucket, rows, [c for out in outputs for c in out.handoffs], watermark)
+        return self._passed_on(bucket, self._run(by_shard, watermark), watermark)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         (bucket,) = key
         watermark = timerValues.getCurrentWatermarkInMs()
-        outputs = self._expired(watermark)
-        rows = [row for out in outputs for row in _output_rows(out)]
+        yield self._passed_on(bucket, self._expired(watermark), watermark)
+
+    def _passed_on(self, bucket: int, outputs: list[ShardOutput], watermark: int) -> pd.DataFrame:
+        """What the bucket's shards produced, with the watermark they ran with, for the second pass."""
+        rows = _rows_of(outputs)
         rows.append(_watermark_row(watermark))
-        yield self._handing_on(bucket, rows, [c for out in outputs for c in out.handoffs], watermark)
+        return self._handing_on(bucket, rows, [change for out in outputs for change in out.handoffs], watermark)
 
     def _handing_on(self, bucket: int, rows: list[tuple[Any, ...]], handoffs: list[Handoff],
                     watermark: int) -> pd.DataFrame:
@@ -240,10 +244,8 @@ class HolderProcessor(_BucketsOfShards):
                     for change in pickle.loads(data):
                         by_shard[shard_of_handoff(change)].append(((), change))
         if by_shard:
-            output += [row for out in self._run(by_shard, timerValues.getCurrentWatermarkInMs())
-                       for row in _output_rows(out)]
+            output += _rows_of(self._run(by_shard, timerValues.getCurrentWatermarkInMs()))
         yield pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-        outputs = self._expired(timerValues.getCurrentWatermarkInMs())
-        yield pd.DataFrame([row for out in outputs for row in _output_rows(out)], columns=_OUTPUT_COLUMNS)
+        yield pd.DataFrame(_rows_of(self._expired(timerValues.getCurrentWatermarkInMs())), columns=_OUTPUT_COLUMNS)
