@@ -5,11 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint java jars startup system apt clean help
+.PHONY: demo test check lint java jars startup system apt clean help
 
 help:
 	@echo "make demo   set up and run the whole product (dashboard on http://127.0.0.1:8050; REAL_KAFKA=0: no real cluster)"
 	@echo "make test   set up and run the test suite (real broker, Spark, SQLite, Chromium)"
+	@echo "make check  the fast lane: ruff and the tests that need no Spark, broker, PostgreSQL or browser"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +69,11 @@ lint: $(STAMP)
 
 test: $(STAMP) system jars startup lint
 	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest --headless --webdriver Chrome -p no:cacheprovider --durations=25
+
+# The edit-test loop: what runs without Spark, a broker, real Kafka, PostgreSQL or a browser
+# (the rules, the contract, the config, the notifier's planning, ...). `make test` proves the rest.
+check: $(STAMP) lint
+	$(BIN)/pytest -p no:cacheprovider -q -m "not spark and not broker and not browser and not real_kafka and not postgres"
 
 clean:
 	rm -rf var artifacts .pytest_cache

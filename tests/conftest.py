@@ -11,6 +11,18 @@ import pytest
 from support.postgres import PostgresServer, pg_binaries
 
 
+def pytest_collection_modifyitems(items):
+    """Marks `postgres` every test that uses the real PostgreSQL server, directly or through a
+    `postgresql` parameter of a store fixture, and `spark` every test that uses the session's Spark,
+    so the fast lane (`make check`) can leave them out."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "postgres" in item.fixturenames or "postgresql" in params.values():
+            item.add_marker(pytest.mark.postgres)
+        if "spark" in item.fixturenames:
+            item.add_marker(pytest.mark.spark)
+
+
 @pytest.fixture(scope="session")
 def test_config():
     from streaming.config import FleetwatchConfig

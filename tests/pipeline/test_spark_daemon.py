@@ -13,10 +13,13 @@ from collections.abc import Iterator
 
 import pandas as pd
 import psutil
+import pytest
 from support.paths import EXAMPLES
 
 from streaming.pipeline.replay import replay_file
 from streaming.pipeline.startup import bundled_zips, class_archive, precompile
+
+pytestmark = pytest.mark.spark
 
 
 def test_workers_run_under_the_fleetwatch_daemon(spark) -> None:
