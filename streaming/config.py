@@ -20,6 +20,7 @@ __all__ = [
     "ConfigError",
     "DeliverySettings",
     "FleetwatchConfig",
+    "ProbeConfig",
     "Receiver",
     "RetentionConfig",
     "Route",
@@ -243,6 +244,21 @@ class SparkConfig(_Strict):
     driver_java_options: str = "-XX:TieredStopAtLevel=1"
 
 
+class ProbeConfig(_Strict):
+    """What one target may take of `fleetwatch probe` (streaming/collect/probe), so that one hostile
+    or broken cluster never starves the others."""
+
+    # Exchanges (connections) of one target in flight at once; the probe's --concurrency bounds
+    # all targets together and must be at least this.
+    target_concurrency: int = Field(32, ge=1)
+    # Endpoints probed per target and round: the bootstrap addresses first, then the most recently
+    # advertised (SPEC: each for forget_after_ms after its last advertisement, within this cap).
+    max_endpoints_per_target: int = Field(256, ge=1)
+    # The largest answer read (bytes of one response frame); a bigger one fails that exchange with
+    # RESPONSE_TOO_LARGE. 1 MiB: a Metadata answer of ~2,000 brokers with 255-character names.
+    max_response_bytes: int = Field(1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
+
+
 class FleetwatchConfig(_Strict):
     bus: BusConfig = Field(default_factory=BusConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
@@ -250,6 +266,7 @@ class FleetwatchConfig(_Strict):
     clusters: list[ClusterConfig] = Field(default_factory=list)
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    probe: ProbeConfig = Field(default_factory=ProbeConfig)
 
     @model_validator(mode="after")
     def _unique_names(self) -> FleetwatchConfig:

@@ -27,9 +27,30 @@ Per target, every `interval_ms` (a *round*):
    `fenced` flags are dropped from the event.
 
 Only versions the broker advertises are sent. Every exchange (connect, TLS, SASL, all
-requests) is bounded by `timeout_ms`, exchanges run concurrently up to `concurrency`, and in a
-live run a target still busy from the previous tick is skipped, so one dead or slow cluster
-never delays the others.
+requests) is bounded by `timeout_ms`, and in a live run a target still busy from the previous
+tick is skipped.
+
+Isolation (issue 26): one dead, slow or hostile cluster never delays the others.
+- Slots: an exchange first takes one of its target's `target_concurrency` slots, then one of the
+  `concurrency` shared by all targets; so one target's black holes queue behind each other, never
+  in front of another target's exchanges (`prober.Slots`).
+- Endpoint cap: at most `max_endpoints` endpoints per target and round: the bootstrap addresses
+  first, then the most recently advertised (among equals, those already probed, then the
+  answer's order). Within the cap, an endpoint is probed for `forget_after_ms` after it was last
+  advertised; what is left out is logged once (going over, and coming back under) and counted
+  on the round's bootstrap event as `endpoints_not_probed.over_cap`.
+- Invalid advertised addresses (port outside 1..65535, empty host, over 253 characters, spaces
+  or control characters) are refused one by one, never failing the round: logged once each, and
+  named on the bootstrap event (`endpoints_not_probed.invalid`, up to 10). A broker whose host
+  or rack the contract refuses (over 255 characters) is left out of the event's `brokers`, so
+  the event stands.
+- Answers: a frame over `max_response_bytes` fails that exchange with `RESPONSE_TOO_LARGE`
+  before its payload is read; a frame over 8 KiB is decoded in a worker thread, one per target
+  at a time (held until done, even past the timeout), never on the event loop.
+- SCRAM: an iteration count outside Kafka's 4096..16384 (ScramMechanism's minIterations, which
+  Kafka's client enforces, and maxIterations, the most a broker stores) fails authentication
+  (`AUTH_FAILED`) before any key is derived, so no proof is sent; the derivation runs in a worker.
+The limits are the config's `probe:` section (streaming/config.py, ProbeConfig).
 
 The controller id: in KRaft, Metadata's ControllerId is a random live broker (KIP-590), which
 would look like a controller that moves every round (measured on Kafka 4.4). When the broker

@@ -38,7 +38,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout-ms", type=_positive, default=3000,
                    help="limit for one exchange with one address: connect, TLS, SASL, requests (default 3000)")
     p.add_argument("--concurrency", type=_positive, default=256,
-                   help="connections in flight at once over all targets (default 256)")
+                   help="connections in flight at once over all targets (default 256); one target takes at "
+                        "most probe.target_concurrency of them (config, default 32)")
     p.add_argument("--target", action="append", metavar="NAME",
                    help="probe only this configured cluster (repeatable)")
     p.add_argument("--source", default=None, help="collector id in the events (default probe-<hostname>)")
@@ -52,8 +53,15 @@ def command(args: argparse.Namespace) -> int:
     targets = targets_from_config(config, only=args.target)
     if not targets:
         raise ConfigError(f"{args.config}: no clusters to probe (clusters: is empty)")
+    limits = config.probe
+    if args.concurrency < limits.target_concurrency:
+        raise ConfigError(f"--concurrency ({args.concurrency}) must be at least probe.target_concurrency "
+                          f"({limits.target_concurrency}) of {args.config}")
     options = ProbeOptions(interval_ms=args.interval_ms, timeout_ms=args.timeout_ms,
-                           concurrency=args.concurrency, source=args.source or default_source())
+                           concurrency=args.concurrency, source=args.source or default_source(),
+                           target_concurrency=limits.target_concurrency,
+                           max_endpoints=limits.max_endpoints_per_target,
+                           max_response_bytes=limits.max_response_bytes)
     rounds = 1 if args.once else args.rounds
     sink: JsonlWriter | BusPublisher
     if args.out:

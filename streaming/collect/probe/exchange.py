@@ -7,13 +7,14 @@ recorded in the `Answer` (a Metadata answer stands when an optional request fail
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from streaming.collect.probe.targets import Target
-from streaming.collect.protocol.client import TIMEOUT, Connection, KafkaErrorResponse, ProbeFailure
-from streaming.contract import Broker, Expected, MetadataResponse, event_to_dict
+from streaming.collect.probe.targets import Target, format_address
+from streaming.collect.protocol.client import DEFAULT_MAX_FRAME, TIMEOUT, Connection, KafkaErrorResponse, ProbeFailure
+from streaming.contract import MAX_NAME_CHARS, Broker, Expected, MetadataResponse, event_to_dict
 
 __all__ = [
     "METADATA_LOG",
@@ -68,6 +69,9 @@ class Answer:
     responder_node_id: int | None = None
     kraft: bool = False  # the broker offers DescribeQuorum
     quorum: Quorum | None = None  # None: not asked, or not answered (then the broker's view may be stale)
+    # Brokers the answer listed with a host the event contract refuses (over MAX_NAME_CHARS), left
+    # out of `brokers` so that the event stands: their addresses, shortened.
+    unlisted: tuple[str, ...] = ()
 
 
 class IdentityCheckUnusable(Exception):
@@ -75,9 +79,14 @@ class IdentityCheckUnusable(Exception):
 
 
 async def converse(target: Target, host: str, port: int, deadline: float, answer: Answer, *, client_id: str,
-                   bootstrap: bool, identity: bool, connection: type[Connection] = Connection) -> None:
-    """One connection: ApiVersions, SASL, [KIP-1242 check], Metadata, [DescribeCluster], [DescribeQuorum]."""
-    conn = connection(host, port, deadline=deadline, client_id=client_id, security=target.security)
+                   bootstrap: bool, identity: bool, connection: type[Connection] = Connection,
+                   max_frame: int = DEFAULT_MAX_FRAME, decode_slot: asyncio.Semaphore | None = None) -> None:
+    """One connection: ApiVersions, SASL, [KIP-1242 check], Metadata, [DescribeCluster], [DescribeQuorum].
+
+    `max_frame` bounds every answer; `decode_slot` is the target's turn at decoding big ones off
+    the event loop (see streaming/collect/protocol/client.py)."""
+    conn = connection(host, port, deadline=deadline, client_id=client_id, security=target.security,
+                      max_frame=max_frame, decode_slot=decode_slot)
     try:
         await conn.open()
         await conn.negotiate()
@@ -130,7 +139,7 @@ async def _metadata(conn: Connection, answer: Answer) -> None:
         raise KafkaErrorResponse("Metadata", body["ErrorCode"])
     answer.cluster_id = body["ClusterId"] if version >= 2 else None
     answer.controller_id = body["ControllerId"]
-    answer.brokers = tuple(Broker(b["NodeId"], b["Host"], b["Port"], b["Rack"]) for b in body["Brokers"])
+    answer.brokers = _listable(answer, [Broker(b["NodeId"], b["Host"], b["Port"], b["Rack"]) for b in body["Brokers"]])
 
 
 async def _describe_cluster(conn: Connection, answer: Answer, target: Target) -> None:
@@ -148,8 +157,8 @@ async def _describe_cluster(conn: Connection, answer: Answer, target: Target) ->
         _optional_failed("DescribeCluster", target, answer, KafkaErrorResponse(
             "DescribeCluster", body["ErrorCode"], body["ErrorMessage"]))
         return
-    answer.brokers = tuple(Broker(b["BrokerId"], b["Host"], b["Port"], b["Rack"], b["IsFenced"])
-                           for b in body["Brokers"])
+    answer.brokers = _listable(answer, [Broker(b["BrokerId"], b["Host"], b["Port"], b["Rack"], b["IsFenced"])
+                                        for b in body["Brokers"]])
 
 
 async def _describe_quorum(conn: Connection, answer: Answer, target: Target) -> None:
@@ -198,6 +207,20 @@ def response_event(answer: Answer, target: str, ts: int, source: str) -> dict[st
     if answer.error is not None and answer.detail:
         event["error_detail"] = answer.detail
     return event
+
+
+def _listable(answer: Answer, brokers: list[Broker]) -> tuple[Broker, ...]:
+    """The brokers an event can carry: a host or rack over the contract's MAX_NAME_CHARS would make
+    the whole event fail it (quarantined, the round's answer lost), so such a broker is left out
+    and named in `answer.unlisted`."""
+    def fits(b: Broker) -> bool:
+        return len(b.host) <= MAX_NAME_CHARS and (b.rack is None or len(b.rack) <= MAX_NAME_CHARS)
+
+    if all(fits(b) for b in brokers):
+        return tuple(brokers)
+    answer.unlisted = tuple(f"{format_address(b.host[:60], b.port)} (host or rack over {MAX_NAME_CHARS} characters)"
+                            for b in brokers if not fits(b))
+    return tuple(b for b in brokers if fits(b))
 
 
 def _listed_at(brokers: tuple[Broker, ...] | None, host: str, port: int) -> int | None:

@@ -13,7 +13,7 @@ from typing import Any
 from streaming import clock
 from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
-from streaming.collect.probe.targets import ProbeOptions, Target, format_address, parse_address
+from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
 from streaming.collect.protocol.client import Connection, ProbeFailure, classify
 from streaming.contract import Expected
 
@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 # After a broker refused ApiVersions v5 (see exchange.py), its endpoint is compared by cluster id
 # for this long before the KIP-1242 check is tried again.
 IDENTITY_RETRY_S = 300.0
+# Refused addresses a target's events name per round (the log names them once, as they appear).
+_NAMED_MAX = 10
+# Refused addresses remembered per target (so that each is logged once); beyond it, forgotten.
+_REFUSED_MAX = 4096
 
 
 @dataclass
@@ -33,6 +37,8 @@ class Advert:
     cluster_id: str | None
     node_id: int
     seen_ms: int
+    host: str
+    port: int
 
 
 @dataclass
@@ -43,6 +49,27 @@ class TargetState:
     endpoints: dict[str, Advert] = field(default_factory=dict)
     seen: LastReadings = field(default_factory=LastReadings)
     failing: bool | None = None
+    refused: dict[str, int] = field(default_factory=dict)  # invalid advertised address -> last seen (ms)
+    over_cap: bool = False  # advertised more endpoints than the cap at the last bootstrap (said once)
+
+
+@dataclass
+class Slots:
+    """What a round's exchanges wait for: a slot of their target (`target_concurrency`), then one
+    of all targets' (`concurrency`); and the target's turn to decode a big answer off the loop.
+
+    The target's slot comes first, so one target never holds more than `target_concurrency` of
+    the shared ones: its black holes wait in its own queue, not in front of everybody else's."""
+
+    shared: asyncio.Semaphore
+    per_target: dict[str, asyncio.Semaphore]
+    decoding: dict[str, asyncio.Semaphore]
+
+    @classmethod
+    def of(cls, targets: Sequence[Target], options: ProbeOptions) -> Slots:
+        return cls(asyncio.Semaphore(options.concurrency),
+                   {t.name: asyncio.Semaphore(options.target_concurrency) for t in targets},
+                   {t.name: asyncio.Semaphore(1) for t in targets})
 
 
 # Where a probe round's events go (the bus publisher, a JSONL file, a test's list): the events as dicts.
@@ -89,7 +116,7 @@ class Prober:
     async def probe_round_async(self, now_ms: int | None = None) -> list[dict[str, Any]]:
         now_ms = clock.now_ms() if now_ms is None else now_ms
         loop = asyncio.get_running_loop()
-        slots = asyncio.Semaphore(self.options.concurrency)
+        slots = Slots.of(self.targets, self.options)
         started = loop.time()
         per_target = await asyncio.gather(*(self.probe_target(t, now_ms, started, slots) for t in self.targets))
         self.rounds += 1
@@ -107,7 +134,7 @@ class Prober:
         """
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
-        slots = asyncio.Semaphore(self.options.concurrency)
+        slots = Slots.of(self.targets, self.options)
         busy: dict[str, asyncio.Task[None]] = {}
         interval = self.options.interval_ms / 1000
         next_tick = loop.time()
@@ -145,8 +172,8 @@ class Prober:
     # ------------------------------------------------------------ one target
 
     async def probe_target(self, target: Target, now_ms: int, started: float,
-                           slots: asyncio.Semaphore) -> list[dict[str, Any]]:
-        """One round for one target: bootstrap, then every known endpoint concurrently."""
+                           slots: Slots) -> list[dict[str, Any]]:
+        """One round for one target: bootstrap, then every known endpoint (up to the cap) concurrently."""
         loop = asyncio.get_running_loop()
         state = self._state[target.name]
         events: list[dict[str, Any]] = []
@@ -169,22 +196,25 @@ class Prober:
         if boot is None:
             state.preferred = (state.preferred + 1) % count
 
+        invalid: list[str] = []
         if boot is not None:
-            for broker in boot.brokers or ():
-                address = format_address(broker.host, broker.port)
-                state.endpoints[address] = Advert(boot.cluster_id, broker.node_id, now_ms)
+            invalid = self._advertised(target, state, boot, now_ms)
             if boot.kraft and boot.quorum is None:
                 # Cut off from the controller: ask another bootstrap address first next round.
                 state.preferred = (state.preferred + 1) % count
         for address, advert in list(state.endpoints.items()):
             if now_ms - advert.seen_ms > target.forget_after_ms:
                 del state.endpoints[address]
+        over_cap = self._cap(target, state, boot is not None)
+        if boot is not None and (invalid or over_cap):
+            boot_event = next(ev for ev in events if ev["expected"] is None and ev["error"] is None)
+            # Not in the contract (the job ignores it); a reader of the events sees what was left out.
+            boot_event["endpoints_not_probed"] = {"over_cap": over_cap, "invalid": invalid[:_NAMED_MAX]}
 
         probes = []
-        for address, advert in state.endpoints.items():
-            host, port = parse_address(address)
+        for advert in state.endpoints.values():
             expected = Expected(advert.cluster_id, advert.node_id)
-            probes.append(self._exchange(target, host, port, expected, slots, bootstrap=False))
+            probes.append(self._exchange(target, advert.host, advert.port, expected, slots, bootstrap=False))
         answers = await asyncio.gather(*probes)
         for answer in answers:
             events.append(response_event(answer, target.name, ts(answer), self.options.source))
@@ -193,6 +223,54 @@ class Prober:
             events.extend(heartbeats(boot, [boot, *answers], state.seen, self.options.source))
         self._note_health(target, events)
         return events
+
+    def _advertised(self, target: Target, state: TargetState, boot: Answer, now_ms: int) -> list[str]:
+        """Record what a bootstrap answer advertises; return the addresses refused (with why).
+
+        An address that cannot be probed (port outside 1..65535, empty or overlong host) is refused
+        on its own, never failing the round; each is logged once, the first time it is seen."""
+        refused: list[str] = list(boot.unlisted)
+        for broker in boot.brokers or ():
+            problem = endpoint_problem(broker.host, broker.port)
+            if problem is None:
+                address = format_address(broker.host, broker.port)
+                state.endpoints[address] = Advert(boot.cluster_id, broker.node_id, now_ms, broker.host, broker.port)
+            else:
+                refused.append(f"{format_address(broker.host[:60], broker.port)} ({problem})")
+        for address, seen_ms in list(state.refused.items()):
+            if now_ms - seen_ms > target.forget_after_ms:
+                del state.refused[address]
+        new = [address for address in refused if address not in state.refused]
+        if len(state.refused) + len(new) > _REFUSED_MAX:
+            state.refused.clear()
+        state.refused.update(dict.fromkeys(refused, now_ms))
+        if new:
+            log.warning("advertised endpoints refused: not probed", extra={
+                "target": target.name, "endpoint": boot.endpoint, "count": len(new), "invalid": new[:_NAMED_MAX]})
+        return refused
+
+    def _cap(self, target: Target, state: TargetState, answered: bool) -> int:
+        """Keep at most `max_endpoints` endpoints: the bootstrap addresses first, then the most
+        recently advertised (among equals, the ones already probed, then the answer's order).
+        Returns how many were left out; going over the cap, and back under it, is logged once."""
+        cap = self.options.max_endpoints
+        over = len(state.endpoints) - cap
+        if over > 0:
+            bootstrap = {format_address(host, port) for host, port in target.bootstrap}
+            # sorted() is stable: equal keys keep the dict's order (known endpoints before new ones).
+            ranked = sorted(state.endpoints.items(), key=lambda item: (item[0] in bootstrap, item[1].seen_ms),
+                            reverse=True)
+            state.endpoints = dict(ranked[:cap])
+            if not state.over_cap:
+                log.warning("more endpoints advertised than probe.max_endpoints_per_target: the rest not probed",
+                            extra={"target": target.name, "max_endpoints": cap, "over_cap": over,
+                                   "left_out": [address for address, _ in ranked[cap:cap + _NAMED_MAX]]})
+        elif state.over_cap and answered:
+            log.info("advertised endpoints within probe.max_endpoints_per_target again",
+                     extra={"target": target.name, "max_endpoints": cap})
+        if answered or over > 0:
+            state.over_cap = over > 0
+        return max(over, 0)
 
     def _note_health(self, target: Target, events: list[dict[str, Any]]) -> None:
         responses = [ev for ev in events if ev["type"] == "metadata_response"]
@@ -207,10 +285,12 @@ class Prober:
         state.failing = failing
 
     async def _exchange(self, target: Target, host: str, port: int, expected: Expected | None,
-                        slots: asyncio.Semaphore, *, bootstrap: bool) -> Answer:
+                        slots: Slots, *, bootstrap: bool) -> Answer:
         loop = asyncio.get_running_loop()
         answer = Answer(endpoint=format_address(host, port), expected=expected)
-        async with slots:
+        limits = {"connection": self._connection, "max_frame": self.options.max_response_bytes,
+                  "decode_slot": slots.decoding[target.name]}
+        async with slots.per_target[target.name], slots.shared:
             begun = loop.time()
             deadline = begun + self._timeout_s
             retry_at = self._no_identity_check.get(answer.endpoint)
@@ -218,7 +298,7 @@ class Prober:
             try:
                 try:
                     await converse(target, host, port, deadline, answer, client_id=self.options.client_id,
-                                   bootstrap=bootstrap, identity=identity, connection=self._connection)
+                                   bootstrap=bootstrap, identity=identity, **limits)
                 except IdentityCheckUnusable as unusable:
                     # The broker offers ApiVersions v5 but refused our KIP-1242 request with an error
                     # answer: compare the reported cluster id instead, on a new connection, for a while.
@@ -228,7 +308,7 @@ class Prober:
                                        "error": str(unusable.__cause__), "retry_in_s": IDENTITY_RETRY_S})
                     answer = Answer(endpoint=answer.endpoint, expected=expected)
                     await converse(target, host, port, deadline, answer, client_id=self.options.client_id,
-                                   bootstrap=bootstrap, identity=False, connection=self._connection)
+                                   bootstrap=bootstrap, identity=False, **limits)
             except ProbeFailure as failure:
                 answer.error, answer.detail = failure.code, failure.detail
             except Exception as exc:  # a probe bug must not stop the round

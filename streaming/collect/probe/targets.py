@@ -10,9 +10,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from streaming.collect.protocol.client import Security
-from streaming.config import ClusterConfig, ConfigError, FleetwatchConfig, RuleSettings
+from streaming.config import ClusterConfig, ConfigError, FleetwatchConfig, ProbeConfig, RuleSettings
 
-__all__ = ["ProbeOptions", "Target", "default_source", "format_address", "parse_address", "targets_from_config"]
+__all__ = ["MAX_HOST_CHARS", "ProbeOptions", "Target", "default_source", "endpoint_problem", "format_address",
+           "parse_address", "targets_from_config"]
+
+# A DNS name has at most 253 characters (RFC 1035, written without the final dot).
+MAX_HOST_CHARS = 253
+_DEFAULTS = ProbeConfig()
 
 
 def default_source() -> str:
@@ -26,10 +31,17 @@ class ProbeOptions:
     concurrency: int = 256  # exchanges (connections) in flight at once, over all targets
     source: str = field(default_factory=default_source)
     client_id: str = "fleetwatch-probe"
+    # What one target may take (streaming/config.py, ProbeConfig): exchanges in flight, endpoints
+    # probed per round, and the largest answer read.
+    target_concurrency: int = _DEFAULTS.target_concurrency
+    max_endpoints: int = _DEFAULTS.max_endpoints_per_target
+    max_response_bytes: int = _DEFAULTS.max_response_bytes
 
     def __post_init__(self) -> None:
-        if self.interval_ms <= 0 or self.timeout_ms <= 0 or self.concurrency <= 0:
-            raise ValueError("interval_ms, timeout_ms and concurrency must be positive")
+        if min(self.interval_ms, self.timeout_ms, self.concurrency, self.target_concurrency, self.max_endpoints,
+               self.max_response_bytes) <= 0:
+            raise ValueError("interval_ms, timeout_ms, concurrency, target_concurrency, max_endpoints and "
+                             "max_response_bytes must be positive")
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,20 @@ def parse_address(text: str) -> tuple[str, int]:
 
 def format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def endpoint_problem(host: str, port: int) -> str | None:
+    """Why an advertised (host, port) cannot be probed, or None: a port outside 1..65535, an empty
+    or overlong host, or one with spaces or control characters."""
+    if not 0 < port < 65536:
+        return f"port {port} outside 1..65535"
+    if not host:
+        return "empty host"
+    if len(host) > MAX_HOST_CHARS:
+        return f"host of {len(host)} characters (at most {MAX_HOST_CHARS})"
+    if not host.isprintable() or any(c.isspace() for c in host):
+        return "host with spaces or control characters"
+    return None
 
 
 def _security(cluster: ClusterConfig, where: str, environ: Mapping[str, str]) -> Security:

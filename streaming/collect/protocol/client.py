@@ -6,7 +6,12 @@ SCRAM-SHA-256/512 over SaslHandshake v1 + SaslAuthenticate, and a classification
 failure into one short error name (`ProbeFailure.code`).
 
 Every I/O step is bounded by the connection's deadline, so a broker that accepts the TCP
-connection and never answers (a blackhole) costs at most the timeout.
+connection and never answers (a blackhole) costs at most the timeout. An answer is bounded too:
+a frame over `max_frame` bytes fails the exchange (`RESPONSE_TOO_LARGE`) before its payload is
+read, and one over `OFF_LOOP_BYTES` is decoded in a worker thread (one at a time per `decode_slot`,
+the prober's per-target slot), never on the event loop. SCRAM takes only the iteration counts a
+Kafka broker can hold (`SCRAM_MIN_ITERATIONS`..`SCRAM_MAX_ITERATIONS`); anything else fails
+authentication before any key is derived.
 """
 
 from __future__ import annotations
@@ -31,7 +36,12 @@ __all__ = [
     "AUTH_FAILED",
     "CONNECTION_CLOSED",
     "CONNECTION_REFUSED",
+    "DEFAULT_MAX_FRAME",
+    "OFF_LOOP_BYTES",
     "PROTOCOL_ERROR",
+    "RESPONSE_TOO_LARGE",
+    "SCRAM_MAX_ITERATIONS",
+    "SCRAM_MIN_ITERATIONS",
     "TIMEOUT",
     "TLS_ERROR",
     "Connection",
@@ -51,6 +61,7 @@ UNKNOWN_HOST = "UNKNOWN_HOST"
 HOST_UNREACHABLE = "HOST_UNREACHABLE"
 NETWORK_ERROR = "NETWORK_ERROR"
 PROTOCOL_ERROR = "PROTOCOL_ERROR"  # an answer that is not the Kafka protocol we expect
+RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"  # an answer's frame over the probe's limit (`max_frame`)
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
@@ -58,10 +69,27 @@ SASL_AUTHENTICATE = 36
 FIRST_API_VERSIONS_VERSION = 3  # KIP-511 (Kafka 2.4+); older brokers answer with their range
 CLIENT_SOFTWARE_NAME = "fleetwatch"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
-_MAX_FRAME = 64 * 1024 * 1024
+# The largest answer read: the probe asks for no topics, so its biggest answers list every broker
+# (Metadata, DescribeCluster) or every replica (DescribeQuorum). 1 MiB holds ~2,000 brokers with
+# 255-character host and rack names, ~15,000 with 40-character ones (Kafka's biggest clusters
+# have a few thousand). Configurable: `probe.max_response_bytes`.
+DEFAULT_MAX_FRAME = 1024 * 1024
+# Answers over this many bytes are decoded in a worker thread. Decoding costs ~30 us per broker
+# entry (an entry can be 12 bytes), so 8 KiB takes at most ~20 ms of the event loop; a Metadata
+# answer of a 100-broker cluster (~6 KB) stays on it.
+OFF_LOOP_BYTES = 8 * 1024
+# SCRAM iteration counts a Kafka broker can hold: Kafka's ScramMechanism (kafka-clients 4.4.0) has
+# minIterations 4096, which its ScramSaslClient enforces, and maxIterations 16384, which the
+# broker enforces on every credential it stores (AlterUserScramCredentials). A server asking for
+# fewer gets a cheaply crackable proof; for more (2^31-1) it freezes whoever computes it.
+SCRAM_MIN_ITERATIONS = 4096
+SCRAM_MAX_ITERATIONS = 16384
 # getaddrinfo blocks a thread; asyncio's default pool has min(32, cpus + 4) of them, so a few
 # names whose DNS hangs would stall every other target's resolution. Our own, wider pool.
 _RESOLVER = ThreadPoolExecutor(max_workers=64, thread_name_prefix="probe-dns")
+# Big answers are decoded here (and SCRAM keys derived: hashlib releases the GIL). Each target
+# decodes one big answer at a time (its `decode_slot`), so one target takes at most one worker.
+_DECODER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe-decode")
 
 # Kafka error codes the probe reports by name (kafka-python does not know the newest ones).
 _ERROR_NAMES = {
@@ -185,9 +213,14 @@ class ScramClient:
         if "e" in attrs:
             raise ProbeFailure(AUTH_FAILED, f"SCRAM server error: {attrs['e']}")
         nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i")
-        if not nonce.startswith(self.nonce) or salt is None or iterations is None:
+        if not nonce.startswith(self.nonce) or salt is None or iterations is None or not iterations.isdigit():
             raise ProbeFailure(AUTH_FAILED, "invalid SCRAM server-first message")
-        salted = hashlib.pbkdf2_hmac(self.hash_name, self.password, base64.b64decode(salt), int(iterations))
+        count = int(iterations)
+        if not SCRAM_MIN_ITERATIONS <= count <= SCRAM_MAX_ITERATIONS:
+            # As Kafka's client refuses fewer than 4096; more than 16384 no Kafka broker can hold.
+            raise ProbeFailure(AUTH_FAILED, f"SCRAM server asked for {count} iterations, outside Kafka's "
+                                            f"{SCRAM_MIN_ITERATIONS}..{SCRAM_MAX_ITERATIONS}: refused, no proof sent")
+        salted = hashlib.pbkdf2_hmac(self.hash_name, self.password, base64.b64decode(salt), count)
         client_key = self._hmac(salted, b"Client Key")
         stored_key = hashlib.new(self.hash_name, client_key).digest()
         without_proof = f"c=biws,r={nonce}"
@@ -209,9 +242,12 @@ class Connection:
     """One connection to one broker address, bounded by a deadline on the event loop's clock."""
 
     def __init__(self, host: str, port: int, *, deadline: float, client_id: str = "fleetwatch-probe",
-                 security: Security | None = None) -> None:
+                 security: Security | None = None, max_frame: int = DEFAULT_MAX_FRAME,
+                 decode_slot: asyncio.Semaphore | None = None) -> None:
         self.host, self.port = host, port
         self.deadline = deadline
+        self.max_frame = max_frame
+        self.decode_slot = decode_slot
         self.client_id = client_id
         self.security = security or Security()
         self.versions: dict[int, tuple[int, int]] = {}
@@ -299,10 +335,16 @@ class Connection:
             self._writer.write(frame)
             await self._bounded(self._writer.drain())
             size = int.from_bytes(await self._bounded(self._reader.readexactly(4)), "big", signed=True)
-            if not 4 <= size <= _MAX_FRAME:
+            if size > self.max_frame:
+                raise ProbeFailure(RESPONSE_TOO_LARGE, f"{api} answer of {size} bytes is over the probe's limit "
+                                                       f"of {self.max_frame} (probe.max_response_bytes)")
+            if size < 4:
                 raise ProbeFailure(PROTOCOL_ERROR, f"{api}: response frame of {size} bytes")
             payload = await self._bounded(self._reader.readexactly(size))
-            got, body = decode_response(f"{api}Response", version, payload)
+            if size > OFF_LOOP_BYTES:
+                got, body = await self._off_loop(decode_response, f"{api}Response", version, payload)
+            else:
+                got, body = decode_response(f"{api}Response", version, payload)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
                 raise
@@ -310,6 +352,29 @@ class Connection:
         if got != correlation:
             raise ProbeFailure(PROTOCOL_ERROR, f"{api}: correlation id {got}, expected {correlation}")
         return body
+
+    async def _off_loop(self, func: Any, *args: Any) -> Any:
+        """`func(*args)` in a decoder thread, within the deadline. The connection's `decode_slot` is
+        held until the work is done, even when the deadline passed first (a thread cannot be
+        stopped): a target whose answers outrun its timeout still takes one worker at most."""
+        slot = self.decode_slot
+        if slot is not None:
+            try:
+                await self._bounded(slot.acquire())
+            except TimeoutError as exc:
+                raise classify(exc, "waiting to decode") from exc
+        try:
+            future = asyncio.get_running_loop().run_in_executor(_DECODER, func, *args)
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
+        if slot is not None:
+            future.add_done_callback(lambda _: slot.release())
+        try:
+            return await self._bounded(asyncio.shield(future))
+        except TimeoutError as exc:
+            raise classify(exc, "decoding") from exc
 
     async def negotiate(self) -> dict[int, tuple[int, int]]:
         """ApiVersions: learn the broker's version table (KIP-511 fallback to an older version)."""
@@ -359,7 +424,8 @@ class Connection:
             return
         scram = ScramClient(mechanism, username, password)
         server_first = await self._sasl_step(auth_version, scram.first_message())
-        server_final = await self._sasl_step(auth_version, scram.final_message(server_first))
+        # Up to 16384 iterations of PBKDF2: milliseconds, in a worker (hashlib releases the GIL).
+        server_final = await self._sasl_step(auth_version, await self._off_loop(scram.final_message, server_first))
         scram.verify_final(server_final)
 
     async def _sasl_step(self, version: int, token: bytes) -> bytes:

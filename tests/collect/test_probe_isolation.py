@@ -1,0 +1,246 @@
+"""The probe isolates targets (issue 26, point 4): a hostile or broken cluster costs its own round,
+never another target's.
+
+A hostile cluster is a Kafka-protocol server on 127.0.0.1 (tests/support/hostile_kafka.py, real
+protocol bytes, served from its own threads) advertising hundreds of black holes (listening sockets
+that never accept) with a big answer; the healthy target beside it is the session's real Kafka 4.4
+cluster where timing matters, a Kafka 4.4-like fake elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+from support.hostile_kafka import HOST, BlackHoles, HostileKafka
+from support.probe_doubles import FakeCluster, FakeKafka, refused_port
+
+from streaming.collect import probe
+from streaming.collect.probe import ProbeOptions, Prober, Target
+from streaming.collect.protocol import Security
+from streaming.contract import event_from_dict
+
+T0 = 1_764_000_000_000
+
+
+def target(name: str, *addresses: str, **kw: Any) -> Target:
+    return Target(name=name, bootstrap=tuple(probe.parse_address(a) for a in addresses), **kw)
+
+
+def valid(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for ev in events:
+        event_from_dict(ev)  # raises on any contract violation
+    return events
+
+
+def responses(events: list[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
+    return [ev for ev in events if ev["type"] == "metadata_response"
+            and all(ev.get(k) == v for k, v in match.items())]
+
+
+# ------------------------------------------------------------------ a hostile cluster beside a real one
+
+
+@pytest.mark.real_kafka
+def test_a_hostile_cluster_beside_a_real_one_leaves_its_rounds_on_time(healthy_real_kafka):
+    """300 black holes and a 150 kB answer from one cluster; the real cluster's rounds stay on time.
+
+    Before the isolation the black holes took every one of the 256 shared slots for the whole
+    timeout (and the answer was decoded on the event loop): the real cluster's endpoints waited
+    at least `timeout_ms` (2 s) in the hostile cluster's first round."""
+    healthy_real_kafka.watched_s()  # the session's real cluster is up (it is probed meanwhile)
+    real = healthy_real_kafka.cluster
+    options = ProbeOptions(interval_ms=3000, timeout_ms=2000, source="probe-isolation")
+    holes = BlackHoles(300)
+    hostile = HostileKafka(advertised=holes.addresses, answer_bytes=150_000).start()
+    try:
+        prober = Prober([target("hostile", hostile.address), target("real", *real.bootstrap)], options)
+        emitted: list[tuple[float, str, list[dict[str, Any]]]] = []
+
+        def emit(events: list[dict[str, Any]]) -> None:
+            emitted.append((time.monotonic(), events[0]["target"], events))
+
+        async def run() -> float:
+            started = asyncio.get_running_loop().time()  # the loop's clock is time.monotonic()
+            await prober.run(emit, rounds=2)
+            return started
+
+        started = asyncio.run(run())
+    finally:
+        hostile.stop()
+        holes.close()
+    real_rounds = [(at, events) for at, name, events in emitted if name == "real"]
+    lateness_ms = [int((at - (started + k * options.interval_ms / 1000)) * 1000)
+                   for k, (at, _) in enumerate(real_rounds)]
+    print(f"\nthe real cluster's rounds were published {lateness_ms} ms after their ticks")
+    assert len(real_rounds) == 2, "a round of the real cluster was skipped: the previous one was still busy"
+    for _, events in real_rounds:
+        answered = responses(valid(events))
+        assert len(answered) == 1 + len(real.bootstrap) and {ev["error"] for ev in answered} == {None}
+    # Before, the black holes held every shared slot for a whole timeout: lateness >= timeout_ms.
+    assert max(lateness_ms) < options.timeout_ms * 3 / 4, lateness_ms
+    # The hostile cluster had its rounds too, within its own limits.
+    hostile_events = [ev for _, name, evs in emitted if name == "hostile" for ev in evs]
+    (boot, *_) = responses(hostile_events, expected=None)
+    assert boot["error"] is None and boot["endpoints_not_probed"]["over_cap"] == 300 + 1 - 256
+
+
+# ------------------------------------------------------------------ the endpoint cap
+
+
+def test_the_endpoint_cap_keeps_the_bootstrap_then_the_most_recently_advertised(caplog):
+    a, b, c, d, e = (refused_port() for _ in range(5))
+    hostile = HostileKafka(advertised=[(HOST, a), (HOST, b), (HOST, c)]).start()
+    options = ProbeOptions(timeout_ms=2000, source="probe-test", max_endpoints=3)
+    prober = Prober([target("capped", hostile.address, forget_after_ms=60_000)], options)
+
+    def probed(events: list[dict[str, Any]]) -> list[str]:
+        return sorted(ev["endpoint"] for ev in responses(valid(events)) if ev["expected"])
+
+    try:
+        with caplog.at_level(logging.INFO, logger="streaming.collect.probe"):
+            first = prober.probe_round(T0)
+            # The bootstrap address (node 1 advertises itself) first, then the answer's order.
+            assert probed(first) == sorted([hostile.address, f"{HOST}:{a}", f"{HOST}:{b}"])
+            assert responses(first, expected=None)[0]["endpoints_not_probed"] == {"over_cap": 1, "invalid": []}
+            hostile.advertise([(HOST, d)])
+            # d is the newest; a and b were advertised a round ago and are kept for forget_after_ms
+            # as far as the cap allows: a, listed first, stays.
+            assert probed(prober.probe_round(T0 + 5000)) == sorted([hostile.address, f"{HOST}:{d}", f"{HOST}:{a}"])
+            hostile.advertise([(HOST, e)])
+            third = prober.probe_round(T0 + 10000)
+            assert probed(third) == sorted([hostile.address, f"{HOST}:{e}", f"{HOST}:{d}"])
+            hostile.advertise([])
+            fourth = prober.probe_round(T0 + 15000)  # within the cap again: a round like any other
+            assert probed(fourth) == sorted([hostile.address, f"{HOST}:{e}", f"{HOST}:{d}"])
+            assert "endpoints_not_probed" not in responses(fourth, expected=None)[0]
+    finally:
+        hostile.stop()
+    over = [r for r in caplog.records if "max_endpoints_per_target" in r.getMessage()]
+    assert [r.levelname for r in over] == ["WARNING", "INFO"]  # going over said once, and coming back
+    assert over[0].target == "capped" and over[0].over_cap == 1
+
+
+# ------------------------------------------------------------------ invalid advertised addresses
+
+
+def test_invalid_advertised_addresses_are_refused_one_by_one_and_the_rest_is_probed(caplog):
+    refused = refused_port()
+    bad = [(HOST, 70000), (HOST, 0), ("", 9092), ("h" * 300, 9092)]
+    with HostileKafka(advertised=[(HOST, refused), *bad]) as hostile, \
+            caplog.at_level(logging.WARNING, logger="streaming.collect.probe"):
+        prober = Prober([target("odd", hostile.address)], ProbeOptions(timeout_ms=2000, source="probe-test"))
+        rounds = [valid(prober.probe_round(T0 + k * 5000)) for k in range(2)]
+    for events in rounds:
+        probed = {ev["endpoint"]: ev["error"] for ev in responses(events) if ev["expected"]}
+        assert probed == {hostile.address: None, f"{HOST}:{refused}": "CONNECTION_REFUSED"}
+        (boot,) = responses(events, expected=None)
+        assert boot["error"] is None
+        assert len(boot["endpoints_not_probed"]["invalid"]) == 4
+        assert any("70000" in what for what in boot["endpoints_not_probed"]["invalid"])
+        # The overlong host would make the whole event fail the contract: it is left out of the list.
+        assert {b["host"] for b in boot["brokers"]} == {HOST, ""}
+    said = [r for r in caplog.records if "not probed" in r.getMessage()]
+    assert len(said) == 1  # once, not once per round nor per endpoint
+    assert said[0].target == "odd" and len(said[0].invalid) == 4
+
+
+# ------------------------------------------------------------------ SCRAM iterations
+
+
+def _probe_in_thread(prober: Prober, limit_s: float) -> tuple[list[dict[str, Any]] | None, float]:
+    """One round in a daemon thread: a probe stuck in a key derivation cannot hang the test."""
+    result: list[list[dict[str, Any]]] = []
+    started = time.monotonic()
+    thread = threading.Thread(target=lambda: result.append(prober.probe_round(T0)), daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    return (result[0] if result else None), time.monotonic() - started
+
+
+@pytest.mark.parametrize("iterations", [1, 4095, 16385, 2**31 - 1])
+def test_scram_iterations_outside_kafkas_bounds_are_refused_before_any_computation(iterations):
+    security = Security(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512", username="probe",
+                        password="s3cret")
+    with HostileKafka(scram_iterations=iterations) as hostile:
+        prober = Prober([target("scram", hostile.address, security=security)],
+                        ProbeOptions(timeout_ms=2000, source="probe-test"))
+        events, took = _probe_in_thread(prober, limit_s=10)
+    assert events is not None, f"the probe was still deriving a key after {took:.1f} s"
+    (boot,) = responses(valid(events))
+    assert boot["error"] == "AUTH_FAILED"
+    assert f"{iterations} iterations" in boot["error_detail"] and "4096..16384" in boot["error_detail"]
+    assert hostile.scram_first_messages == 1 and hostile.proofs_received == 0  # no proof left our hands
+    assert took < 1.0
+
+
+def test_scram_iterations_within_kafkas_bounds_are_computed():
+    security = Security(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256", username="probe",
+                        password="s3cret")
+    with HostileKafka(scram_iterations=4096) as hostile:
+        prober = Prober([target("scram", hostile.address, security=security)],
+                        ProbeOptions(timeout_ms=2000, source="probe-test"))
+        events, _ = _probe_in_thread(prober, limit_s=10)
+    assert events is not None
+    (boot,) = responses(valid(events))
+    assert boot["error"] == "AUTH_FAILED" and hostile.proofs_received == 1  # refused by the server, not by us
+
+
+# ------------------------------------------------------------------ the frame-size cap
+
+
+def test_an_answer_over_the_frame_cap_fails_that_exchange_only():
+    async def scenario(hostile: HostileKafka) -> list[dict[str, Any]]:
+        cluster = FakeCluster("fine-cluster")
+        fine = await FakeKafka(cluster, 1).start()
+        cluster.brokers = [{"node_id": 1, "port": fine.port, "fenced": False}]
+        prober = Prober([target("huge", hostile.address), target("fine", f"{HOST}:{fine.port}")],
+                        ProbeOptions(timeout_ms=2000, source="probe-test"))
+        try:
+            return await prober.probe_round_async(T0)
+        finally:
+            await fine.stop()
+
+    # Over the default cap (1 MiB), far under the old one (64 MiB).
+    with HostileKafka(answer_bytes=1_300_000) as hostile:
+        events = valid(asyncio.run(scenario(hostile)))
+    (huge,) = responses(events, target="huge")
+    assert huge["error"] == "RESPONSE_TOO_LARGE"
+    assert "Metadata" in huge["error_detail"] and "1048576" in huge["error_detail"]
+    assert {ev["error"] for ev in responses(events, target="fine")} == {None}
+    assert len(responses(events, target="fine")) == 2
+
+
+# ------------------------------------------------------------------ the limits in the config
+
+
+def test_the_probe_limits_are_configured_and_checked_with_file_and_line(tmp_path):
+    from streaming.config import ConfigError, load_config
+    from streaming.ops import check_config
+
+    path = tmp_path / "fleetwatch.yaml"
+    path.write_text("probe:\n"                                  # 1
+                    "  target_concurrency: 0\n"                 # 2
+                    "  max_endpoints_per_target: many\n"        # 3
+                    "  max_response_bytes: 1024\n"              # 4
+                    "  max_endpoints: 5\n")                     # 5
+    assert [p.render() for p in check_config.check_file(path)] == [
+        f"{path}:2: error: probe.target_concurrency: Input should be greater than or equal to 1",
+        f"{path}:3: error: probe.max_endpoints_per_target: Input should be a valid integer",
+        f"{path}:4: error: probe.max_response_bytes: Input should be greater than or equal to 65536",
+        f"{path}:5: error: probe.max_endpoints: unknown key",
+    ]
+    with pytest.raises(ConfigError, match=r"probe\.target_concurrency"):
+        load_config(path)
+    path.write_text("probe: {target_concurrency: 4, max_endpoints_per_target: 3, max_response_bytes: 65536}\n"
+                    "clusters: [{name: a, bootstrap: ['127.0.0.1:1']}]\n")
+    args = argparse.Namespace(config=str(path), once=True, rounds=None, out=str(tmp_path / "o.jsonl"),
+                              bootstrap_servers=None, interval_ms=5000, timeout_ms=1000, concurrency=2,
+                              target=None, source=None)
+    with pytest.raises(ConfigError, match=r"--concurrency \(2\) must be at least probe.target_concurrency \(4\)"):
+        probe.command(args)
