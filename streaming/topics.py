@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ALERTS", "ALL", "BROKER_STATES", "HEARTBEATS", "METADATA", "TELEMETRY"]
+__all__ = ["ALERTS", "ALL", "BROKER_STATES", "HEARTBEATS", "LISTOFFSETS_CHECK", "METADATA", "TELEMETRY"]
 
 METADATA = "fleetwatch.metadata"
 BROKER_STATES = "fleetwatch.broker-states"
@@ -12,3 +12,7 @@ ALERTS = "fleetwatch.alerts"
 # The topics the Spark job reads; ALERTS is written by the job.
 TELEMETRY: tuple[str, ...] = (METADATA, BROKER_STATES, HEARTBEATS)
 ALL: tuple[str, ...] = (*TELEMETRY, ALERTS)
+
+# Not telemetry: a few marker records at the job's first start over a configured bus, to find out
+# whether the bus answers ListOffsets(LATEST) with the high watermark (streaming/bus/listoffsets.py).
+LISTOFFSETS_CHECK = "fleetwatch.listoffsets-check"
