@@ -13,6 +13,7 @@ ALERTS = "fleetwatch.alerts"
 TELEMETRY: tuple[str, ...] = (METADATA, BROKER_STATES, HEARTBEATS)
 ALL: tuple[str, ...] = (*TELEMETRY, ALERTS)
 
-# Not telemetry: a few marker records at the job's first start over a configured bus, to find out
-# whether the bus answers ListOffsets(LATEST) with the high watermark (streaming/bus/listoffsets.py).
+# Not telemetry: five marker records each time a job process is about to read a configured bus
+# with Spark's connector, to find out whether the bus answers ListOffsets(LATEST) with the high
+# watermark (streaming/bus/listoffsets.py). Nothing reads them.
 LISTOFFSETS_CHECK = "fleetwatch.listoffsets-check"

@@ -22,8 +22,8 @@ acked_end` settles it the other way: the high watermark of an acknowledged acks=
 it. A producer writing to the check topic between the steps can only make `listed` or `fetched`
 larger: that attempt proves nothing, and the check tries again (at most `_ATTEMPTS` times, then
 says so: `verdict` None). It works on an empty bus and reaches the bus with its security
-(`BusAccess`); the answer for one bus is kept for the process's lifetime. Measured: 0.05-0.2 s on
-Tansu, see NOTES.md of the repo for Kafka.
+(`BusAccess`); the answer for one bus is kept for the process's lifetime. Measured (2 loaded
+cores, topic creation included): 0.3 s on Tansu 0.6.0, 0.4 s on one Kafka 4.4 node.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""The telemetry stream: Spark's `kafka` source for a configured bus, else ours.
+"""The telemetry stream: Spark's `kafka` source for a configured bus that reads right with it, else ours.
 
 Both paths yield the same columns and types (`raw_rows`), so the job downstream
 does not know which one runs. Which one runs is decided once per checkpoint (`choose_source`):
-Spark cannot resume a checkpoint with another source than the one that wrote it.
+Spark cannot resume a checkpoint with another source than the one that wrote it. Spark's source
+plans up to what ListOffsets(LATEST) answers, so `auto` gives it only a bus that answers the high
+watermark (`streaming.bus.check_list_offsets`, by behaviour); ours is right on any bus.
 """
 
 from __future__ import annotations
