@@ -195,9 +195,11 @@ class BusConfig(_Strict):
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     # Which source reads the bus: Spark's kafka connector (`spark`, the production path), the
     # project's Python reader (`python`), or `auto`: the connector for a configured bus when it
-    # is on the classpath. A checkpoint keeps the source it was started with
-    # (streaming/source/telemetry.py). A Tansu bus (the embedded broker's, configured by address)
-    # needs `python`: Spark's source trusts Tansu's wrong ListOffsets answers.
+    # is on the classpath and the bus answers ListOffsets(LATEST) with the high watermark (checked
+    # by behaviour, streaming/bus/listoffsets.py), else the Python reader. A checkpoint keeps the
+    # source it was started with (streaming/source/telemetry.py). A Tansu bus (the embedded
+    # broker's, or configured by address) is read by `python`: Spark's source trusts Tansu's wrong
+    # ListOffsets answers, so `spark` on such a bus is refused.
     source: Literal["auto", "spark", "python"] = "auto"
     # Spark's source only: stop the query when the bus deleted records the job had not read yet
     # (retention outran a stopped job). False: log it and go on, as the Python reader does.

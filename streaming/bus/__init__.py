@@ -1,6 +1,7 @@
 """The telemetry bus stage: the embedded broker fleetwatch can start on its own, and the topic
 set-up that works against any Kafka bus, and how every client of ours reaches a bus
-(`BusAccess`: its addresses and security).
+(`BusAccess`: its addresses and security), and whether a bus answers ListOffsets(LATEST) with the
+high watermark (`check_list_offsets`: Tansu does not, which decides how the job reads it).
 
 Collectors publish to the bus and the job reads from it; neither needs to know whether the bus
 is this embedded Tansu process or a real Kafka cluster.
@@ -15,12 +16,15 @@ from streaming.bus.embedded import (
     free_port,
     tansu_binary,
 )
+from streaming.bus.listoffsets import ListOffsetsCheck, check_list_offsets
 
 __all__ = [
     "BusAccess",
     "BusError",
     "EmbeddedBus",
+    "ListOffsetsCheck",
     "answers_api_versions",
+    "check_list_offsets",
     "ensure_topics",
     "free_port",
     "tansu_binary",

@@ -161,7 +161,7 @@ def start_job(spark: SparkSession, config: FleetwatchConfig, bus: str | BusAcces
         publisher.ensure_topic()
     orphaned_since = reconcile_reset(store, checkpoint_id(spark, location), stop=stop)
     access = BusAccess.of(bus)
-    source = choose_source(spark, config.bus, location)
+    source = choose_source(spark, config.bus, location, access)
     raw = read_telemetry(spark, access, topics.TELEMETRY, max_records_per_batch=config.spark.max_records_per_batch,
                          source=source,
                          kafka_options={"failOnDataLoss": str(config.bus.fail_on_data_loss).lower()})

@@ -1,8 +1,10 @@
-"""The telemetry stream: Spark's `kafka` source for a configured bus, else ours.
+"""The telemetry stream: Spark's `kafka` source for a configured bus that reads right with it, else ours.
 
 Both paths yield the same columns and types (`raw_rows`), so the job downstream
 does not know which one runs. Which one runs is decided once per checkpoint (`choose_source`):
-Spark cannot resume a checkpoint with another source than the one that wrote it.
+Spark cannot resume a checkpoint with another source than the one that wrote it. Spark's source
+plans up to what ListOffsets(LATEST) answers, so `auto` gives it only a bus that answers the high
+watermark (`streaming.bus.check_list_offsets`, by behaviour); ours is right on any bus.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streaming.bus import BusAccess
+from streaming.bus import BusAccess, check_list_offsets
 from streaming.config import BusConfig, ConfigError
 from streaming.jars import SPARK_KAFKA
 from streaming.source.kafka_options import CLIENT_OPTION, SHORT_NAME
@@ -26,6 +28,8 @@ log = logging.getLogger(__name__)
 
 SPARK_SOURCE = "kafka"  # Spark's own connector, spark-sql-kafka-0-10
 PYTHON_SOURCE = SHORT_NAME  # the project's reader over kafka-python
+# How long the ListOffsets check may wait for a configured bus (it needs a topic and a produce).
+CHECK_TIMEOUT_S = 30.0
 _KAFKA_PROVIDER = "org/apache/spark/sql/kafka010/KafkaSourceProvider.class"
 
 
@@ -64,23 +68,48 @@ def _pin_source(spark: SparkSession, checkpoint: str, source: str) -> None:
     marker.getFileSystem(spark._jsc.hadoopConfiguration()).create(marker, True).close()
 
 
-def choose_source(spark: SparkSession, bus: BusConfig, checkpoint: str) -> str:
-    """`SPARK_SOURCE` or `PYTHON_SOURCE` for a query with this checkpoint, pinned to it.
+def choose_source(spark: SparkSession, bus: BusConfig, checkpoint: str, access: str | BusAccess | None = None) -> str:
+    """`SPARK_SOURCE` or `PYTHON_SOURCE` for a query with this checkpoint, pinned to it; logs one line
+    that says which and why ("telemetry source: ...").
 
-    `bus.source` auto: Spark's connector for a configured bus when it is on the classpath, the
-    Python reader for the embedded broker (Tansu answers ListOffsets with the last batch's base
-    offset, which Spark's source trusts: the newest records would wait for more data) or without
-    the connector. A checkpoint keeps the source that started it; asking for the other one is a
-    configuration error (start a new checkpoint to switch).
+    `bus.source` auto: the Python reader for the embedded broker (Tansu) or without the connector on
+    the classpath. For a configured bus with the connector, how the bus answers ListOffsets(LATEST)
+    decides (`streaming.bus.check_list_offsets`, by behaviour): the connector when it is the high
+    watermark (Kafka), else the Python reader (a Tansu bus: the connector would trust an offset
+    inside the last record batch, and the newest records would wait for more data: false
+    `heartbeat_lost` alerts). A bus the check cannot reach is a ConfigError: the choice is pinned
+    for good, so it is not guessed (start again once the bus answers, or set bus.source).
+    `spark` on a bus that fails the check is a ConfigError too (it would raise false alerts); when
+    the check cannot reach the bus it is a warning and the job starts. A checkpoint keeps the
+    source that started it (a checkpoint of the connector is checked against the bus again);
+    asking for the other one is a configuration error (start a new checkpoint to switch).
+    `access`: the bus the query reads (its security), by default `bus.bootstrap_servers`.
     """
+    if access is None and bus.bootstrap_servers:
+        access = BusAccess.from_config(bus.bootstrap_servers, bus.security)
+    reach = BusAccess.of(access) if access is not None else None
     available = jvm_kafka_available(spark)
     pinned = _pinned_source(spark, checkpoint)
-    if bus.source == "spark" or (bus.source == "auto" and pinned is None and bus.bootstrap_servers and available):
-        wanted = SPARK_SOURCE
-    elif bus.source == "python" or pinned is None:
-        wanted = PYTHON_SOURCE
+    check = None
+    if bus.source == "spark":
+        wanted, why = SPARK_SOURCE, "bus.source: spark"
+    elif bus.source == "python":
+        wanted, why = PYTHON_SOURCE, "bus.source: python"
+    elif pinned is not None:
+        wanted, why = pinned, f"bus.source auto, the source that started the checkpoint {checkpoint}"
+    elif not bus.bootstrap_servers:
+        wanted, why = PYTHON_SOURCE, ("bus.source auto, the embedded Tansu broker: its ListOffsets(LATEST) is not "
+                                      "the high watermark, which the Spark connector would trust")
+    elif not available:
+        wanted, why = PYTHON_SOURCE, f"bus.source auto, the {_NAMES[SPARK_SOURCE]} is not on the classpath"
     else:
-        wanted = pinned  # auto with a checkpoint: resume with its source
+        assert reach is not None
+        check = check_list_offsets(reach, timeout_s=CHECK_TIMEOUT_S)
+        if check.verdict is None:
+            raise ConfigError(f"bus.source auto: {check.reason}; start again once the bus answers, or set "
+                              "bus.source to spark (a Kafka bus) or python (any bus)")
+        wanted = SPARK_SOURCE if check.verdict else PYTHON_SOURCE
+        why = f"bus.source auto: {check.reason}" + ("" if check.verdict else ", which the Spark connector would trust")
     if pinned is not None and wanted != pinned:
         raise ConfigError(f"the checkpoint {checkpoint} was written by the {_NAMES[pinned]}, bus.source asks for the "
                           f"{_NAMES[wanted]}: a checkpoint cannot switch sources (set bus.source back, or start a new "
@@ -89,8 +118,23 @@ def choose_source(spark: SparkSession, bus: BusConfig, checkpoint: str) -> str:
         raise ConfigError(f"the {_NAMES[SPARK_SOURCE]} is not on the classpath: run `make jars` (it fetches "
                           f"{SPARK_KAFKA}), or spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:"
                           f"{SPARK_KAFKA.rsplit('-', 1)[1]}")
+    if wanted == SPARK_SOURCE and check is None and reach is not None:
+        check = check_list_offsets(reach, timeout_s=CHECK_TIMEOUT_S)
+        if check.verdict is False:
+            remedy = ("start a new spark.checkpoint_dir with bus.source python or auto" if pinned is not None
+                      else "set bus.source to python or auto")
+            raise ConfigError(f"the {_NAMES[SPARK_SOURCE]} cannot read this bus: {check.reason}, which the connector "
+                              f"would trust (the newest records would wait for more data: false heartbeat_lost "
+                              f"alerts); {remedy}")
+        if check.verdict is None:
+            why += f" (not checked: {check.reason})"
     if pinned is None:
         _pin_source(spark, checkpoint, wanted)
+    extra = {"source": wanted, "checkpoint": checkpoint, "bootstrap": reach.bootstrap if reach else None}
+    if check is not None:
+        extra["listoffsets_check_s"] = check.took_s
+    (log.warning if check is not None and check.verdict is None else log.info)(
+        f"telemetry source: {_NAMES[wanted]} ({why})", extra=extra)
     return wanted
 
 
@@ -128,7 +172,7 @@ def read_telemetry(
         raise ValueError(f"starting_offsets must be earliest or latest, got {starting_offsets!r}")
     if not topics:
         raise ValueError("read_telemetry needs at least one topic")
-    log.info("telemetry source chosen", extra={"source": source, "topics": list(topics)})
+    log.debug("telemetry source", extra={"source": source, "topics": list(topics)})  # choose_source said why
     if source == SPARK_SOURCE:
         reader = (
             spark.readStream.format(SPARK_SOURCE)

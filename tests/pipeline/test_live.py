@@ -50,8 +50,13 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
     sim = simulated_fleet(clusters=30)
     labels = [lbl for lbl in sim.labels() if lbl["rule"] == "broker.heartbeat_lost"]
     assert labels, "the simulator injected no stopped broker"
-    config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
-        update={"checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500})})
+    # The bus configured by address, as in the field (issue 26): `auto` must find out that this Tansu
+    # answers ListOffsets(LATEST) inside the last batch and not give it to Spark's connector, or the
+    # last events wait for more data and the alerts differ.
+    config = test_config.model_copy(update={
+        "bus": test_config.bus.model_copy(update={"bootstrap_servers": bus.bootstrap, "source": "auto"}),
+        "spark": test_config.spark.model_copy(update={"checkpoint_dir": str(tmp_path / "checkpoint"),
+                                                      "trigger_ms": 500})})
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     produced = produce(bus.bootstrap, sim.events())
     produce(bus.bootstrap, [(topics.METADATA, {"not": "an event"})])

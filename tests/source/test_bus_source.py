@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -15,10 +16,9 @@ from pyspark.sql import functions as F
 
 from streaming import topics
 from streaming.bus import BusError, EmbeddedBus, ensure_topics
-from streaming.config import BusConfig
+from streaming.config import BusConfig, ConfigError
 from streaming.source import (
     PYTHON_SOURCE,
-    SPARK_SOURCE,
     KafkaReaderOptions,
     KafkaSourceError,
     KafkaStreamReader,
@@ -149,17 +149,32 @@ def test_capped_batches_resume_where_the_checkpoint_left_off(
     assert seen == produced
 
 
-def test_the_embedded_bus_is_read_by_the_python_source_even_with_the_connector(
-    spark: SparkSession, tmp_path: Path
+@pytest.mark.broker
+def test_a_tansu_bus_is_read_by_the_python_source_even_with_the_connector(
+    bus: EmbeddedBus, spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Tansu's ListOffsets answers the last batch's base offset, which Spark's source would trust.
+    # Tansu's ListOffsets answers an offset inside the last batch, which Spark's source would trust
+    # (issue 26: a Tansu bus configured by address got the connector, and false heartbeat_lost alerts).
     assert jvm_kafka_available(spark), "make jars fetches the connector; spark_session puts it on the classpath"
-    embedded = BusConfig()
-    assert choose_source(spark, embedded, str(tmp_path / "a")) == PYTHON_SOURCE
-    configured = BusConfig(bootstrap_servers="127.0.0.1:9")
-    assert choose_source(spark, configured, str(tmp_path / "b")) == SPARK_SOURCE
+    assert choose_source(spark, BusConfig(), str(tmp_path / "a")) == PYTHON_SOURCE  # the embedded broker
+    configured = BusConfig(bootstrap_servers=bus.bootstrap)
+    with caplog.at_level(logging.INFO, logger="streaming.source.telemetry"):
+        assert choose_source(spark, configured, str(tmp_path / "b")) == PYTHON_SOURCE
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("telemetry source:")]
+    assert line.startswith("telemetry source: Python kafka reader (bus.source auto: the bus at ")
+    assert "Tansu-like" in line
+    assert (tmp_path / "b" / f"source={PYTHON_SOURCE}").exists()
+    # Asked for by name, the connector is refused on such a bus: it would raise false alerts.
+    with pytest.raises(ConfigError, match="cannot read this bus") as refused:
+        choose_source(spark, configured.model_copy(update={"source": "spark"}), str(tmp_path / "c"))
+    assert "\n" not in str(refused.value) and not (tmp_path / "c").exists()
     asked = configured.model_copy(update={"source": "python"})
-    assert choose_source(spark, asked, str(tmp_path / "c")) == PYTHON_SOURCE
+    assert choose_source(spark, asked, str(tmp_path / "d")) == PYTHON_SOURCE
+    # A bus the check cannot reach: the choice is pinned for good, so it is not guessed.
+    monkeypatch.setattr("streaming.source.telemetry.CHECK_TIMEOUT_S", 2.0)
+    with pytest.raises(ConfigError, match=r"cannot tell how the bus at 127\.0\.0\.1:9 answers"):
+        choose_source(spark, BusConfig(bootstrap_servers="127.0.0.1:9"), str(tmp_path / "e"))
 
 
 @pytest.mark.broker

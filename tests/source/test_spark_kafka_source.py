@@ -21,13 +21,14 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from sqlalchemy import select
 
 from streaming import topics
+from streaming.bus import check_list_offsets
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, FleetwatchConfig
 from streaming.contract import topic_of
 from streaming.kraft import KRaftCluster
 from streaming.pipeline.replay import replay_file
 from streaming.pipeline.run import start_job
-from streaming.source import SPARK_SOURCE, jvm_kafka_available
+from streaming.source import SPARK_SOURCE, choose_source, jvm_kafka_available
 from streaming.store import Store, alert_history
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
@@ -117,4 +118,22 @@ def test_a_checkpoint_keeps_the_source_that_started_it(spark, test_config, kafka
         job = start_job(spark, _config(tmp_path, test_config, kafka_bus, "auto"), kafka_bus, store)
     job.stop()
     spark.streams.removeListener(job.recorder)
-    assert [r.source for r in caplog.records if r.getMessage() == "telemetry source chosen"] == [SPARK_SOURCE]
+    assert [r.source for r in caplog.records if r.getMessage().startswith("telemetry source:")] == [SPARK_SOURCE]
+
+
+def test_real_kafka_answers_list_offsets_with_the_high_watermark(kafka_bus):
+    check = check_list_offsets(kafka_bus, timeout_s=60, cached=False)
+    print(f"\nListOffsets check on Kafka 4.4: {check.took_s:.3f} s")
+    assert check.verdict is True, check
+    assert check.listed == check.acked_end == check.fetched
+
+
+def test_auto_reads_a_configured_real_kafka_bus_with_the_connector(spark, test_config, kafka_bus, tmp_path, caplog):
+    assert jvm_kafka_available(spark)
+    bus = _config(tmp_path, test_config, kafka_bus, "auto").bus
+    with caplog.at_level(logging.INFO, logger="streaming.source.telemetry"):
+        assert choose_source(spark, bus, str(tmp_path / "checkpoint")) == SPARK_SOURCE
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("telemetry source:")]
+    assert line == (f"telemetry source: Spark kafka connector (bus.source auto: the bus at {kafka_bus} answers "
+                    "ListOffsets(LATEST) with the high watermark)")
+    assert (tmp_path / "checkpoint" / f"source={SPARK_SOURCE}").exists()
