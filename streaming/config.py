@@ -22,6 +22,7 @@ __all__ = [
     "FleetwatchConfig",
     "ProbeConfig",
     "Receiver",
+    "RestartSettings",
     "RetentionConfig",
     "Route",
     "RuleBook",
@@ -225,6 +226,27 @@ class StoreConfig(_Strict):
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
 
+class RestartSettings(_Strict):
+    """How `fleetwatch run` restarts its streaming query when it fails (streaming/pipeline/supervise.py):
+    from its checkpoint, in the same Spark session, after a delay that doubles from `first_delay_ms`
+    up to `max_delay_ms` and starts over once the query ran `healthy_after_ms` without failing.
+    `give_up_after` failures within `give_up_window_ms` end `run` with exit 1, for the process's
+    own supervisor (Kubernetes, systemd) to start it afresh."""
+
+    first_delay_ms: int = Field(1000, gt=0)
+    max_delay_ms: int = Field(60_000, gt=0)
+    healthy_after_ms: int = Field(300_000, gt=0)
+    give_up_after: int = Field(10, ge=1)
+    give_up_window_ms: int = Field(600_000, gt=0)
+
+    @model_validator(mode="after")
+    def _delays_grow(self) -> RestartSettings:
+        if self.max_delay_ms < self.first_delay_ms:
+            raise ValueError(f"max_delay_ms ({self.max_delay_ms}) must be at least first_delay_ms "
+                             f"({self.first_delay_ms})")
+        return self
+
+
 class SparkConfig(_Strict):
     master: str = "local[*]"
     checkpoint_dir: str = "var/checkpoint"
@@ -244,6 +266,7 @@ class SparkConfig(_Strict):
     # was 42% of its CPU in a replay (bench/replay_vs_reference.py: JVM 22.7 -> 13.1 CPU s) with
     # the live job's throughput unchanged (bench/throughput.py --quick). "" keeps the JVM's defaults.
     driver_java_options: str = "-XX:TieredStopAtLevel=1"
+    restarts: RestartSettings = Field(default_factory=RestartSettings)
 
 
 class ProbeConfig(_Strict):

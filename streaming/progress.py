@@ -113,7 +113,8 @@ class ProgressRecorder(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event) -> None:
-        log.info("query terminated", extra={"id": str(event.id), "exception": event.exception})
+        # A failure's own line is its runner's (`Supervisor`, replay): here only whether it failed.
+        log.info("query terminated", extra={"id": str(event.id), "failed": event.exception is not None})
 
     def wait(self, name: str, predicate, timeout_s: float) -> bool:
         """Block until `predicate(stats)` holds for query `name`, or the timeout passes."""

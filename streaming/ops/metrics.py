@@ -15,6 +15,9 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
 - `fleetwatch_pipeline_*{query}` from the latest `pipeline_progress` row of each streaming query:
   batch duration, input rows, processed rows/s, watermark, lag (wall clock - watermark, so it
   includes the allowed lateness), time of the last batch, batch id, state rows.
+- `fleetwatch_job_restarts_total{query}` (a counter, over every run of the job: the store keeps it)
+  and `fleetwatch_job_last_failure_timestamp_seconds{query}`: the streaming queries the job restarted
+  after they failed, listed from 0 for every query with progress.
 - `fleetwatch_quarantine_messages{reason}`, `fleetwatch_outbox_pending`, `fleetwatch_outbox_failing`,
   `fleetwatch_outbox_oldest_pending_timestamp_seconds`.
 - `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
@@ -52,6 +55,7 @@ from streaming.store import (
     alerts,
     brokers,
     clusters,
+    job_restarts,
     outbox,
     pipeline_progress,
     quarantine,
@@ -168,6 +172,10 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
         ("last_batch_id", "Id of the latest micro-batch."),
         ("state_rows", "Rows in the detector's state store after the latest micro-batch."),
     )}
+    restarts = _Family("fleetwatch_job_restarts_total",
+                       "Restarts of the job's streaming query after it failed, over every run.", kind="counter")
+    last_failure = _Family("fleetwatch_job_last_failure_timestamp_seconds",
+                           "When the job's streaming query last failed and was restarted.")
     quarantined = _Family("fleetwatch_quarantine_messages", "Quarantined messages in the store by reason.")
     pending = _Family("fleetwatch_outbox_pending", "Alert notifications not delivered yet.")
     failing = _Family("fleetwatch_outbox_failing", "Undelivered notifications whose last attempt failed.")
@@ -212,7 +220,9 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
         latest = (select(pipeline_progress.c.query, func.max(pipeline_progress.c.id).label("id"))
                   .group_by(pipeline_progress.c.query).subquery())
         p = pipeline_progress
+        queries: set[str] = set()
         for row in conn.execute(select(p).join(latest, latest.c.id == p.c.id).order_by(p.c.query)):
+            queries.add(row.query)
             q = {"query": row.query}
             pipe["batch_duration_seconds"].add(_seconds(row.batch_duration_ms), **q)
             pipe["input_rows"].add(row.input_rows, **q)
@@ -225,6 +235,12 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
             pipe["last_batch_timestamp_seconds"].add(_seconds(row.recorded_at), **q)
             pipe["last_batch_id"].add(row.batch_id, **q)
             pipe["state_rows"].add(row.state_rows, **q)
+
+        restarted = {row.query: row for row in conn.execute(select(job_restarts))}
+        for query in sorted(queries | restarted.keys()):
+            row = restarted.get(query)
+            restarts.add(row.restarts if row else 0, query=query)
+            last_failure.add(_seconds(row.last_failure_ms) if row else None, query=query)
 
         by_code: dict[str, int] = {}
         for reason, n in conn.execute(select(quarantine.c.reason, func.count()).group_by(quarantine.c.reason)):
@@ -240,8 +256,8 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
         pending.add(backlog[0])
         failing.add(backlog[1])
         oldest.add(_seconds(backlog[2]))
-    return [brokers_by_state, firing, by_rule, controller, last_response, *pipe.values(), quarantined,
-            pending, failing, oldest]
+    return [brokers_by_state, firing, by_rule, controller, last_response, *pipe.values(), restarts, last_failure,
+            quarantined, pending, failing, oldest]
 
 
 def render_metrics(engine: Engine, now_ms: int | None = None) -> str:

@@ -4,7 +4,8 @@
 SparkSession is created first from what spark-submit passed (`--master`, `--conf`, `--packages`),
 so the config's `spark.master` does not override the cluster's; `fleetwatch run`'s job
 (`streaming.pipeline.run.run_job`) then takes the session over unchanged: same pipeline, same
-store, same SIGTERM handling (the running micro-batch finishes, then the query stops).
+store, same SIGTERM handling (the running micro-batch finishes, then the query stops), and a
+failed query restarts from its checkpoint in this session (`streaming.pipeline.supervise`).
 `--metrics-port` serves Prometheus `/metrics` from the driver for as long as the job runs.
 
 Outside spark-submit (no py4j gateway handed over), it runs with the config's `spark.master`.

@@ -3,7 +3,8 @@
 - `start_query`: any pipeline query (the live job's, replay's) with its progress recorder -> `RunningJob`.
 - `start_job`: the live job over the telemetry topics, `QUERY_NAME` -> `RunningJob`.
 - `RunningJob.run_until(stop, finished)`, then `RunningJob.stop()`.
-- `run_job(config, RunOptions)`: `fleetwatch run` and the spark-submit driver, start to closing line.
+- `run_job(config, RunOptions)`: `fleetwatch run` and the spark-submit driver, start to closing line;
+  a failed query is restarted from its checkpoint (`supervise.Supervisor`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from streaming.console import StatusReader, StatusTicker, duration_text, open_co
 from streaming.ops import start_metrics_server
 from streaming.pipeline.graph import build_pipeline
 from streaming.pipeline.session import checkpoint_id, checkpoint_path, refuse_one_stage_checkpoint, spark_session
+from streaming.pipeline.supervise import Supervisor, first_line
 from streaming.progress import ProgressRecorder, QueryStats
 from streaming.resilience import Stopping, retry_store
 from streaming.sinks import AlertPublisher, BatchWriter
@@ -132,11 +134,15 @@ class RunningJob:
 
 
 def start_query(spark: SparkSession, config: FleetwatchConfig, raw: DataFrame, writer: Callable[[DataFrame, int], Any],
-                *, name: str, checkpoint: str, trigger: str, store: Store | None) -> RunningJob:
+                *, name: str, checkpoint: str, trigger: str, store: Store | None,
+                recorder: ProgressRecorder | None = None) -> RunningJob:
     """Start the pipeline over `raw` (the readers' columns) into `writer` (foreachBatch), as query
-    `name`; its progress is recorded (in `store` too, when given). `trigger`: Spark's processingTime."""
-    recorder = ProgressRecorder(store)
-    spark.streams.addListener(recorder)
+    `name`; its progress is recorded (in `store` too, when given). `trigger`: Spark's processingTime.
+    `recorder`: the one of an earlier start of the query (already listening), so a restarted query's
+    progress adds up with its earlier runs'."""
+    if recorder is None:
+        recorder = ProgressRecorder(store)
+        spark.streams.addListener(recorder)
     query = (build_pipeline(raw, config.rule_book(), config.spark.state_buckets).writeStream.queryName(name)
              .foreachBatch(writer)
              .option("checkpointLocation", checkpoint)
@@ -146,14 +152,16 @@ def start_query(spark: SparkSession, config: FleetwatchConfig, raw: DataFrame, w
 
 
 def start_job(spark: SparkSession, config: FleetwatchConfig, bus: str | BusAccess, store: Store,
-              publisher: AlertPublisher | None = None, stop: threading.Event | None = None) -> RunningJob:
+              publisher: AlertPublisher | None = None, stop: threading.Event | None = None,
+              recorder: ProgressRecorder | None = None) -> RunningJob:
     """Start the live job; its progress recorder also feeds the dashboard's pipeline page.
 
     Before the query starts: a checkpoint of the job of one detection stage is refused
     (ConfigError), the alerts topic is created when missing, and the open alerts are orphaned
     when the detection state was reset (`reconcile_reset`). `stop`: store writes are
     retried while the store is unavailable, until `stop` is set (without it a store error fails
-    the batch). `bus`: a configured bus's access, or the embedded broker's address.
+    the batch). `bus`: a configured bus's access, or the embedded broker's address. `recorder`:
+    the earlier start's, when the query is restarted.
     """
     location = checkpoint_path(config, QUERY_NAME)
     refuse_one_stage_checkpoint(spark, location)
@@ -169,7 +177,7 @@ def start_job(spark: SparkSession, config: FleetwatchConfig, bus: str | BusAcces
                          checkpoint=(QUERY_NAME, lambda: checkpoint_id(spark, location)),
                          orphaned_since=orphaned_since)
     job = start_query(spark, config, raw, writer, name=QUERY_NAME, checkpoint=location,
-                      trigger=f"{config.spark.trigger_ms} milliseconds", store=store)
+                      trigger=f"{config.spark.trigger_ms} milliseconds", store=store, recorder=recorder)
     log.info("job started", extra={"bootstrap": access.bootstrap, "checkpoint": location, "source": source})
     return job
 
@@ -186,8 +194,9 @@ class RunOptions:
 
 def run_job(config: FleetwatchConfig, options: RunOptions) -> int:
     """`fleetwatch run`: the live job until SIGINT/SIGTERM (the current micro-batch finishes
-    first) or its failure; the exit code. With no bus configured it starts an embedded one; it
-    waits for the store while the database is down."""
+    first) or a failure that a restart of its query cannot fix (`Supervisor`); the exit code.
+    With no bus configured it starts an embedded one; it waits for the store while the database
+    is down."""
     stop = threading.Event()
     stop_on_signals(stop)
     log_path = options.log_file
@@ -217,7 +226,9 @@ def run_job(config: FleetwatchConfig, options: RunOptions) -> int:
             rows += [("logs", f"{log_path} (--verbose shows them here)"),
                      ("stop", "Ctrl-C (the current micro-batch finishes first)")]
             console.banner("fleetwatch run: the streaming job", rows)
-            ticker = StatusTicker(console, StatusReader(store, None, QUERY_NAME, deliveries_shown=False)).start()
+            supervisor = Supervisor(QUERY_NAME, stop, config.spark.restarts, store)
+            ticker = StatusTicker(console, StatusReader(store, None, QUERY_NAME, deliveries_shown=False),
+                                  note=supervisor.note).start()
             stack.callback(ticker.stop)
             ticker.phase = "starting Spark"
             spark = spark_session(config)
@@ -233,20 +244,23 @@ def run_job(config: FleetwatchConfig, options: RunOptions) -> int:
             ticker.reader.recorder = job.recorder
             ticker.phase = None
             try:
-                job.run_until(stop)
+                failure = supervisor.run(job, lambda recorder: start_job(spark, config, access, store, publisher,
+                                                                         stop=stop, recorder=recorder),
+                                         show=lambda phase: _show(ticker, phase))
                 ticker.phase = "stopping: finishing the current micro-batch"
             finally:
-                job.stop()
-            # Asked to stop, a batch waiting for the store gives up: that is no failure of the job.
-            failure = None if stop.is_set() else job.query.exception()
+                supervisor.stop()
             ticker.phase = None
             final = ticker.tick()
             ticker.phase = "stopping"
         if failure is not None:
-            first = (str(failure).strip().splitlines() or [""])[0]
-            console.closing(f"fleetwatch run: the streaming job failed: {first}; details in {log_path}")
+            console.closing(f"fleetwatch run: the streaming job failed: {first_line(failure)}; details in {log_path}")
             return 1
         console.closing(f"fleetwatch run stopped after {duration_text(final.elapsed_s)}: "
                         f"{plural(final.batches, 'micro-batch', 'micro-batches')}, "
                         f"{plural(final.alerts_seen, 'alert')} in the store ({final.firing} firing)")
         return 0
+
+
+def _show(ticker: StatusTicker, phase: str | None) -> None:
+    ticker.phase = phase

@@ -33,6 +33,7 @@ from streaming.store.job_tables import (
     clusters,
     controller_history,
     job_checkpoints,
+    job_restarts,
     metadata,
     outbox,
     pipeline_progress,
@@ -181,6 +182,16 @@ class Store:
         """The id of the Spark checkpoint whose batches the store last recorded for `query`."""
         with self.engine.connect() as conn:
             return conn.scalar(select(job_checkpoints.c.checkpoint_id).where(job_checkpoints.c.query == query))
+
+    def count_restart(self, query: str, error: str, failed_at: int) -> int:
+        """Count one restart of `query` after its failure at `failed_at` (epoch ms) with `error` (one
+        line); returns its restarts so far, over every run of the job."""
+        stmt = self._insert(job_restarts).values(query=query, restarts=1, last_failure_ms=failed_at, last_error=error)
+        stmt = stmt.on_conflict_do_update(index_elements=["query"], set_={
+            "restarts": job_restarts.c.restarts + 1, "last_failure_ms": failed_at, "last_error": error})
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+            return int(conn.scalar(select(job_restarts.c.restarts).where(job_restarts.c.query == query)))
 
     def orphan_open_alerts(self, now_ms: int | None = None) -> int:
         """Mark every firing alert as orphaned at `now_ms`: the detection state that would resolve

@@ -28,6 +28,7 @@ __all__ = [
     "clusters",
     "controller_history",
     "job_checkpoints",
+    "job_restarts",
     "metadata",
     "outbox",
     "pipeline_progress",
@@ -186,4 +187,14 @@ job_checkpoints = Table(
     Column("query", String(255), primary_key=True),
     Column("checkpoint_id", String(64), nullable=False),
     Column("recorded_at", BigInteger, nullable=False),
+)
+
+# How often the job restarted its failed streaming query (`fleetwatch run`'s supervisor), over every
+# run: one row per query, only ever counted up, so /metrics serves it as a counter.
+job_restarts = Table(
+    "job_restarts", metadata,
+    Column("query", String(255), primary_key=True),
+    Column("restarts", BigInteger, nullable=False),
+    Column("last_failure_ms", BigInteger, nullable=False),
+    Column("last_error", Text, nullable=False),
 )

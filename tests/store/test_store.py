@@ -20,6 +20,7 @@ from streaming.store import (
     broker_transitions,
     brokers,
     clusters,
+    job_restarts,
     outbox,
     pipeline_progress,
     quarantine,
@@ -236,3 +237,12 @@ def test_a_store_made_by_an_older_version_gets_the_new_columns_and_indexes(store
         assert store.checkpoint_of("fleetwatch") is None
     finally:
         store.close()
+
+
+def test_query_restarts_are_counted_up_per_query_over_runs(store_url):
+    assert Store(store_url).count_restart("fleetwatch", "java.lang.NullPointerException: x", 1_000) == 1
+    assert Store(store_url).count_restart("fleetwatch", "org.apache.spark.SparkException: y", 2_000) == 2
+    assert Store(store_url).count_restart("other", "z", 3_000) == 1
+    with Store(store_url).engine.connect() as conn:
+        rows = {r.query: (r.restarts, r.last_failure_ms, r.last_error) for r in conn.execute(select(job_restarts))}
+    assert rows == {"fleetwatch": (2, 2_000, "org.apache.spark.SparkException: y"), "other": (1, 3_000, "z")}

@@ -1,0 +1,198 @@
+"""Keeping the live job's streaming query running (`fleetwatch run` and the spark-submit driver).
+
+A query that fails is started again from its checkpoint, in the same Spark session, after a delay
+that doubles from `spark.restarts.first_delay_ms` up to `max_delay_ms`, and starts over once the
+query ran `healthy_after_ms` without failing. A restart is cheap and usually all a failure needs:
+the batch that failed is not committed, so it runs again (every sink write is idempotent), and a
+batch whose commit was written before it threw (SPARK-55271's NullPointerException after a kill)
+is simply not run again.
+
+What a restart cannot fix ends the run, for the process's own supervisor (Kubernetes, systemd)
+and a human: a checkpoint Spark cannot continue (`NOT_RESTARTABLE`), a `ConfigError` from a
+restart's checks (e.g. a source switch), and `give_up_after` failures within `give_up_window_ms`.
+A stop (SIGINT, SIGTERM) during a delay ends the run at once, without a restart.
+
+Each failure is one log line (its first line, the restart count, the delay) and counts in the
+store (`Store.count_restart`), where /metrics reads it (`fleetwatch_job_restarts_total`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from streaming.clock import now_ms
+from streaming.config import ConfigError, RestartSettings
+from streaming.resilience import Stopping, one_line
+from streaming.store import Store
+
+if TYPE_CHECKING:
+    from streaming.pipeline.run import RunningJob
+    from streaming.progress import ProgressRecorder
+
+__all__ = ["NOT_RESTARTABLE", "Backoff", "Supervisor", "first_line", "restartable"]
+
+log = logging.getLogger(__name__)
+
+RESTARTING = "streaming query failed: restarting it from its checkpoint"
+
+# Failures that fail the same way after any number of restarts: Spark's error conditions for state
+# of another shape than the query's, and the detectors' own check of the bucket count.
+NOT_RESTARTABLE = (
+    "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+    "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_COLUMN_FAMILY_SCHEMA_INCOMPATIBLE",
+    "STATE_STORE_INVALID_CONFIG_AFTER_RESTART",
+    "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION",
+    "STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE",
+    "STATE_STORE_VALUE_SCHEMA_EVOLUTION_THRESHOLD_EXCEEDED",
+    "STDS_MIXED_CHECKPOINT_FORMAT_VERSIONS_NOT_SUPPORTED",
+    "buckets but spark.state_buckets is",  # streaming/pipeline/state.py
+    # bus.fail_on_data_loss asked the query to stop when the bus deleted what it had not read: a
+    # restart would start at the same lost offsets.
+    "KAFKA_DATA_LOSS",
+)
+
+
+# A failure in the batch writer (foreachBatch) begins so, then the writer's Python traceback.
+_PYTHON_PROXY = "An exception was raised by the Python Proxy"
+
+
+def first_line(failure: BaseException) -> str:
+    """A failure in one line: the first of its message (Spark's span pages of stack trace), with
+    the class of its Java cause when the message is the cause's ("java.lang.NullPointerException:
+    Cannot invoke ..." rather than "Cannot invoke ..."). A failure in the batch writer is its first
+    Java cause instead ("Job aborted due to stage failure: ... Python worker exited unexpectedly")."""
+    cause = getattr(failure, "_cause", None)  # PySpark keeps the Java cause of a query's failure there only
+    lines = str(failure).strip().splitlines()
+    text = lines[0] if lines else one_line(failure)
+    if _PYTHON_PROXY in text:
+        below = lines + (str(cause).splitlines() if cause is not None else [])
+        return next((line.removeprefix("Caused by: ")[:300] for line in below if line.startswith("Caused by: ")),
+                    text)
+    cause_line = (str(cause).strip().splitlines() or [""])[0] if cause is not None else ""
+    return cause_line if text and text in cause_line else text
+
+
+def restartable(failure: BaseException) -> bool:
+    text = str(failure)
+    return not any(marker in text for marker in NOT_RESTARTABLE)
+
+
+class Backoff:
+    """The delays between restarts, and when to give up (`RestartSettings`)."""
+
+    def __init__(self, settings: RestartSettings, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._failures: deque[float] = deque()  # within the window, oldest first
+        self._in_a_row = 0
+
+    def after_failure(self, ran_s: float) -> float | None:
+        """The delay before the next start, in seconds, for a query that failed after running
+        `ran_s`; None when that makes `give_up_after` failures within the window."""
+        now = self._clock()
+        self._failures.append(now)
+        while now - self._failures[0] > self.settings.give_up_window_ms / 1000:
+            self._failures.popleft()
+        if len(self._failures) >= self.settings.give_up_after:
+            return None
+        if ran_s * 1000 >= self.settings.healthy_after_ms:
+            self._in_a_row = 0
+        self._in_a_row += 1
+        delay_ms = min(self.settings.first_delay_ms * 2 ** min(self._in_a_row - 1, 32), self.settings.max_delay_ms)
+        return delay_ms / 1000
+
+
+class Supervisor:
+    """Runs the live job's query (named `query`) until a stop, restarting it when it fails (module
+    docstring). `note()` is the status line's lasting note."""
+
+    def __init__(self, query: str, stop: threading.Event, settings: RestartSettings, store: Store) -> None:
+        self.query = query
+        self._stop = stop
+        self._backoff = Backoff(settings)
+        self._store = store
+        self.job: RunningJob | None = None
+        self.restarts = 0
+        self.last_error: str | None = None
+
+    def note(self) -> str | None:
+        if not self.restarts:
+            return None
+        times = "once" if self.restarts == 1 else f"{self.restarts} times"
+        return f"query restarted {times} (last: {(self.last_error or '')[:80]})"
+
+    def run(self, job: RunningJob, restart: Callable[[ProgressRecorder], RunningJob],
+            show: Callable[[str | None], Any] = lambda _: None) -> BaseException | None:
+        """Run the started `job` until a stop (None) or a failure that ends the run (returned); `stop()`
+        afterwards. `restart(recorder)` starts the query again, with the first start's progress
+        recorder (a ConfigError it raises ends the run); `show` tells the status line what is
+        going on (None: the query runs)."""
+        self.job = job
+        recorder = job.recorder
+        while True:
+            started = time.monotonic()
+            try:
+                failure = self._watch(lambda: restart(recorder), show)
+            except Stopping:  # asked to stop while a restart waited for the store
+                return None
+            if failure is None:
+                return None
+            delay_s = self._delay_after(failure, time.monotonic() - started)
+            if delay_s is None:
+                return failure
+            self.stop(graceful=False)  # it failed: nothing left to finish
+            show(f"query failed: restarting it in {delay_s:g} s")
+            if self._stop.wait(delay_s):
+                return None
+            show("restarting the query")
+
+    def stop(self, *, graceful: bool = True) -> None:
+        if self.job is not None:
+            self.job.stop(graceful=graceful)
+            self.job = None
+
+    def _watch(self, start: Callable[[], RunningJob], show: Callable[[str | None], Any]) -> BaseException | None:
+        """Start the query if it is not running, and run it until a stop (None) or its failure."""
+        if self.job is None:
+            try:
+                self.job = start()
+            except (ConfigError, Stopping):
+                raise
+            except Exception as exc:  # e.g. the bus unreachable for the alerts topic: as a failed query
+                return exc
+            show(None)
+        self.job.run_until(self._stop)
+        if self._stop.is_set():  # a batch that gave up waiting for the store on a stop is no failure
+            return None
+        return self.job.query.exception()  # None: stopped by someone else, as a stop
+
+    def _delay_after(self, failure: BaseException, ran_s: float) -> float | None:
+        """Log the failure once, count it when it is restarted; the delay before the restart, or
+        None when the run ends."""
+        error = first_line(failure)
+        if not restartable(failure):
+            return None  # the run ends with this error as its closing line
+        delay_s = self._backoff.after_failure(ran_s)
+        if delay_s is None:
+            settings = self._backoff.settings
+            log.error("streaming query failed too often: giving up",
+                      extra={"error": error, "failures": settings.give_up_after,
+                             "window_s": settings.give_up_window_ms / 1000})
+            return None
+        self.restarts += 1
+        self.last_error = error
+        log.warning(RESTARTING, extra={"error": error, "restarts": self.restarts, "delay_s": delay_s})
+        try:
+            self._store.count_restart(self.query, error, now_ms())
+        except SQLAlchemyError as exc:  # counting is best effort: the restart matters more
+            log.warning("query restart not counted: store unavailable", extra={"error": one_line(exc)})
+        return delay_s
