@@ -20,6 +20,11 @@ Per target, every `interval_ms` (a *round*):
    carry the epoch; the detection rules read a negative epoch as unknown, see
    streaming/detect/README.md). The views of all exchanges of the round are merged, so one
    partitioned broker whose forwarded request times out does not hide everybody's heartbeats.
+   One clock per probe (SPEC section 3, amended 2026-11-26): a LastFetchTimestamp is on the KRaft
+   leader's clock, so it is never a `ts` itself. The leader lists itself with its current time
+   (Kafka's `LeaderState.describeReplicaState`); a fetch's age is that time minus the fetch, and
+   the heartbeat's `ts` is the probe's receive time minus the age. An answer without the leader's
+   own time gives no heartbeat. Whether a fetch moved is decided on the leader's clock too.
 4. Lifecycle: the bootstrap's DescribeCluster v2 registrations (fenced or not) become
    `broker_state` events when they change: ONLINE, FENCED, and OFFLINE for a broker that is no
    longer registered. Only a bootstrap in touch with the controller (its DescribeQuorum was

@@ -44,11 +44,24 @@ _QUORUM_UNREACHABLE = (TIMEOUT, "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER", "
 
 @dataclass
 class Quorum:
-    """One DescribeQuorum answer: the leader and each replica's last fetch (voters and observers)."""
+    """One DescribeQuorum answer: the leader, its epoch, and each replica's last fetch (voters and
+    observers), on the leader's clock."""
 
     leader_id: int
     voters: dict[int, tuple[int, int]]  # replica id -> (LastFetchTimestamp, LogEndOffset)
     observers: dict[int, tuple[int, int]]
+    leader_epoch: int = -1  # LeaderEpoch: a new one is a new term of a leader, even of the same node
+
+    @property
+    def leader_now(self) -> int | None:
+        """The leader's clock when it answered, or None when the answer does not tell it.
+
+        Kafka's leader describes its own entry with the current time as LastFetchTimestamp (and
+        LastCaughtUpTimestamp): `LeaderState.describeReplicaState`, for the replica matching
+        `localReplicaKey`. The leader is a voter (an observer while it is being removed).
+        """
+        entry = self.voters.get(self.leader_id) or self.observers.get(self.leader_id)
+        return entry[0] if entry is not None and entry[0] >= 0 else None
 
 
 @dataclass
@@ -184,7 +197,8 @@ async def _describe_quorum(conn: Connection, answer: Answer, target: Target) -> 
 
     answer.quorum = Quorum(partition["LeaderId"],
                            fetches(partition["CurrentVoters"]) if version >= 1 else {},
-                           fetches(partition["Observers"]) if version >= 1 else {})
+                           fetches(partition["Observers"]) if version >= 1 else {},
+                           leader_epoch=partition["LeaderEpoch"])
 
 
 def response_event(answer: Answer, target: str, ts: int, source: str) -> dict[str, Any]:

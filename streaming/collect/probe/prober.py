@@ -190,7 +190,7 @@ class Prober:
             events.append(response_event(answer, target.name, ts(answer), self.options.source))
         if boot is not None:
             events.extend(registrations(boot, state.seen, ts(boot), self.options.source))
-            events.extend(heartbeats(boot, [boot, *answers], state.seen, self.options.source))
+            events.extend(heartbeats(boot, [boot, *answers], state.seen, self.options.source, ts))
         self._note_health(target, events)
         return events
 
