@@ -258,6 +258,8 @@ class KRaftCluster:
                                         stderr=subprocess.STDOUT, start_new_session=True, env=env)
         out.close()
         node._spawned = time.monotonic()  # type: ignore[attr-defined]
+        # The log is appended to: this start's lines begin here (a restart's log holds the last start's).
+        node._log_from = node.log_path.stat().st_size if node.log_path.exists() else 0  # type: ignore[attr-defined]
 
     def wait_node(self, node_id: int, timeout_s: float = 60) -> float:
         """Wait until the node logs that it started; returns seconds since spawn."""
@@ -269,6 +271,7 @@ class KRaftCluster:
                 raise NodeFailed(f"node {node_id} exited with {node.process.returncode if node.process else None}: "
                                  f"see {node.log_path}")
             with contextlib.suppress(FileNotFoundError), node.log_path.open("rb") as fh:
+                fh.seek(getattr(node, "_log_from", 0))
                 if marker in fh.read():
                     node.started_s = time.monotonic() - node._spawned  # type: ignore[attr-defined]
                     return node.started_s
