@@ -16,6 +16,7 @@ rules with the same session timeout.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -37,7 +38,9 @@ from streaming.kraft import CONTROLLER_ID_BASE, KRaftCluster, target_of
 pytestmark = [pytest.mark.real_kafka]
 
 SESSION_TIMEOUT_MS = 3000
+LATENESS_MS = 5000
 SKEW_S = 10.0
+DOWN_S = 30  # the field report's restart of the single controller
 # A heartbeat is the broker's last fetch from the leader: at most a fetch round trip of KRaft
 # (the leader holds a follower's Fetch up to 500 ms) before the probe's answer, never after it.
 MAX_HEARTBEAT_AGE_MS = 1500
@@ -60,6 +63,10 @@ class Recorder:
             events = self.prober.probe_round(before)
             self.rounds.append((before, clock.now_ms(), events))
             self._stop.wait(max(0.0, PROBE.interval_ms / 1000 - (clock.now_ms() - before) / 1000))
+
+    def events(self, kind: str, cluster_id: str) -> list[dict[str, Any]]:
+        return [ev for _, _, events in list(self.rounds) for ev in events
+                if ev["type"] == kind and ev["cluster_id"] == cluster_id]
 
     def heartbeats(self, cluster_id: str) -> list[tuple[int, int, dict[str, Any]]]:
         return [(before, after, ev) for before, after, events in list(self.rounds) for ev in events
@@ -118,3 +125,53 @@ def test_heartbeats_are_on_the_probe_clock_whatever_the_controllers_clock(tmp_pa
         assert all(-MAX_HEARTBEAT_AGE_MS <= off <= 0 for off in offsets), (name, offsets)
     # The ahead cluster did not move the watermark past the other's events: nothing fires.
     assert alerts == []
+
+
+def test_the_single_controller_killed_and_back_30_s_later_is_a_new_controller_not_an_alert(tmp_path: Path):
+    # Issue 31: 1 controller, 3 brokers; the controller killed (SIGKILL) and started again 30 s
+    # later. Meanwhile nobody can fence a broker (the sessions are held); the controller comes back
+    # with the same id and a new leader epoch, and Kafka starts every broker's session afresh. In
+    # the field some brokers fetched from it only after the probe's first answer naming it; here
+    # broker 2 does so for certain: its path to the controller opens a moment after that answer.
+    controller = CONTROLLER_ID_BASE
+    cluster = KRaftCluster(tmp_path / "restart", brokers=3, controllers=1, partitionable=[2],
+                           session_timeout_ms=SESSION_TIMEOUT_MS)
+    cid = cluster.cluster_id
+    try:
+        cluster.start()
+        with recording(("restart", cluster)) as recorder:
+            poll(lambda: {ev["broker_id"] for _, _, ev in recorder.heartbeats(cid)} == {1, 2, 3}, 60,
+                 "heartbeats of every broker")
+            cluster.kill_node(controller)
+            killed_ms = clock.now_ms()
+            poll(lambda: any(ev["controller_id"] == -1 for ev in recorder.events("metadata_response", cid)), 30,
+                 "the probe reporting no controller")
+            cluster.cut_from_quorum(2)  # while there is no controller to reach: nothing changes for Kafka
+            time.sleep(DOWN_S)  # the fault itself: the controller stays down this long
+            cluster.restart_node(controller)
+            back_ms = poll(lambda: next((ev["ts"] for ev in recorder.events("metadata_response", cid)
+                                         if ev["ts"] > killed_ms and ev["controller_id"] == controller), None),
+                           60, "the probe reporting the controller back")
+            cluster.heal(2)
+            poll(lambda: any(ev["ts"] > back_ms and ev["broker_id"] == 2 for _, _, ev in recorder.heartbeats(cid)),
+                 30, "broker 2 heard again")
+            # The detection's watermark a session past the return.
+            poll(lambda: recorder.rounds[-1][0] > back_ms + SESSION_TIMEOUT_MS + LATENESS_MS + 1000, 60,
+                 "probe rounds a session past the controller's return")
+        fenced = cluster.describe()
+    finally:
+        cluster.stop_all()
+    named = [(ev["controller_id"], ev["controller_epoch"]) for ev in recorder.events("metadata_response", cid)
+             if ev["error"] is None and ev["controller_id"] != -1]
+    print("controller (id, epoch) reported:", sorted(set(named)))
+    assert {c for c, _ in named} == {controller}
+    assert len({e for _, e in named}) >= 2  # back in a new leader epoch
+    beats = [ev["ts"] - back_ms for _, _, ev in recorder.heartbeats(cid)
+             if ev["broker_id"] == 2 and ev["ts"] > killed_ms]
+    print(f"broker 2's first heartbeat {beats[0]} ms after the controller's first report")
+    # Kafka fenced nobody: every registration the probe saw stayed ONLINE, and all are unfenced.
+    assert {ev["state"] for ev in recorder.events("broker_state", cid)} == {"ONLINE"}
+    assert fenced == {1: False, 2: False, 3: False}
+    alerts = [(a.rule, a.broker_id, a.status, a.starts_at - back_ms) for a in recorder.alerts()]
+    print("alerts (starts_at against the controller's first report, ms):", alerts)
+    assert [a for a in alerts if a[1] is not None] == []  # nothing about a broker

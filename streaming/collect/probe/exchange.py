@@ -77,6 +77,7 @@ class Answer:
     cluster_id: str | None = None
     controller_id: int | None = None
     controller_known: bool = True
+    controller_epoch: int | None = None  # DescribeQuorum's LeaderEpoch, with a leader
     brokers: tuple[Broker, ...] | None = None
     responder_node_id: int | None = None
     kraft: bool = False  # the broker offers DescribeQuorum
@@ -191,6 +192,8 @@ async def _describe_quorum(conn: Connection, answer: Answer, target: Target) -> 
             answer.controller_id, answer.controller_known = None, False
         return
     answer.controller_id = partition["LeaderId"]
+    if partition["LeaderId"] >= 0:
+        answer.controller_epoch = partition["LeaderEpoch"]
 
     def fetches(replicas: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
         return {r["ReplicaId"]: (r["LastFetchTimestamp"], r["LogEndOffset"]) for r in replicas}
@@ -208,7 +211,7 @@ def response_event(answer: Answer, target: str, ts: int, source: str) -> dict[st
         ts=ts, source=source, cluster_id=answer.cluster_id, target=target, endpoint=answer.endpoint,
         expected=answer.expected, responder_node_id=answer.responder_node_id, controller_id=answer.controller_id,
         error=answer.error, latency_ms=answer.latency_ms, brokers=answer.brokers,
-        controller_known=answer.controller_known))
+        controller_known=answer.controller_known, controller_epoch=answer.controller_epoch))
     if answer.error is not None and answer.detail:
         event["error_detail"] = answer.detail
     return event

@@ -240,5 +240,5 @@ class Prober:
             answer.latency_ms = int((answer.done_s - begun) * 1000)
         if answer.error is not None:
             answer.cluster_id = answer.controller_id = answer.brokers = answer.responder_node_id = None
-            answer.quorum = None
+            answer.quorum = answer.controller_epoch = None
         return answer
