@@ -43,7 +43,9 @@ reported (-1 when the quorum has no leader); a DescribeQuorum that times out (th
 reach an active controller: measured with two of three controllers killed) reports -1; any other
 refusal (authorization, version) reports the controller as unknown (`controller_known` false,
 `controller_id` null), which the controller rules ignore. Without DescribeQuorum (ZooKeeper-era
-brokers) Metadata's ControllerId is the real controller and is reported.
+brokers) Metadata's ControllerId is the real controller and is reported. With a leader,
+DescribeQuorum's LeaderEpoch goes with it as `controller_epoch` (an optional contract field, see
+streaming/detect/README.md): a restarted or re-elected controller keeps its id but not its epoch.
 
 `responder_node_id`: the expected node when ApiVersions v5 confirmed it; otherwise the one node
 that the answer itself lists at the address we connected to (null when none or several).
