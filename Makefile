@@ -26,7 +26,8 @@ startup: $(STAMP) java
 # What the product and the tests need from Debian, installed in one apt-get run when missing
 # (we must be root with apt-get; otherwise a one-line message says what to install):
 # Java 17+ for Spark; Chromium and its driver for the browser tests; PostgreSQL, Prometheus
-# and Alertmanager, which the integration tests start themselves on 127.0.0.1.
+# and Alertmanager, which the integration tests start themselves on 127.0.0.1; libfaketime, which
+# runs a real Kafka controller of the tests with its clock off (streaming/kraft/node.py).
 java:
 	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then $(MAKE) -s apt PKGS=openjdk-17-jre-headless; fi
 
@@ -42,6 +43,7 @@ system: java
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing faketime"; \
 	{ command -v prometheus-alertmanager || command -v alertmanager; } >/dev/null || missing="$$missing prometheus-alertmanager"; \
 	if [ -n "$$missing" ]; then $(MAKE) -s apt PKGS="$$missing"; fi
 

@@ -15,6 +15,10 @@ downstream (Arrow's int64 columns, Spark's timestamps, 32-bit store columns, VAR
 - a broker event (`broker_state`, `broker_heartbeat`) names its cluster: without a cluster id
   (null or empty) it is `missing_cluster_id`, because a broker is known by (cluster id, broker
   id) and brokers of different clusters must never be merged (streaming/detect/README.md).
+
+Optional fields beyond SPEC section 3 (absent: the event means what it meant before them), listed
+with their meaning in streaming/detect/README.md, "Contract additions": `controller_known` and
+`controller_epoch` of a `metadata_response`.
 """
 
 from __future__ import annotations
@@ -128,6 +132,9 @@ class MetadataResponse:
     # False: the collector could not learn the active controller (DescribeQuorum refused), so
     # `controller_id` says nothing; absent means true. Not "no controller" (-1 or null).
     controller_known: bool = True
+    # The KRaft quorum's LeaderEpoch with which `controller_id` answered (DescribeQuorum); absent or
+    # null when unknown. A new epoch is a new term of the active controller, even of the same node.
+    controller_epoch: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -345,6 +352,7 @@ def event_from_dict(obj: Any, latest_ts_ms: int | None = None) -> Event:
             latency_ms=_int(obj, "latency_ms", _INT64, required=False),
             brokers=_brokers(_field(obj, "brokers", list, required=False)),
             controller_known=_field(obj, "controller_known", bool, required=False) is not False,
+            controller_epoch=_int(obj, "controller_epoch", _INT64, required=False),
         )
     if not cluster_id:
         raise Rejected("missing_cluster_id", f"a {kind} must name the cluster of its broker")
@@ -416,7 +424,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
                 "brokers": None if event.brokers is None else [
                     {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": b.fenced}
                     for b in event.brokers],
-                "controller_known": event.controller_known}
+                "controller_known": event.controller_known, "controller_epoch": event.controller_epoch}
     if event.__class__ is BrokerState:
         return {"schema": SCHEMA, "type": event.type, "ts": event.ts, "source": event.source,
                 "cluster_id": event.cluster_id, "broker_id": event.broker_id, "state": event.state,

@@ -22,6 +22,7 @@ class Controller:
         self.none_since: int | None = None
         self.views: dict[int, tuple[int, int | None]] = {}  # responder -> (last heard, controller it named)
         self.agreed: int | None = None
+        self.epoch: int | None = None  # the highest leader epoch reported with a controller
         self.changes: list[int] = []
         self.disagree_since: int | None = None
 
@@ -76,13 +77,19 @@ class Controller:
         else:
             self.none_since = None
             self.inc.resolve("cluster.no_controller", self.cluster_id, ts)
+        # README: a leader epoch above every one reported is a takeover too (a new term, same node or not).
+        epoch = r.get("controller_epoch") if controller is not None else None
+        new_term = False
+        if epoch is not None:
+            new_term = self.epoch is not None and epoch > self.epoch
+            self.epoch = epoch if self.epoch is None else max(self.epoch, epoch)
         if responder is None:
-            return False
+            return new_term
         if self.disagree_since is not None and len(set(self.named(ts).values())) < 2:
             self.disagree_since = None  # views went stale since the last response: not continuous
         previous_view = self.views.get(responder, (ts, None))[1]
-        takeover = (controller is not None and previous_view is not None and previous_view == self.agreed
-                    and controller != self.agreed and controller not in set(self.named(ts).values()))
+        takeover = new_term or (controller is not None and previous_view is not None and previous_view == self.agreed
+                                and controller != self.agreed and controller not in set(self.named(ts).values()))
         self.views[responder] = (ts, controller if controller is not None else previous_view)
         self.views = {n: v for n, v in self.views.items() if ts - v[0] <= FORGET_VIEWS_AFTER}
         named = set(self.named(ts).values())

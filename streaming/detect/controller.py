@@ -25,6 +25,8 @@ class ClusterTracker:
     # responder node id -> (last heard, last controller it named)
     views: dict[int, tuple[int, int | None]] = field(default_factory=dict)
     agreed: int | None = None
+    # The highest KRaft leader epoch reported with a controller (`controller_epoch`), None before one.
+    leader_epoch: int | None = None
     changes: list[int] = field(default_factory=list)
     disagree_since: int | None = None
     target: str | None = None
@@ -93,7 +95,8 @@ class ClusterTracker:
     def on_response(self, r: MetadataResponse, rules: RuleSettings, incidents: Incidents,
                     out: Emitter) -> bool:
         """Apply one successful response; True when it is the first report of a new active
-        controller (a *takeover*: streaming/detect/README.md, `broker.heartbeat_lost`)."""
+        controller, or of a new leader epoch (a *takeover*: streaming/detect/README.md,
+        `broker.heartbeat_lost`). Flapping and disagreement compare controller ids only."""
         self.target = r.target
         self.last_response_ms = r.ts
         if not r.controller_known:
@@ -109,8 +112,15 @@ class ClusterTracker:
                 self._record(r.ts, controller)
             self.none_since = None
             incidents.resolve(out, NO_CONTROLLER, self.subject, r.ts)
+        # A leader epoch above every one reported is a new term of the active controller: of another
+        # node, or of the same node restarted or re-elected. Like a new node, it starts every broker's
+        # session afresh (Kafka's ClusterControlManager.activate runs at every new term).
+        epoch = r.controller_epoch if controller is not None else None
+        new_term = epoch is not None and self.leader_epoch is not None and epoch > self.leader_epoch
+        if epoch is not None and (self.leader_epoch is None or epoch > self.leader_epoch):
+            self.leader_epoch = epoch
         if r.responder_node_id is None:
-            return False
+            return new_term
         if self.disagree_since is not None and len(self._controllers_named(r.ts, rules)) < 2:
             # Views went stale since the last response: the disagreement was not continuous.
             self.disagree_since = None
@@ -118,8 +128,9 @@ class ClusterTracker:
         # A responder that named the agreed controller now names one nobody names: the first report
         # of a new active controller. (No controller named, or a responder first heard naming
         # another one than the rest, is not.)
-        takeover = (controller is not None and previous_view is not None and previous_view == self.agreed
-                    and controller != self.agreed and controller not in self._controllers_named(r.ts, rules))
+        takeover = new_term or (
+            controller is not None and previous_view is not None and previous_view == self.agreed
+            and controller != self.agreed and controller not in self._controllers_named(r.ts, rules))
         self.views[r.responder_node_id] = (r.ts, controller if controller is not None else previous_view)
         self.views = {n: v for n, v in self.views.items() if r.ts - v[0] <= rules.forget_after_ms}
         named = self._controllers_named(r.ts, rules)

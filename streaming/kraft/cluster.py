@@ -19,6 +19,10 @@ its own hosts file (`-Djdk.net.hosts.file`): for a partitionable broker those na
 127.0.0.2, where its proxies listen on the controllers' port numbers; for every other node, to
 127.0.0.1, where the controllers listen.
 
+A node can run with its wall clock shifted (`clock_offsets`, or a node's `clock_offset_s` before a
+restart; libfaketime, only for that JVM): a controller whose clock is ahead or behind stamps
+DescribeQuorum's LastFetchTimestamps on its own clock.
+
 Faults act on processes: `stop` (SIGTERM, controlled shutdown), `kill` (SIGKILL), `freeze`
 (SIGSTOP) and `thaw` (SIGCONT). Every node logs to `<workdir>/<node>/server.log`; `stop_all`
 leaves the work folder in place, so logs survive a failed test.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -39,7 +44,7 @@ from pathlib import Path
 
 from streaming.jars import classpath
 from streaming.kraft.kafka_view import active_controller, describe_brokers
-from streaming.kraft.node import KafkaNode, NodeFailed
+from streaming.kraft.node import KafkaNode, NodeFailed, clock_environment
 from streaming.kraft.proxy import TcpProxy
 from streaming.kraft.secure_listener import SecureListener
 
@@ -91,9 +96,10 @@ class KRaftCluster:
                  cluster_id: str | None = None, bundle: str = "kafka-4.4.0",
                  session_timeout_ms: int = 3000, heartbeat_interval_ms: int = 500,
                  partitionable: Iterable[int] = (), extra: Mapping[str, str] | None = None,
-                 secure: SecureListener | None = None) -> None:
+                 secure: SecureListener | None = None, clock_offsets: Mapping[int, float] | None = None) -> None:
         """`controllers=0` is the combined layout (each broker is also a controller and a voter).
-        `secure`: brokers also listen with SASL_SSL (SCRAM-SHA-512) on `secure_port`."""
+        `secure`: brokers also listen with SASL_SSL (SCRAM-SHA-512) on `secure_port`.
+        `clock_offsets`: {node id: seconds its wall clock runs ahead (negative: behind)}."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.workdir = Path(workdir)
@@ -114,6 +120,8 @@ class KRaftCluster:
             cid = CONTROLLER_ID_BASE + i
             self.nodes[cid] = KafkaNode(cid, ("controller",), self.workdir / f"node-{cid}",
                                         controller_port=_free_port())
+        for node_id, offset_s in (clock_offsets or {}).items():
+            self.nodes[node_id].clock_offset_s = offset_s
         self.partitionable = set(partitionable)
         if self.partitionable - {n.node_id for n in self.brokers}:
             raise ValueError("only brokers can be partitionable")
@@ -245,10 +253,13 @@ class KRaftCluster:
             return
         config = self._write_config(node)
         out = (node.workdir / "stdout.log").open("ab")
+        env = {**os.environ, **clock_environment(node.clock_offset_s)} if node.clock_offset_s else None
         node.process = subprocess.Popen(self._java(node, "kafka.Kafka", str(config)), stdout=out,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                        stderr=subprocess.STDOUT, start_new_session=True, env=env)
         out.close()
         node._spawned = time.monotonic()  # type: ignore[attr-defined]
+        # The log is appended to: this start's lines begin here (a restart's log holds the last start's).
+        node._log_from = node.log_path.stat().st_size if node.log_path.exists() else 0  # type: ignore[attr-defined]
 
     def wait_node(self, node_id: int, timeout_s: float = 60) -> float:
         """Wait until the node logs that it started; returns seconds since spawn."""
@@ -260,6 +271,7 @@ class KRaftCluster:
                 raise NodeFailed(f"node {node_id} exited with {node.process.returncode if node.process else None}: "
                                  f"see {node.log_path}")
             with contextlib.suppress(FileNotFoundError), node.log_path.open("rb") as fh:
+                fh.seek(getattr(node, "_log_from", 0))
                 if marker in fh.read():
                     node.started_s = time.monotonic() - node._spawned  # type: ignore[attr-defined]
                     return node.started_s

@@ -61,7 +61,7 @@ def pack(items: Sequence[PackedItem]) -> bytes:
                 _RESPONSE, event.ts, event.source, event.cluster_id, event.target, event.endpoint,
                 None if x is None else (x.cluster_id, x.node_id), event.responder_node_id, event.controller_id,
                 event.error, event.latency_ms, None if brokers is None else brokers_index(brokers),
-                event.controller_known)
+                event.controller_known, event.controller_epoch)
         elif event.__class__ is BrokerHeartbeat:
             endpoints = event.endpoints
             row = (_HEARTBEAT, event.ts, event.source, event.cluster_id, event.broker_id, event.kind,
@@ -90,11 +90,11 @@ def unpack(packed: bytes) -> list[PackedItem]:
                                     None if endpoints is None else tuple(Endpoint(*e) for e in endpoints))
         elif kind == _RESPONSE:
             (_, ts, src, cluster_id, target, endpoint, expected, responder, controller, error, latency, brokers,
-             controller_known) = row
+             controller_known, controller_epoch) = row
             event = MetadataResponse(ts, src, cluster_id, target, endpoint,
                                      None if expected is None else Expected(*expected), responder, controller,
                                      error, latency, None if brokers is None else broker_lists[brokers],
-                                     controller_known=controller_known)
+                                     controller_known=controller_known, controller_epoch=controller_epoch)
         else:
             event = BrokerState(*row[1:])
         items.append((shard, source, offset, event))

@@ -320,9 +320,11 @@ def test_the_probe_reads_a_healthy_separate_quorum():
     boot, endpoints = answers(events)
     assert [(r["expected"], r["error"]) for r in [boot, *endpoints]] == [(None, None)] + [
         ({"cluster_id": cluster["id"], "node_id": b}, None) for b in cluster["brokers"]]
+    quorum = _partition(decoded(next(f for f in fixtures if f["api"] == "DescribeQuorum")))
     for response in [boot, *endpoints]:
-        # The active controller from DescribeQuorum, never Metadata's random live broker.
+        # The active controller from DescribeQuorum, never Metadata's random live broker, with its epoch.
         assert (response["cluster_id"], response["controller_id"]) == (cluster["id"], cluster["leader"])
+        assert response["controller_epoch"] == quorum["LeaderEpoch"] >= 1
     assert [(b["node_id"], b["fenced"]) for b in boot["brokers"]] == [(b, False) for b in cluster["brokers"]]
     assert [e["responder_node_id"] for e in endpoints] == cluster["brokers"]  # confirmed by KIP-1242
     assert sum(1 for s in replay.sent if s[1:] == ("ApiVersionsRequest", 5)) == len(cluster["brokers"])

@@ -16,6 +16,7 @@ from streaming.contract import (
     MAX_TEXT_CHARS,
     Rejected,
     event_from_dict,
+    event_to_dict,
     latest_valid_ts,
     parse_message,
 )
@@ -173,3 +174,14 @@ def test_a_response_without_a_cluster_id_is_still_an_event():
     # Target rules need them: an error answer, or a cluster without an id (cluster.id_invalid).
     assert event_from_dict(response(cluster_id=None), LATEST).cluster_id is None
     assert event_from_dict(response(cluster_id=None, error="TIMEOUT", brokers=None), LATEST).error == "TIMEOUT"
+
+
+def test_the_controller_epoch_is_an_optional_64_bit_integer():
+    # A contract addition (streaming/detect/README.md): absent or null is unknown, as before it existed.
+    assert event_from_dict(response(), LATEST).controller_epoch is None
+    assert event_from_dict(response(controller_epoch=None), LATEST).controller_epoch is None
+    assert event_from_dict(response(controller_epoch=2**40), LATEST).controller_epoch == 2**40
+    assert refused(response(controller_epoch=2**63)).reason == "out_of_range:controller_epoch"
+    assert refused(response(controller_epoch=True)).reason.startswith("wrong_type")
+    event = event_from_dict(response(controller_epoch=7), LATEST)
+    assert event_from_dict(event_to_dict(event), LATEST) == event

@@ -184,12 +184,13 @@ class FakeKafka:
 
     def _DescribeQuorum(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         # As Kafka 4.4 answers (measured): brokers are observers in the separate layout, and the
-        # leader's own voter entry carries the time of the answer.
+        # leader's own voter entry carries the time of the answer, on the leader's clock.
         observers = [{"ReplicaId": node, "LogEndOffset": 100, "LastFetchTimestamp": ts,
                       "LastCaughtUpTimestamp": ts} for node, ts in self.cluster.last_fetch().items()]
-        now = int(time.time() * 1000)
+        now = self.cluster.leader_clock()
         return {"Topics": [{"TopicName": "__cluster_metadata", "Partitions": [{
-            "PartitionIndex": 0, "LeaderId": self.cluster.quorum_leader, "LeaderEpoch": 3, "HighWatermark": 100,
+            "PartitionIndex": 0, "LeaderId": self.cluster.quorum_leader, "LeaderEpoch": self.cluster.leader_epoch,
+            "HighWatermark": 100,
             "CurrentVoters": [{"ReplicaId": self.cluster.quorum_leader, "LogEndOffset": 100,
                                "LastFetchTimestamp": now, "LastCaughtUpTimestamp": now}],
             "Observers": observers}]}]}
@@ -206,12 +207,18 @@ class FakeKafka:
 
 
 class FakeCluster:
+    """`last_fetch` and `leader_clock` (the leader's wall clock, ms; default this machine's) are on
+    the leader's clock; `leader_epoch` is DescribeQuorum's LeaderEpoch."""
+
     def __init__(self, cluster_id: str, *, quorum_leader: int = 3001,
-                 last_fetch: Callable[[], dict[int, int]] | None = None) -> None:
+                 last_fetch: Callable[[], dict[int, int]] | None = None,
+                 leader_clock: Callable[[], int] | None = None, leader_epoch: int = 3) -> None:
         self.cluster_id = cluster_id
         self.quorum_leader = quorum_leader
+        self.leader_epoch = leader_epoch
         self.brokers: list[dict[str, Any]] = []
         self.last_fetch = last_fetch or dict
+        self.leader_clock = leader_clock or (lambda: int(time.time() * 1000))
 
 
 # --------------------------------------------------------------------------- TLS

@@ -130,20 +130,24 @@ def bk(node: int, address: str, fenced: bool | None = None) -> dict[str, Any]:
 def resp(ts: int, target: str, endpoint: str, cluster_id: str | None,
          expected: tuple[str | None, int | None] | None = None, responder: int | None = None,
          controller: int | None = 1, error: str | None = None,
-         brokers: list[dict[str, Any]] | None = None) -> Event:
+         brokers: list[dict[str, Any]] | None = None, epoch: int | None = None) -> Event:
+    """A metadata_response; `epoch`: its `controller_epoch` (the quorum's LeaderEpoch), absent when None."""
     if error is not None:
         controller = None
-    return contract_event({
+    obj = {
         "type": "metadata_response", "ts": ts, "cluster_id": cluster_id, "target": target, "endpoint": endpoint,
         "expected": None if expected is None else {"cluster_id": expected[0], "node_id": expected[1]},
         "responder_node_id": responder, "controller_id": controller, "error": error, "latency_ms": 3,
         "brokers": [] if brokers is None and error is None else brokers,
-    })
+    }
+    if epoch is not None:
+        obj["controller_epoch"] = epoch
+    return contract_event(obj)
 
 
-def ctl(s: float, controller: int | None, responder: int = 1, cluster: str = C) -> Event:
+def ctl(s: float, controller: int | None, responder: int = 1, cluster: str = C, epoch: int | None = None) -> Event:
     return resp(t(s), "pay", f"b{responder}:9092", cluster, (cluster, responder), responder=responder,
-                controller=controller)
+                controller=controller, epoch=epoch)
 
 
 def later(ts: int) -> Event:

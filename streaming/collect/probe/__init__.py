@@ -20,6 +20,11 @@ Per target, every `interval_ms` (a *round*):
    carry the epoch; the detection rules read a negative epoch as unknown, see
    streaming/detect/README.md). The views of all exchanges of the round are merged, so one
    partitioned broker whose forwarded request times out does not hide everybody's heartbeats.
+   One clock per probe (SPEC section 3, amended 2026-11-26): a LastFetchTimestamp is on the KRaft
+   leader's clock, so it is never a `ts` itself. The leader lists itself with its current time
+   (Kafka's `LeaderState.describeReplicaState`); a fetch's age is that time minus the fetch, and
+   the heartbeat's `ts` is the probe's receive time minus the age. An answer without the leader's
+   own time gives no heartbeat. Whether a fetch moved is decided on the leader's clock too.
 4. Lifecycle: the bootstrap's DescribeCluster v2 registrations (fenced or not) become
    `broker_state` events when they change: ONLINE, FENCED, and OFFLINE for a broker that is no
    longer registered. Only a bootstrap in touch with the controller (its DescribeQuorum was
@@ -59,7 +64,9 @@ reported (-1 when the quorum has no leader); a DescribeQuorum that times out (th
 reach an active controller: measured with two of three controllers killed) reports -1; any other
 refusal (authorization, version) reports the controller as unknown (`controller_known` false,
 `controller_id` null), which the controller rules ignore. Without DescribeQuorum (ZooKeeper-era
-brokers) Metadata's ControllerId is the real controller and is reported.
+brokers) Metadata's ControllerId is the real controller and is reported. With a leader,
+DescribeQuorum's LeaderEpoch goes with it as `controller_epoch` (an optional contract field, see
+streaming/detect/README.md): a restarted or re-elected controller keeps its id but not its epoch.
 
 `responder_node_id`: the expected node when ApiVersions v5 confirmed it; otherwise the one node
 that the answer itself lists at the address we connected to (null when none or several).

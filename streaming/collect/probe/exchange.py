@@ -45,11 +45,24 @@ _QUORUM_UNREACHABLE = (TIMEOUT, "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER", "
 
 @dataclass
 class Quorum:
-    """One DescribeQuorum answer: the leader and each replica's last fetch (voters and observers)."""
+    """One DescribeQuorum answer: the leader, its epoch, and each replica's last fetch (voters and
+    observers), on the leader's clock."""
 
     leader_id: int
     voters: dict[int, tuple[int, int]]  # replica id -> (LastFetchTimestamp, LogEndOffset)
     observers: dict[int, tuple[int, int]]
+    leader_epoch: int = -1  # LeaderEpoch: a new one is a new term of a leader, even of the same node
+
+    @property
+    def leader_now(self) -> int | None:
+        """The leader's clock when it answered, or None when the answer does not tell it.
+
+        Kafka's leader describes its own entry with the current time as LastFetchTimestamp (and
+        LastCaughtUpTimestamp): `LeaderState.describeReplicaState`, for the replica matching
+        `localReplicaKey`. The leader is a voter (an observer while it is being removed).
+        """
+        entry = self.voters.get(self.leader_id) or self.observers.get(self.leader_id)
+        return entry[0] if entry is not None and entry[0] >= 0 else None
 
 
 @dataclass
@@ -65,6 +78,7 @@ class Answer:
     cluster_id: str | None = None
     controller_id: int | None = None
     controller_known: bool = True
+    controller_epoch: int | None = None  # DescribeQuorum's LeaderEpoch, with a leader
     brokers: tuple[Broker, ...] | None = None
     responder_node_id: int | None = None
     kraft: bool = False  # the broker offers DescribeQuorum
@@ -187,13 +201,16 @@ async def _describe_quorum(conn: Connection, answer: Answer, target: Target) -> 
             answer.controller_id, answer.controller_known = None, False
         return
     answer.controller_id = partition["LeaderId"]
+    if partition["LeaderId"] >= 0:
+        answer.controller_epoch = partition["LeaderEpoch"]
 
     def fetches(replicas: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
         return {r["ReplicaId"]: (r["LastFetchTimestamp"], r["LogEndOffset"]) for r in replicas}
 
     answer.quorum = Quorum(partition["LeaderId"],
                            fetches(partition["CurrentVoters"]) if version >= 1 else {},
-                           fetches(partition["Observers"]) if version >= 1 else {})
+                           fetches(partition["Observers"]) if version >= 1 else {},
+                           leader_epoch=partition["LeaderEpoch"])
 
 
 def response_event(answer: Answer, target: str, ts: int, source: str) -> dict[str, Any]:
@@ -203,7 +220,7 @@ def response_event(answer: Answer, target: str, ts: int, source: str) -> dict[st
         ts=ts, source=source, cluster_id=answer.cluster_id, target=target, endpoint=answer.endpoint,
         expected=answer.expected, responder_node_id=answer.responder_node_id, controller_id=answer.controller_id,
         error=answer.error, latency_ms=answer.latency_ms, brokers=answer.brokers,
-        controller_known=answer.controller_known))
+        controller_known=answer.controller_known, controller_epoch=answer.controller_epoch))
     if answer.error is not None and answer.detail:
         event["error_detail"] = answer.detail
     return event

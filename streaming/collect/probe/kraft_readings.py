@@ -1,8 +1,14 @@
 """KRaft readings of a round: broker heartbeats from DescribeQuorum's last fetch times, and
-registrations from DescribeCluster v2 as `broker_state` events (see the package docstring)."""
+registrations from DescribeCluster v2 as `broker_state` events (see the package docstring).
+
+One clock per probe (SPEC section 3, amended 2026-11-26): every `ts` is on the probe's clock. A
+LastFetchTimestamp is on the KRaft leader's clock, which may be seconds off: it is only ever
+compared with the same leader's clock (its age, and whether it moved), never used as a time.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,33 +23,54 @@ UNKNOWN_EPOCH = -1  # Kafka's "no broker epoch"; DescribeQuorum does not report 
 @dataclass
 class LastReadings:
     """What earlier rounds read of a target's brokers, keyed by (cluster id, node id): the last
-    fetch time already reported, and the registration (ONLINE or FENCED) last seen."""
+    fetch already reported, as (leader epoch, LastFetchTimestamp on that leader's clock), and the
+    registration (ONLINE or FENCED) last seen."""
 
-    last_fetch: dict[tuple[str | None, int], int] = field(default_factory=dict)
+    last_fetch: dict[tuple[str | None, int], tuple[int, int]] = field(default_factory=dict)
     registrations: dict[tuple[str | None, int], str] = field(default_factory=dict)
 
 
-def heartbeats(boot: Answer, answers: list[Answer], seen: LastReadings, source: str) -> list[dict[str, Any]]:
-    """New last-fetch times of the cluster's brokers, merged over the round's quorum views."""
+def heartbeats(boot: Answer, answers: list[Answer], seen: LastReadings, source: str,
+               received: Callable[[Answer], int]) -> list[dict[str, Any]]:
+    """New last fetches of the cluster's brokers, merged over the round's quorum views, as heartbeats
+    stamped on the probe's clock (`received(answer)`: when the probe got that answer).
+
+    A fetch's age is the leader's now (`Quorum.leader_now`) minus its LastFetchTimestamp, both on
+    the leader's clock; the heartbeat's `ts` is the probe's receive time minus that age. An answer
+    that does not tell the leader's now gives no heartbeat: a raw remote time never becomes a `ts`.
+    Whether a fetch is new is decided on the leader's clock as well: (leader epoch, raw
+    LastFetchTimestamp) later than the last one reported. A new epoch is a new leader (perhaps
+    another node, another clock) whose recorded fetches all came after it took over.
+    """
     brokers = {b.node_id for a in answers if a.cluster_id == boot.cluster_id for b in a.brokers or ()}
     brokers |= {node for (cluster, node) in seen.registrations if cluster == boot.cluster_id}
-    latest: dict[int, tuple[int, int]] = {}
+    latest: dict[int, tuple[tuple[int, int], int, int]] = {}  # replica -> (mark, ts, log end offset)
     for answer in answers:
-        if answer.quorum is None or answer.cluster_id != boot.cluster_id:
+        quorum = answer.quorum
+        if quorum is None or answer.cluster_id != boot.cluster_id:
             continue
+        leader_now = quorum.leader_now
+        if leader_now is None:
+            continue  # no reference on the leader's clock: its times say nothing to us
+        at = received(answer)
         # Observers are brokers; voters are brokers only in the combined layout.
-        replicas = {**{r: f for r, f in answer.quorum.voters.items() if r in brokers}, **answer.quorum.observers}
-        for replica, fetch in replicas.items():
-            if fetch[0] > latest.get(replica, (-1, -1))[0]:
-                latest[replica] = fetch
+        replicas = {**{r: f for r, f in quorum.voters.items() if r in brokers}, **quorum.observers}
+        for replica, (fetched, offset) in replicas.items():
+            if fetched < 0:
+                continue  # unknown: no fetch from this replica in the leader's term
+            mark, ts = (quorum.leader_epoch, fetched), at - max(0, leader_now - fetched)
+            known = latest.get(replica)
+            if known is None or mark > known[0] or (mark == known[0] and ts < known[1]):
+                # The same fetch seen in two answers: the earlier time is the one less delayed.
+                latest[replica] = (mark, ts, offset)
     out = []
-    for replica, (fetched, offset) in sorted(latest.items()):
+    for replica, (mark, ts, offset) in sorted(latest.items()):
         key = (boot.cluster_id, replica)
-        if fetched < 0 or seen.last_fetch.get(key, -1) >= fetched:
-            continue  # unknown, or no fetch since the last round: not a new heartbeat
-        seen.last_fetch[key] = fetched
+        if seen.last_fetch.get(key, (-1, -1)) >= mark:
+            continue  # no fetch since the last round: not a new heartbeat
+        seen.last_fetch[key] = mark
         out.append(event_to_dict(BrokerHeartbeat(
-            ts=fetched, source=source, cluster_id=boot.cluster_id, broker_id=replica, kind="heartbeat",
+            ts=ts, source=source, cluster_id=boot.cluster_id, broker_id=replica, kind="heartbeat",
             broker_epoch=UNKNOWN_EPOCH, metadata_offset=offset if offset >= 0 else None, fenced=None, rack=None,
             endpoints=None)))
     return out

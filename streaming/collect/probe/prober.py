@@ -220,7 +220,7 @@ class Prober:
             events.append(response_event(answer, target.name, ts(answer), self.options.source))
         if boot is not None:
             events.extend(registrations(boot, state.seen, ts(boot), self.options.source))
-            events.extend(heartbeats(boot, [boot, *answers], state.seen, self.options.source))
+            events.extend(heartbeats(boot, [boot, *answers], state.seen, self.options.source, ts))
         self._note_health(target, events)
         return events
 
@@ -320,5 +320,5 @@ class Prober:
             answer.latency_ms = int((answer.done_s - begun) * 1000)
         if answer.error is not None:
             answer.cluster_id = answer.controller_id = answer.brokers = answer.responder_node_id = None
-            answer.quorum = None
+            answer.quorum = answer.controller_epoch = None
         return answer

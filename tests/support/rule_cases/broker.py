@@ -116,6 +116,33 @@ case(HB_LOST, "a broker first heard while no controller is reported is held like
      [ctl(0, 3000, responder=2), ctl(1, -1, responder=2), hb(t(2), 1), ctl(4, -1, responder=2),
       ctl(14, 3001, responder=2), later(past(t(14) + SESSION))],
      [F(HB_LOST, B1, t(14) + SESSION)], "tricky")
+# A new KRaft leader epoch (`controller_epoch`) is a new term of the active controller, even of the
+# same node: Kafka starts every broker's session afresh then, as on a takeover (issue 31). Measured
+# on Kafka 4.4 (1 controller, 3 brokers): the controller killed (SIGKILL) and started 30 s later came
+# back as the same id with the next epoch, and fenced nobody.
+case(HB_LOST, "the same controller back with a new leader epoch starts every held session afresh",
+     [hb(t(0), 1), hb(t(0.2), 2), ctl(2, 3000, responder=1, epoch=5), ctl(2.01, 3000, responder=2, epoch=5),
+      *[ctl(s, -1, responder=1 + int(s) % 2) for s in every(4, 29, 1)],
+      ctl(30, 3000, responder=1, epoch=6), hb(t(30.5), 1), ctl(30.6, 3000, responder=2, epoch=6), hb(t(30.7), 2),
+      later(past(t(30)) + 2000)],
+     [F(NO_CONTROLLER, C, t(4) + 15000), R(NO_CONTROLLER, C, t(4) + 15000, t(30))], "quiet", "tricky")
+case(HB_LOST, "the same controller back in the same leader epoch lets a held deadline stand",
+     [hb(t(0), 1), ctl(2, 3000, responder=2, epoch=5), ctl(8.9, -1, responder=3), ctl(9.2, 3000, responder=2, epoch=5),
+      later(past(t(9.2)))],
+     [F(HB_LOST, B1, t(0) + SESSION)], "fires", "tricky")
+case(HB_LOST, "a new leader epoch of the same controller restarts the session without a hold",
+     [hb(t(0), 1), ctl(2, 3000, responder=2, epoch=5), ctl(5, 3000, responder=2, epoch=6),
+      later(past(t(5) + SESSION))],
+     [F(HB_LOST, B1, t(5) + SESSION)], "fires", "tricky")
+case(HB_LOST, "an older leader epoch is no new term",
+     [hb(t(0), 1), ctl(2, 3000, responder=2, epoch=6), ctl(5, 3000, responder=3, epoch=5),
+      later(past(t(0) + SESSION))],
+     [F(HB_LOST, B1, t(0) + SESSION)], "fires")
+case(HB_LOST, "a new leader epoch reported by a bootstrap without a known responder restarts the session",
+     [hb(t(0), 1), ctl(2, 3000, responder=2, epoch=5),
+      resp(t(5), "pay", "boot:9092", C, responder=None, controller=3000, epoch=6),
+      later(past(t(5) + SESSION))],
+     [F(HB_LOST, B1, t(5) + SESSION)], "fires", "tricky")
 case(HB_LOST, "a broker that never heartbeated is not heartbeat-lost",
      [state(t(0), 1, "FENCED", "OFFLINE"), state(t(1), 1, "ONLINE"), later(t(100))],
      [], "quiet")

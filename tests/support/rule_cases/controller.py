@@ -55,6 +55,14 @@ case(CTL_FLAPPING, "three changes spanning exactly the window",
 case(CTL_FLAPPING, "a return from no controller to the same one is no change",
      [ctl(0, 1), ctl(5, -1), ctl(10, 1), ctl(12, -1), ctl(14, 1), ctl(20, 2), ctl(25, 1), later(t(60))],
      [], "quiet", "tricky")
+# A new leader epoch of the same node restarts the brokers' sessions (rule_cases/broker.py), but the
+# controller did not move: flapping and disagreement compare controller ids only.
+case(CTL_FLAPPING, "new leader epochs of the same controller are no change",
+     [ctl(s, 3000, responder=1, epoch=e) for e, s in enumerate((0, 10, 20, 30, 40), start=5)] + [later(t(60))],
+     [], "quiet", "tricky")
+case(CTL_DISAGREE, "responders naming one controller in different epochs agree",
+     [ctl(s, 3000, responder=1 + int(s) % 2, epoch=5 + int(s) % 2) for s in every(0, 40, 1)] + [later(t(80))],
+     [], "quiet")
 case(CTL_FLAPPING, "bootstrap responses without a responder do not count",
      [ctl(0, 1), *[resp(t(s), "pay", "b1:9092", C, None, responder=None, controller=c)
                    for s, c in [(5, 2), (6, 3), (7, 2), (8, 3)]], ctl(10, 1)],
