@@ -1,7 +1,9 @@
 """Who may silence from the dashboard, and what a dashboard silence matches (issue 19).
 
-- Basic auth is both variables or neither: one without the other stops `fleetwatch dashboard`
-  with a one-line error instead of serving without auth.
+- Basic auth is both variables or neither, per role: one without the other stops
+  `fleetwatch dashboard` with a one-line error instead of serving without auth.
+- Two roles (issue 27.1): a viewer sees every page but the silence callback refuses it (nothing
+  written); a silencer may silence. Without auth only a loopback dashboard silences.
 - Without auth, a dashboard listening beyond loopback says so in a warning: at start when the
   command knows its address, at the first request under a WSGI server (gunicorn's bind).
 - With auth, a silence records the authenticated user; without the right credentials, the
@@ -36,10 +38,11 @@ from streaming.store import Silence, Store, silences
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTH = ("FLEETWATCH_DASHBOARD_USER", "FLEETWATCH_DASHBOARD_PASSWORD")
+SILENCER = ("FLEETWATCH_DASHBOARD_SILENCER_USER", "FLEETWATCH_DASHBOARD_SILENCER_PASSWORD")
 
 
 def _dashboard(store_url: str, host: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in AUTH}
+    clean = {k: v for k, v in os.environ.items() if k not in (*AUTH, *SILENCER)}
     return subprocess.Popen([sys.executable, "-m", "streaming.cli", "dashboard", "--store-url", store_url,
                              "--host", host, "--port", str(free_port())],
                             cwd=ROOT, env={**clean, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -74,11 +77,12 @@ def store_url(tmp_path: Path) -> str:
     return url
 
 
-@pytest.mark.parametrize("only", AUTH)
+@pytest.mark.parametrize("only", (*AUTH, *SILENCER))
 def test_one_auth_variable_without_the_other_is_a_one_line_error(store_url: str, only: str) -> None:
     process = _dashboard(store_url, "127.0.0.1", {only: "x"})
     _, err = process.communicate(timeout=60)
-    missing = next(name for name in AUTH if name != only)
+    pair = AUTH if only in AUTH else SILENCER
+    missing = next(name for name in pair if name != only)
     assert process.returncode == 2
     assert err.count("\n") == 1 and missing in err and "needs both" in err, err
 
@@ -98,15 +102,16 @@ def test_no_auth_beyond_loopback_is_a_warning_at_start_and_loopback_is_quiet(sto
 
 def test_without_auth_the_first_request_on_a_public_address_warns_once(store_url: str, monkeypatch,
                                                                       caplog: pytest.LogCaptureFixture) -> None:
-    for name in AUTH:
+    for name in (*AUTH, *SILENCER):
         monkeypatch.delenv(name, raising=False)
     client = create_app(store_url).server.test_client()
     with caplog.at_level(logging.WARNING, logger="dashboard.auth"):
         for _ in range(3):  # gunicorn bound to 0.0.0.0: SERVER_NAME is its listening address
             assert client.get("http://0.0.0.0/").status_code == 200
     assert [r.getMessage() for r in caplog.records].count(
-        "dashboard auth is off and it listens on 0.0.0.0: anyone who reaches it can silence alerts "
-        "(set FLEETWATCH_DASHBOARD_USER and FLEETWATCH_DASHBOARD_PASSWORD)") == 1
+        "dashboard auth is off and it listens on 0.0.0.0: anyone who reaches it sees the fleet, and silencing "
+        "is refused (set FLEETWATCH_DASHBOARD_USER/FLEETWATCH_DASHBOARD_PASSWORD for viewers and "
+        "FLEETWATCH_DASHBOARD_SILENCER_USER/FLEETWATCH_DASHBOARD_SILENCER_PASSWORD for silencers)") == 1
 
 
 def _silence_request(alert_id: str, reason: str) -> dict:
@@ -120,8 +125,10 @@ def _silence_request(alert_id: str, reason: str) -> dict:
 
 
 def test_with_auth_a_silence_records_the_user_and_needs_the_credentials(store_url: str, monkeypatch) -> None:
-    monkeypatch.setenv(AUTH[0], "sre")
-    monkeypatch.setenv(AUTH[1], "s3cret")
+    monkeypatch.delenv(AUTH[0], raising=False)
+    monkeypatch.delenv(AUTH[1], raising=False)
+    monkeypatch.setenv(SILENCER[0], "sre")  # the silencer alone: every request needs it
+    monkeypatch.setenv(SILENCER[1], "s3cret")
     client = create_app(store_url).server.test_client()
     body = _silence_request("a-lost", "planned rolling restart")
     assert client.post("/_dash-update-component", json=body).status_code == 401
@@ -139,6 +146,71 @@ def test_with_auth_a_silence_records_the_user_and_needs_the_credentials(store_ur
     assert (row["cluster"], row["rule"], row["broker_id"], row["created_by"]) == (
         PAY, "broker.heartbeat_lost", 3, "dashboard (sre)")
     store.close()
+
+
+def _post_silence(client, alert_id: str, credentials: tuple[str, str] | None, base: str = "http://localhost"):
+    """A silence click as the browser posts it, from the dashboard's own page (Origin), with
+    `credentials` (user, password) or none."""
+    headers = {"Origin": base}
+    if credentials is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(credentials).encode()).decode()
+    return client.post(f"{base}/_dash-update-component", json=_silence_request(alert_id, "planned restart"),
+                       headers=headers)
+
+
+def _silence_rows(store_url: str) -> list[dict]:
+    store = Store(store_url)
+    try:
+        with store.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(silences)).mappings().all()]
+    finally:
+        store.close()
+
+
+def test_a_viewer_sees_everything_but_may_not_silence_and_a_silencer_may(store_url: str, monkeypatch) -> None:
+    monkeypatch.setenv(AUTH[0], "sre")
+    monkeypatch.setenv(AUTH[1], "s3cret")
+    monkeypatch.setenv(SILENCER[0], "oncall")
+    monkeypatch.setenv(SILENCER[1], "pager-pw")
+    client = create_app(store_url).server.test_client()
+    viewer = {"Authorization": "Basic " + base64.b64encode(b"sre:s3cret").decode()}
+    for path in ("/", "/alerts", "/_dash-layout", "/_dash-dependencies"):
+        assert client.get(path, headers=viewer).status_code == 200, path
+    assert client.get("/alerts").status_code == 401
+
+    refused = _post_silence(client, "a-lost", ("sre", "s3cret"))
+    assert _silence_rows(store_url) == [], "a viewer's silence was written"
+    assert refused.status_code == 403 or "may not silence" in refused.text, (refused.status_code, refused.text)
+    # A silencer's password is not a viewer's: the wrong pairing is refused like a guess.
+    assert _post_silence(client, "a-lost", ("oncall", "s3cret")).status_code == 401
+    assert _silence_rows(store_url) == []
+
+    answer = _post_silence(client, "a-lost", ("oncall", "pager-pw"))
+    assert answer.status_code == 200, answer.text
+    assert "Silence " in answer.text, answer.text
+    [row] = _silence_rows(store_url)
+    assert (row["rule"], row["broker_id"], row["created_by"]) == ("broker.heartbeat_lost", 3, "dashboard (oncall)")
+
+
+def test_without_auth_only_a_loopback_dashboard_may_silence(store_url: str, monkeypatch) -> None:
+    for name in (*AUTH, *SILENCER):
+        monkeypatch.delenv(name, raising=False)
+    exposed = create_app(store_url, host="0.0.0.0").server.test_client()
+    assert exposed.get("http://10.1.2.3:8050/alerts").status_code == 200  # it shows the fleet ...
+    refused = _post_silence(exposed, "a-lost", None, base="http://10.1.2.3:8050")
+    assert _silence_rows(store_url) == [], "a silence without auth beyond loopback was written"
+    assert refused.status_code == 403 or "may not silence" in refused.text, (refused.status_code, refused.text)
+    # ... and under gunicorn, where only the request tells the listening address (SERVER_NAME).
+    gunicorn = create_app(store_url).server.test_client()
+    refused = _post_silence(gunicorn, "a-lost", None, base="http://0.0.0.0:8050")
+    assert _silence_rows(store_url) == []
+    assert refused.status_code == 403 or "may not silence" in refused.text, (refused.status_code, refused.text)
+
+    loopback = create_app(store_url, host="127.0.0.1").server.test_client()
+    answer = _post_silence(loopback, "a-lost", None, base="http://127.0.0.1:8050")
+    assert answer.status_code == 200 and "Silence " in answer.text, answer.text
+    [row] = _silence_rows(store_url)
+    assert row["created_by"] == "dashboard"
 
 
 def test_a_silence_of_one_misrouted_endpoint_keeps_the_endpoint(store_url: str) -> None:
