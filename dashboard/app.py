@@ -9,7 +9,9 @@ reason) the way `fleetwatch silence add` does. Who may (`auth`): with basic auth
 silencer (FLEETWATCH_DASHBOARD_SILENCER_USER/PASSWORD), whose name the silence records; the viewer
 (FLEETWATCH_DASHBOARD_USER/PASSWORD) sees every page and is refused by the silence callback itself.
 With auth off, anyone who reaches a dashboard listening on loopback; one listening beyond loopback
-refuses silences and says so in a warning.
+refuses silences and says so in a warning. Whatever the auth, a request whose Host is not an
+allowed host (loopback names on loopback; FLEETWATCH_DASHBOARD_ALLOWED_HOSTS) or a POST from
+another origin gets 403 (`auth`: DNS rebinding, cross-site requests).
 
 Filters live in the URL's query string (`/alerts?rule=broker.fenced&severity=critical&cluster=pay`,
 `/alerts?alert=<alert id>`, `/?env=prod&region=eu&q=pay&healthy=1&group=region`,

@@ -18,6 +18,19 @@ server listens on loopback (the person at the machine: `fleetwatch dashboard` wi
 A dashboard without auth that listens beyond loopback says so in a warning and refuses silences.
 The listening address is `host` when the caller knows it, else each request's SERVER_NAME (the
 bind address under gunicorn and werkzeug alike).
+
+Host and Origin, before auth (DNS rebinding, cross-site requests):
+
+- A request whose Host header is not an allowed host gets 403. FLEETWATCH_DASHBOARD_ALLOWED_HOSTS
+  lists them (comma-separated names or addresses, any port; `.example.com` is that domain and its
+  subdomains; `*` any host). Unset, a dashboard listening on loopback allows `localhost` and
+  loopback addresses only, so a page of evil.example that rebinds its name to 127.0.0.1 is
+  refused; one listening beyond loopback allows any Host (behind an Ingress the name is not the
+  app's to know: set the variable).
+- A request that may change something (any method but GET, HEAD and OPTIONS: every Dash callback,
+  among them the silence) gets 403 unless its Origin, else its Referer, is the dashboard's own
+  origin: the same host and port as its Host header. Browsers send Origin with every POST, so a
+  form or script of another site cannot silence through a signed-in browser.
 """
 
 from __future__ import annotations
@@ -26,13 +39,16 @@ import hmac
 import ipaddress
 import logging
 import os
+import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import flask
 
 from streaming.config import ConfigError
 
 __all__ = [
+    "ALLOWED_HOSTS_ENV",
     "AUTH_PASSWORD_ENV",
     "AUTH_USER_ENV",
     "SILENCER",
@@ -40,6 +56,7 @@ __all__ = [
     "SILENCER_USER_ENV",
     "VIEWER",
     "Credential",
+    "allowed_hosts_from_env",
     "basic_auth_from_env",
     "guard_server",
     "silence_author",
@@ -51,6 +68,11 @@ AUTH_USER_ENV = "FLEETWATCH_DASHBOARD_USER"
 AUTH_PASSWORD_ENV = "FLEETWATCH_DASHBOARD_PASSWORD"
 SILENCER_USER_ENV = "FLEETWATCH_DASHBOARD_SILENCER_USER"
 SILENCER_PASSWORD_ENV = "FLEETWATCH_DASHBOARD_SILENCER_PASSWORD"
+ALLOWED_HOSTS_ENV = "FLEETWATCH_DASHBOARD_ALLOWED_HOSTS"
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# A Host header (or an Origin's netloc): a name or IPv4 address, or a bracketed IPv6 address, and a port.
+_HOST = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::(?P<port>[0-9]{1,5}))?")
 
 VIEWER = "viewer"
 SILENCER = "silencer"
@@ -88,6 +110,23 @@ def basic_auth_from_env() -> list[Credential] | None:
     return found or None
 
 
+def allowed_hosts_from_env() -> tuple[str, ...] | None:
+    """FLEETWATCH_DASHBOARD_ALLOWED_HOSTS as lower-case entries, or None when unset (the default:
+    loopback names when listening on loopback, else any). A malformed entry is a ConfigError."""
+    raw = os.environ.get(ALLOWED_HOSTS_ENV)
+    if raw is None or not raw.strip():
+        return None
+    entries = []
+    for entry in (e.strip().lower() for e in raw.split(",")):
+        if not entry:
+            continue
+        name = entry[1:] if entry.startswith(".") else entry
+        if entry != "*" and (not _HOST.fullmatch(name) or _HOST.fullmatch(name)["port"] is not None):
+            raise ConfigError(f"{ALLOWED_HOSTS_ENV}: {entry!r} is not a host name or address (no port, no scheme)")
+        entries.append(entry.strip("[]"))
+    return tuple(entries)
+
+
 def guard_server(server: flask.Flask, host: str | None) -> None:
     """Require basic auth on every request when the environment sets a credential, and note
     each request's role (`silence_author` reads it); without auth, warn when the server listens
@@ -102,12 +141,18 @@ def guard_server(server: flask.Flask, host: str | None) -> None:
                      f"{SILENCER_PASSWORD_ENV})")
     elif host is not None:
         _warn_if_exposed(host)
+    allowed = allowed_hosts_from_env()
     warned = host is not None
 
     @server.before_request
     def check() -> flask.Response | None:
         nonlocal warned
         flask.g.dashboard_user = None
+        listening = host if host is not None else flask.request.environ.get("SERVER_NAME", "")
+        refusal = _foreign_request(allowed, listening)
+        if refusal is not None:
+            log.warning("dashboard request refused", extra={"reason": refusal, "method": flask.request.method})
+            return flask.Response(f"forbidden: {refusal}\n", 403, {"Content-Type": "text/plain"})
         if credentials is not None:
             found = _authenticate(credentials)
             if found is None:
@@ -115,7 +160,6 @@ def guard_server(server: flask.Flask, host: str | None) -> None:
                                       {"WWW-Authenticate": 'Basic realm="fleetwatch"'})
             flask.g.dashboard_user, flask.g.dashboard_role = found.user, found.role
             return None
-        listening = host if host is not None else flask.request.environ.get("SERVER_NAME", "")
         if not warned:
             warned = True
             _warn_if_exposed(listening)
@@ -133,6 +177,44 @@ def silence_author() -> tuple[str | None, str]:
         return None, f"Not silenced: {user} may not silence (a viewer); sign in as a silencer."
     return None, ("Not silenced: this dashboard has no auth and listens beyond loopback, so it may not "
                   f"silence (set {SILENCER_USER_ENV} and {SILENCER_PASSWORD_ENV}).")
+
+
+def _split_host(netloc: str) -> tuple[str, int | None] | None:
+    """(lower-case host without brackets, port or None) of a Host header or netloc; None if malformed."""
+    match = _HOST.fullmatch(netloc.strip())
+    if match is None:
+        return None
+    return match["host"].lower().strip("[]"), int(match["port"]) if match["port"] else None
+
+
+def _host_allowed(name: str, allowed: tuple[str, ...] | None, listening: str) -> bool:
+    if allowed is None:  # the default: loopback names on a loopback dashboard, else anything
+        return not _is_loopback(listening) or _is_loopback(name)
+    return any(entry == "*" or name == entry or (entry.startswith(".") and (name == entry[1:] or name.endswith(entry)))
+               for entry in allowed)
+
+
+def _foreign_request(allowed: tuple[str, ...] | None, listening: str) -> str | None:
+    """Why the request being served is refused (its Host is not the dashboard's, or it may change
+    something and comes from another origin), or None."""
+    request = flask.request
+    host_header = request.headers.get("Host", "")
+    own = _split_host(host_header)
+    if own is None or not _host_allowed(own[0], allowed, listening):
+        return "this dashboard does not answer to that Host"
+    if request.method in _SAFE_METHODS:
+        return None
+    source = request.headers.get("Origin") or request.headers.get("Referer")
+    if not source or source == "null":
+        return "a request that may change something needs its Origin (or Referer)"
+    parts = urlsplit(source)
+    if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
+        return "cross-origin request"
+    origin = _split_host(parts.netloc)
+    default = 443 if parts.scheme == "https" else 80
+    if origin is None or (origin[0], origin[1] or default) != (own[0], own[1] or default):
+        return "cross-origin request"
+    return None
 
 
 def _authenticate(credentials: list[Credential]) -> Credential | None:

@@ -8,6 +8,9 @@
   command knows its address, at the first request under a WSGI server (gunicorn's bind).
 - With auth, a silence records the authenticated user; without the right credentials, the
   silence callback is refused like every other request.
+- Host and Origin (issue 27.2): a request whose Host is not the dashboard's (DNS rebinding of a
+  loopback dashboard) is refused, and so is a silence posted from another origin; a real browser
+  on the dashboard still silences.
 - A silence from a misrouted endpoint's alert keeps the endpoint: the cluster's other misroutes
   still page.
 Real processes where the finding is about them (the CLI's exit code and its stderr), Dash's own
@@ -17,6 +20,7 @@ WSGI app otherwise; a real SQLite store throughout.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import logging
 import os
@@ -29,7 +33,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 from support.dashboard_fleet import PAY, T0, alert, fill_fleet
-from support.processes import free_port
+from support.processes import free_port, poll
 
 from dashboard.app import create_app
 from dashboard.page_content import PageContent
@@ -131,15 +135,16 @@ def test_with_auth_a_silence_records_the_user_and_needs_the_credentials(store_ur
     monkeypatch.setenv(SILENCER[1], "s3cret")
     client = create_app(store_url).server.test_client()
     body = _silence_request("a-lost", "planned rolling restart")
-    assert client.post("/_dash-update-component", json=body).status_code == 401
+    page = {"Origin": "http://localhost"}  # posted from the dashboard's own page
+    assert client.post("/_dash-update-component", json=body, headers=page).status_code == 401
     wrong = base64.b64encode(b"sre:guess").decode()
     assert client.post("/_dash-update-component", json=body,
-                       headers={"Authorization": f"Basic {wrong}"}).status_code == 401
+                       headers={**page, "Authorization": f"Basic {wrong}"}).status_code == 401
     store = Store(store_url)
     with store.engine.connect() as conn:
         assert conn.execute(select(silences)).all() == []
     right = base64.b64encode(b"sre:s3cret").decode()
-    answer = client.post("/_dash-update-component", json=body, headers={"Authorization": f"Basic {right}"})
+    answer = client.post("/_dash-update-component", json=body, headers={**page, "Authorization": f"Basic {right}"})
     assert answer.status_code == 200, answer.text
     with store.engine.connect() as conn:
         [row] = conn.execute(select(silences)).mappings().all()
@@ -211,6 +216,91 @@ def test_without_auth_only_a_loopback_dashboard_may_silence(store_url: str, monk
     assert answer.status_code == 200 and "Silence " in answer.text, answer.text
     [row] = _silence_rows(store_url)
     assert row["created_by"] == "dashboard"
+
+
+def _request(port: int, method: str, headers: dict[str, str], body: bytes | None = None) -> tuple[int, str]:
+    """One request to 127.0.0.1:`port` with exactly these headers (Host included), as a rebinding
+    page's or another site's browser would send it."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.putrequest(method, "/" if method == "GET" else "/_dash-update-component",
+                        skip_host=True, skip_accept_encoding=True)
+        for name, value in {**headers, **({"Content-Type": "application/json",
+                                           "Content-Length": str(len(body))} if body is not None else {})}.items():
+            conn.putheader(name, value)
+        conn.endheaders(body)
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode(errors="replace")
+    finally:
+        conn.close()
+
+
+def test_a_loopback_dashboard_refuses_foreign_hosts_and_cross_origin_silences(store_url: str) -> None:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "streaming.cli", "dashboard", "--store-url", store_url,
+                                "--host", "127.0.0.1", "--port", str(port)],
+                               cwd=ROOT, env={k: v for k, v in os.environ.items() if k not in (*AUTH, *SILENCER)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    own = f"127.0.0.1:{port}"
+    body = json.dumps(_silence_request("a-lost", "planned restart")).encode()
+    try:
+        def up() -> bool:
+            try:
+                return _request(port, "GET", {"Host": own})[0] == 200
+            except OSError:
+                return False
+
+        poll(up, 90, "the dashboard to serve")
+        assert _request(port, "GET", {"Host": f"localhost:{port}"})[0] == 200
+        # DNS rebinding: evil.example resolves to 127.0.0.1; its page's requests carry its Host,
+        # and its own origin, so only the Host tells.
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}"):
+            status, text = _request(port, "GET", {"Host": host})
+            assert status in (403, 421), (host, status, text[:200])
+        rebound = _request(port, "POST", {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"},
+                           body)
+        assert rebound[0] in (403, 421), rebound
+        # Another site posting to the dashboard's own address (CSRF): its Origin (or Referer) tells.
+        for headers in ({"Origin": "http://evil.example"}, {"Referer": "http://evil.example/page"},
+                        {"Origin": "null"}, {}):
+            status, text = _request(port, "POST", {"Host": own, **headers}, body)
+            assert _silence_rows(store_url) == [], (headers, status, text[:200])
+            assert status == 403, (headers, status, text[:200])
+        # The dashboard's own page may (loopback, no auth: the person at the machine).
+        status, text = _request(port, "POST", {"Host": own, "Origin": f"http://{own}"}, body)
+        assert status == 200 and "Silence " in text, (status, text[:300])
+        assert len(_silence_rows(store_url)) == 1
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def test_allowed_hosts_are_configurable(store_url: str, monkeypatch) -> None:
+    for name in (*AUTH, *SILENCER):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("FLEETWATCH_DASHBOARD_ALLOWED_HOSTS", "fleet.example.com, .ops.example")
+    client = create_app(store_url, host="0.0.0.0").server.test_client()
+    assert client.get("http://fleet.example.com/").status_code == 200
+    assert client.get("http://dash.ops.example:8443/").status_code == 200
+    assert client.get("http://evil.example/").status_code in (403, 421)
+    assert client.get("http://10.1.2.3:8050/").status_code in (403, 421)
+
+
+@pytest.mark.browser
+def test_a_browser_on_the_dashboard_still_silences(dash_duo, store_url: str, monkeypatch) -> None:
+    for name in (*AUTH, *SILENCER):
+        monkeypatch.delenv(name, raising=False)
+    dash_duo.start_server(create_app(store_url, refresh_ms=60_000))  # on 127.0.0.1, opened as localhost
+    dash_duo.wait_for_page(f"{dash_duo.server_url}/alerts")
+    dash_duo.wait_for_element(".silence-btn")
+    dash_duo.find_element("#silence-reason").send_keys("planned rolling restart")
+    button = json.dumps({"alert": "a-lost", "type": "silence"}, separators=(",", ":"))
+    dash_duo.find_element(f"[id='{button}']").click()
+    dash_duo.wait_for_contains_text("#silence-result", "Silence ")
+    [row] = poll(lambda: _silence_rows(store_url), 30, "the silence to be stored")
+    assert (row["rule"], row["reason"], row["created_by"]) == ("broker.heartbeat_lost", "planned rolling restart",
+                                                               "dashboard")
+    assert [e for e in dash_duo.get_logs() if e.get("level") == "SEVERE"] == []
 
 
 def test_a_silence_of_one_misrouted_endpoint_keeps_the_endpoint(store_url: str) -> None:
