@@ -364,6 +364,95 @@ def test_metrics_http_endpoint(tmp_path):
         server.stop()
 
 
+def _own_non_loopback_ipv4() -> str:
+    """An IPv4 address of this machine that is not loopback (from `ip -4 addr`): the address a
+    neighbour would reach the job on."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True,
+                         check=True).stdout
+    addresses = re.findall(r"\binet (\d+\.\d+\.\d+\.\d+)/", out)
+    if not addresses:
+        pytest.fail(f"this machine has no non-loopback IPv4 address to test the bind on: {out!r}")
+    return addresses[0]
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+_METRICS_ENV = ("FLEETWATCH_METRICS_HOST", "FLEETWATCH_METRICS_PORT", "FLEETWATCH_METRICS_TOKEN",
+                "FLEETWATCH_METRICS_TOKEN_FILE", "FLEETWATCH_METRICS_USER", "FLEETWATCH_METRICS_PASSWORD",
+                "FLEETWATCH_METRICS_PASSWORD_FILE")
+
+
+def test_metrics_listen_on_loopback_by_default(tmp_path, monkeypatch):
+    import argparse
+
+    from streaming.ops.metrics import add_metrics_arguments
+    from streaming.pipeline.run import RunOptions
+
+    for name in _METRICS_ENV:
+        monkeypatch.delenv(name, raising=False)
+    parser = argparse.ArgumentParser()
+    add_metrics_arguments(parser)
+    defaults = parser.parse_args(["--metrics-port", "0"])
+    # `fleetwatch run` and the spark-submit driver take the flag's default; run_job's RunOptions its own.
+    assert defaults.metrics_host == RunOptions().metrics_host
+    neighbour_view = _own_non_loopback_ipv4()
+    store = _fleet_store(f"sqlite:///{tmp_path / 'store.db'}")
+    for server in (start_metrics_server(store, 0), start_metrics_server(store, 0, defaults.metrics_host)):
+        try:
+            status, body = _status(f"http://127.0.0.1:{server.port}/metrics")
+            assert status == 200 and "fleetwatch_brokers{" in body
+            with pytest.raises(urllib.error.URLError) as refused:
+                _status(f"http://{neighbour_view}:{server.port}/metrics")
+            assert isinstance(refused.value.reason, ConnectionRefusedError), refused.value
+        finally:
+            server.stop()
+    store.close()
+    # Where it binds is said, and checked: an address that is not one is a usage error (exit 2).
+    with pytest.raises(SystemExit) as bad:
+        parser.parse_args(["--metrics-host", "0.0.0.0:9108"])
+    assert bad.value.code == 2
+    assert parser.parse_args(["--metrics-host", "::1"]).metrics_host == "::1"
+
+
+@pytest.mark.parametrize("kind", ["token", "token_file", "basic"])
+def test_metrics_auth_from_the_environment(tmp_path, monkeypatch, kind):
+    for name in _METRICS_ENV:
+        monkeypatch.delenv(name, raising=False)
+    if kind == "token":
+        monkeypatch.setenv("FLEETWATCH_METRICS_TOKEN", "scrape-t0ken")
+        good, wrong = {"Authorization": "Bearer scrape-t0ken"}, {"Authorization": "Bearer guess"}
+    elif kind == "token_file":
+        secret = tmp_path / "token"
+        secret.write_text("scrape-t0ken\n")
+        monkeypatch.setenv("FLEETWATCH_METRICS_TOKEN_FILE", str(secret))
+        good, wrong = {"Authorization": "Bearer scrape-t0ken"}, {"Authorization": "Bearer scrape-t0ke"}
+    else:
+        import base64
+
+        monkeypatch.setenv("FLEETWATCH_METRICS_USER", "prometheus")
+        monkeypatch.setenv("FLEETWATCH_METRICS_PASSWORD", "s3cret")
+        good = {"Authorization": "Basic " + base64.b64encode(b"prometheus:s3cret").decode()}
+        wrong = {"Authorization": "Basic " + base64.b64encode(b"prometheus:guess").decode()}
+    store = _fleet_store(f"sqlite:///{tmp_path / 'store.db'}")
+    server = start_metrics_server(store, 0, "127.0.0.1")
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        for headers in ({}, wrong):
+            status, body = _status(url, headers)
+            assert status == 401 and "fleetwatch_" not in body, (headers, status, body[:200])
+        status, body = _status(url, good)
+        assert status == 200 and "fleetwatch_brokers{" in body, (status, body[:200])
+    finally:
+        server.stop()
+        store.close()
+
+
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="Prometheus not installed: apt-get install prometheus")
 def test_real_prometheus_scrapes_the_gauges_and_evaluates_the_rules(tmp_path):
     store = _fleet_store(f"sqlite:///{tmp_path / 'store.db'}")
