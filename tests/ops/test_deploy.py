@@ -85,7 +85,7 @@ def test_kubernetes_manifests_hold_together():
     for role in ("driver", "executor"):
         mounts = {m["name"]: m["mountPath"] for m in spec[role]["volumeMounts"]}
         assert mounts["checkpoint"] == config["spark"]["checkpoint_dir"], role
-        assert spec[role]["envFrom"] == [{"secretRef": {"name": "fleetwatch-secrets"}}]
+        # The Secret's keys each pod gets: test_each_pod_reads_only_the_secret_keys_it_needs.
     assert spec["driver"]["serviceAccount"] == "fleetwatch-spark"
     assert ("ServiceAccount", "fleetwatch-spark") in manifests
     assert spec["driver"]["ports"][0]["containerPort"] == int(spec["arguments"][spec["arguments"].index(
@@ -107,7 +107,6 @@ def test_kubernetes_manifests_hold_together():
         assert config_path == f"{mounts['config']}/fleetwatch.yaml", component
         volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
         assert volumes["config"]["configMap"]["name"] == "fleetwatch-config"
-        assert {"secretRef": {"name": "fleetwatch-secrets"}} in container["envFrom"]
     assert commands["probe"][:2] == ["fleetwatch", "probe"]
     assert commands["notifier"][:2] == ["fleetwatch", "notify"]
     assert commands["dashboard"][0] == "gunicorn" and commands["dashboard"][-1] == "dashboard.wsgi:server"
@@ -116,6 +115,75 @@ def test_kubernetes_manifests_hold_together():
             if line and not line.startswith("#")}
     assert {name for _, name in check_config._env_names(check_config._sections(config))} <= keys
     assert "PGPASSWORD" in keys
+
+
+SECRET = "fleetwatch-secrets"
+DASHBOARD_KEYS = {"FLEETWATCH_DASHBOARD_USER", "FLEETWATCH_DASHBOARD_PASSWORD",
+                  "FLEETWATCH_DASHBOARD_SILENCER_USER", "FLEETWATCH_DASHBOARD_SILENCER_PASSWORD"}
+
+
+def _secret_keys() -> set[str]:
+    """The keys of the Secret fleetwatch-secrets (kustomize makes it from secrets.env)."""
+    return {line.split("=", 1)[0] for line in (K8S / "secrets.env.example").read_text().splitlines()
+            if line and not line.startswith("#")}
+
+
+def _readable_secret_keys(pod: dict, container: dict) -> set[str]:
+    """Every key of fleetwatch-secrets a container can read: through envFrom, env valueFrom, a
+    mounted secret volume (or, in a SparkApplication, envSecretKeyRefs and secrets)."""
+    everything, keys = _secret_keys(), set()
+    for source in container.get("envFrom", []):
+        if source.get("secretRef", {}).get("name") == SECRET:
+            keys |= everything
+    for env in container.get("env", []):
+        ref = env.get("valueFrom", {}).get("secretKeyRef")
+        if ref and ref["name"] == SECRET:
+            keys.add(ref["key"])
+    for ref in container.get("envSecretKeyRefs", {}).values():
+        if ref["name"] == SECRET:
+            keys.add(ref["key"])
+    if any(s.get("name") == SECRET for s in container.get("secrets", [])):
+        keys |= everything
+    mounted = {m["name"] for m in container.get("volumeMounts", [])}
+    for volume in pod.get("volumes", []):
+        secret = volume.get("secret") or {}
+        projected = [src["secret"] for src in volume.get("projected", {}).get("sources", []) if "secret" in src]
+        for source in ([secret] if secret else []) + projected:
+            if volume["name"] in mounted and source.get("secretName", source.get("name")) == SECRET:
+                keys |= {item["key"] for item in source["items"]} if source.get("items") else everything
+    return keys
+
+
+def test_each_pod_reads_only_the_secret_keys_it_needs():
+    manifests = _manifests()
+    config = yaml.safe_load((K8S / "conf" / "fleetwatch.yaml").read_text())
+
+    def env_names(section: dict | None) -> set[str]:
+        return {v for k, v in (section or {}).items() if k.endswith("_env") and v}
+
+    bus = env_names(config.get("bus", {}).get("security"))
+    clusters = set().union(*(env_names(c.get("security")) for c in config.get("clusters", [])))
+    receivers = set().union(*(env_names(r) for r in config["alerting"]["receivers"]))
+    store = {"PGPASSWORD"}  # libpq's; the store URL has no password
+    needs = {
+        "probe": bus | clusters,  # publishes to the bus, probes the clusters; no store
+        "notifier": store | receivers,
+        "dashboard": store | DASHBOARD_KEYS,
+        "driver": store | bus | {"FLEETWATCH_METRICS_TOKEN"},  # the job's store writes and /metrics
+        "executor": bus,  # the Python Kafka reader, when the connector is absent
+    }
+    readable = {}
+    for component in ("probe", "notifier", "dashboard"):
+        pod = manifests[("Deployment", f"fleetwatch-{component}")]["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        readable[component] = _readable_secret_keys(pod, container)
+    app = manifests[("SparkApplication", "fleetwatch")]["spec"]
+    for role in ("driver", "executor"):
+        readable[role] = _readable_secret_keys(app, app[role])
+    assert readable == needs
+    assert set().union(*needs.values()) <= _secret_keys()
+    # What the audit named: the dashboard holds no Kafka password, webhook secret or PagerDuty key.
+    assert not readable["dashboard"] & (clusters | bus | receivers)
 
 
 def test_the_shipped_configs_pass_check_config(monkeypatch):
