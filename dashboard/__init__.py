@@ -2,7 +2,8 @@
 
 Its public face: `create_app`, the Dash app over a store, which `fleetwatch dashboard`
 (dashboard/cli.py) runs with the development server and dashboard/wsgi.py serves under
-gunicorn; and `basic_auth_from_env`, the basic-auth settings both check before they start.
+gunicorn; and `basic_auth_from_env`, the basic-auth credentials (viewer, silencer) both check before they
+start.
 
 Inside: `app` builds the app from `layouts` (each page's controls), `page_content` (what each
 page shows, from `queries` through `views`, one module per page in each), `callbacks` and `auth`.

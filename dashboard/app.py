@@ -5,11 +5,13 @@ Pages: `/` fleet overview (fleet map and table), `/cluster/<cluster_id>`, `/aler
 in `page_content` (from `queries` through `views`), and the callbacks that tie them in `callbacks`.
 
 The alerts page silences a firing alert (its cluster, rule, broker and endpoint, 2 h, with a
-reason) the way `fleetwatch silence add` does. Who may: with basic auth on (both
-FLEETWATCH_DASHBOARD_USER and FLEETWATCH_DASHBOARD_PASSWORD set; one without the other is an
-error), only the authenticated user, whose name the silence records; with it off, anyone who
-reaches the page, so a dashboard without auth that listens beyond loopback says so in a warning
-(`auth`).
+reason) the way `fleetwatch silence add` does. Who may (`auth`): with basic auth on, only the
+silencer (FLEETWATCH_DASHBOARD_SILENCER_USER/PASSWORD), whose name the silence records; the viewer
+(FLEETWATCH_DASHBOARD_USER/PASSWORD) sees every page and is refused by the silence callback itself.
+With auth off, anyone who reaches a dashboard listening on loopback; one listening beyond loopback
+refuses silences and says so in a warning. Whatever the auth, a request whose Host is not an
+allowed host (loopback names on loopback; FLEETWATCH_DASHBOARD_ALLOWED_HOSTS) or a POST from
+another origin gets 403 (`auth`: DNS rebinding, cross-site requests).
 
 Filters live in the URL's query string (`/alerts?rule=broker.fenced&severity=critical&cluster=pay`,
 `/alerts?alert=<alert id>`, `/?env=prod&region=eu&q=pay&healthy=1&group=region`,
@@ -38,10 +40,10 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     """The dashboard over the store at `store_url`, refreshing every `refresh_ms`.
 
     `tags` maps a target name to its tags (`{c.name: c.tags for c in config.clusters}`): the
-    overview then has one filter per tag key. When FLEETWATCH_DASHBOARD_USER and
-    FLEETWATCH_DASHBOARD_PASSWORD are both set, every request needs HTTP basic auth with them.
-    `host`: the address the server will listen on, when the caller knows it (else the first
-    request tells); without auth, one beyond loopback gets a warning.
+    overview then has one filter per tag key. When a viewer or silencer credential is set
+    (`auth`), every request needs HTTP basic auth with one of them. `host`: the address the server
+    will listen on, when the caller knows it (else each request tells); without auth, one beyond
+    loopback gets a warning and refuses silences.
     """
     store = Store(store_url)
     # No "Updating..." flicker in the tab title on every refresh. The style sheet (and the fleet

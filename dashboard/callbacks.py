@@ -1,6 +1,7 @@
 """The dashboard's callbacks: routing a URL to its page's skeleton, the store's status, each page's
 data (from `PageContent`) on every refresh and control change, the alerts page's silence
-button, and the browser-side callbacks that write the filters into the address bar.
+button (refused, server-side, to a role that may not silence: `auth`), and the browser-side
+callbacks that write the filters into the address bar.
 
 Navigation renders a page's skeleton (its controls) once; the interval and the controls then
 refresh only the page's data, so a live refresh never steals the focus from the search box.
@@ -12,12 +13,12 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
-import flask
 import plotly.graph_objects as go
 from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from dashboard.auth import silence_author
 from dashboard.layouts import (
     TAG_FILTER,
     alerts_layout,
@@ -139,8 +140,10 @@ def register_callbacks(app: Dash, engine: Engine, content: PageContent) -> None:
         clicked = [json.loads(t["prop_id"].rsplit(".", 1)[0]) for t in ctx.triggered if t.get("value")]
         if not clicked:
             return no_update
-        auth = flask.request.authorization
-        who = f"dashboard ({auth.username})" if auth is not None and auth.username else "dashboard"
+        # The role is checked here, where the write is, not only by what the page shows.
+        who, refusal = silence_author()
+        if who is None:
+            return refusal
         return content.silence(clicked[0]["alert"], reason or "", who)
 
     app.clientside_callback(

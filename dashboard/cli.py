@@ -26,11 +26,13 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     # Dash and plotly load only when the dashboard runs, not for every other subcommand.
-    from dashboard import basic_auth_from_env, create_app
+    from dashboard import create_app
+    from dashboard.auth import allowed_hosts_from_env, basic_auth_from_env
 
     try:
         config = load_config(args.config)
         basic_auth_from_env()  # one variable of the two is an error here, not auth silently off
+        allowed_hosts_from_env()
     except ConfigError as exc:
         print(f"fleetwatch dashboard: {exc}", file=sys.stderr)
         return 2

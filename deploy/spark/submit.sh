@@ -2,7 +2,7 @@
 # Submit the fleetwatch streaming job to a Spark cluster (standalone or YARN), driver in client mode.
 #
 #   deploy/spark/submit.sh --master spark://spark-master:7077 --config /etc/fleetwatch/fleetwatch.yaml \
-#       [--metrics-port 9108] [-- EXTRA-SPARK-SUBMIT-OPTIONS...]
+#       [--metrics-port 9108] [--metrics-host 127.0.0.1] [-- EXTRA-SPARK-SUBMIT-OPTIONS...]
 #   deploy/spark/submit.sh --master yarn --config ... -- --num-executors 2 --executor-memory 2g
 #
 # Reads Kafka with Spark's own connector: --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark
@@ -17,7 +17,8 @@
 #   SPARK_HOME          default: the installed pyspark package (it ships spark-submit and the jars)
 #   SPARK_VERSION       default: the installed pyspark version (must match the cluster's Spark)
 #   FLEETWATCH_KAFKA_PACKAGE  default: org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_VERSION
-#   SPARK_MASTER, FLEETWATCH_CONFIG, FLEETWATCH_METRICS_PORT: defaults for the options
+#   SPARK_MASTER, FLEETWATCH_CONFIG, FLEETWATCH_METRICS_PORT, FLEETWATCH_METRICS_HOST: defaults for the options
+#   FLEETWATCH_METRICS_TOKEN(_FILE) or FLEETWATCH_METRICS_USER/PASSWORD: /metrics asks for them
 set -euo pipefail
 
 usage() {
@@ -27,11 +28,13 @@ usage() {
 master="${SPARK_MASTER:-}"
 config="${FLEETWATCH_CONFIG:-}"
 metrics_port="${FLEETWATCH_METRICS_PORT:-}"
+metrics_host="${FLEETWATCH_METRICS_HOST:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --master) master="$2"; shift 2 ;;
     --config) config="$2"; shift 2 ;;
     --metrics-port) metrics_port="$2"; shift 2 ;;
+    --metrics-host) metrics_host="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) echo "submit.sh: unknown option $1 (spark-submit options go after --)" >&2; exit 2 ;;
@@ -72,6 +75,9 @@ fi
 submit+=("$@" "$app" --config "$config")
 if [ -n "$metrics_port" ]; then
   submit+=(--metrics-port "$metrics_port")
+fi
+if [ -n "$metrics_host" ]; then  # the driver's default: 127.0.0.1
+  submit+=(--metrics-host "$metrics_host")
 fi
 
 export SPARK_HOME="$spark_home" PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python" PYTHONUNBUFFERED=1

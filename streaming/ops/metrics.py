@@ -27,6 +27,14 @@ Counters of the serving process (the job's, when it serves `/metrics`): `increme
 went wrong without failing the job, e.g. `fleetwatch_store_write_retries_total` and
 `fleetwatch_alert_publish_failures_total`. Every counter is listed from 0.
 
+Where it listens and who may read it: `--metrics-host` (default $FLEETWATCH_METRICS_HOST, else
+127.0.0.1: loopback, for a Prometheus on the same host; 0.0.0.0 in a pod, where Prometheus
+scrapes the pod's address). `/metrics` needs a bearer token when FLEETWATCH_METRICS_TOKEN (or
+FLEETWATCH_METRICS_TOKEN_FILE, a file holding it) is set, or basic auth when
+FLEETWATCH_METRICS_USER and FLEETWATCH_METRICS_PASSWORD (or _PASSWORD_FILE) are; with both, either
+is accepted; a user without a password (or the reverse) is an error. Secrets are never logged.
+`/healthz` needs none. Listening beyond loopback without auth is logged as a warning.
+
 Cardinality: labels come from the fleet (cluster ids, targets: one series per cluster), from
 closed lists (states, rules, severities) or from the reason codes of quarantine, grouped by code
 (`wrong_type:brokers[3].port` counts as `wrong_type`): no label takes raw values of an event.
@@ -35,9 +43,14 @@ closed lists (states, rules, severities) or from the reason codes of quarantine,
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
+import hmac
+import ipaddress
 import logging
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -50,6 +63,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streaming import clock
 from streaming.alert import RULES
+from streaming.config import ConfigError
 from streaming.contract import BROKER_STATES
 from streaming.store import (
     alerts,
@@ -65,9 +79,13 @@ from streaming.store import (
 __all__ = [
     "CONTENT_TYPE",
     "COUNTERS",
+    "DEFAULT_METRICS_HOST",
+    "MetricsAuth",
     "MetricsServer",
     "add_metrics_arguments",
     "increment",
+    "metrics_auth_from_env",
+    "metrics_host",
     "render_metrics",
     "start_metrics_server",
     "wsgi_app",
@@ -77,6 +95,8 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STATES = (*sorted(BROKER_STATES), "UNKNOWN")
+DEFAULT_METRICS_HOST = "127.0.0.1"
+_FROM_ENV: Any = object()  # the servers' auth default: metrics_auth_from_env()
 
 
 # name -> help of the process counters; their values, under a lock (any thread may count).
@@ -291,12 +311,19 @@ def _engine_of(store: Any) -> Engine:
     return store.engine
 
 
-def wsgi_app(store: Any) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
-    """A WSGI app serving `/metrics` (and `/healthz`) for a Store, an Engine or a store URL."""
+def wsgi_app(store: Any, auth: Any = _FROM_ENV) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    """A WSGI app serving `/metrics` (and `/healthz`) for a Store, an Engine or a store URL, with
+    the auth the environment sets (`metrics_auth_from_env`) unless `auth` is given (None: none)."""
     engine = _engine_of(store)
+    required = metrics_auth_from_env() if auth is _FROM_ENV else auth
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
+        if path == "/metrics" and required is not None and not required.allows(environ.get("HTTP_AUTHORIZATION")):
+            scheme = "Bearer" if required.token is not None else "Basic"
+            start_response("401 Unauthorized", [("Content-Type", "text/plain"),
+                                                ("WWW-Authenticate", f'{scheme} realm="fleetwatch"')])
+            return [b"authentication required\n"]
         if path == "/metrics":
             body = render_metrics(engine).encode()
             start_response("200 OK", [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(body)))])
@@ -310,15 +337,116 @@ def wsgi_app(store: Any) -> Callable[[dict[str, Any], Callable[..., Any]], Itera
     return app
 
 
-class MetricsServer:
-    """`/metrics` on a plain HTTP server in a daemon thread; `stop()` closes it."""
 
-    def __init__(self, store: Any, port: int, host: str = "0.0.0.0") -> None:
+
+@dataclass(frozen=True)
+class MetricsAuth:
+    """What `/metrics` asks for: a bearer token, basic auth, or either. Secrets stay out of repr."""
+
+    token: str | None = field(default=None, repr=False)
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    def allows(self, header: str | None) -> bool:
+        """Whether an Authorization header carries the token or the user and password."""
+        scheme, _, value = (header or "").strip().partition(" ")
+        value = value.strip()
+        if scheme.lower() == "bearer" and self.token is not None:
+            return hmac.compare_digest(value.encode(), self.token.encode())
+        if scheme.lower() == "basic" and self.user is not None and self.password is not None:
+            try:
+                user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                return False
+            same_user = hmac.compare_digest(user.encode(), self.user.encode())
+            same_password = hmac.compare_digest(password.encode(), self.password.encode())
+            return bool(sep) and same_user and same_password
+        return False
+
+
+def _secret(name: str) -> str | None:
+    """$NAME, else the contents of the file $NAME_FILE names (one trailing newline dropped)."""
+    value = os.environ.get(name)
+    if value:
+        return value
+    path = os.environ.get(f"{name}_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"{name}_FILE: cannot read {path}: {exc.strerror}") from None
+    text = text[:-1] if text.endswith("\n") else text
+    if not text:
+        raise ConfigError(f"{name}_FILE: {path} is empty")
+    return text
+
+
+def metrics_auth_from_env() -> MetricsAuth | None:
+    """The auth `/metrics` asks for, from FLEETWATCH_METRICS_TOKEN(_FILE) and
+    FLEETWATCH_METRICS_USER + FLEETWATCH_METRICS_PASSWORD(_FILE); None when none is set. A user
+    without a password or the reverse is a ConfigError (auth must not be off because of a typo)."""
+    token = _secret("FLEETWATCH_METRICS_TOKEN")
+    user, password = os.environ.get("FLEETWATCH_METRICS_USER") or None, _secret("FLEETWATCH_METRICS_PASSWORD")
+    if (user is None) != (password is None):
+        missing = "FLEETWATCH_METRICS_PASSWORD" if user else "FLEETWATCH_METRICS_USER"
+        raise ConfigError(f"/metrics basic auth needs both FLEETWATCH_METRICS_USER and "
+                          f"FLEETWATCH_METRICS_PASSWORD; {missing} is not set")
+    if token is None and user is None:
+        return None
+    return MetricsAuth(token=token, user=user, password=password)
+
+
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*")
+
+
+def metrics_host(value: str) -> str:
+    """`value` if it is an IP address or a host name to bind to (no port, no scheme); else
+    ConfigError."""
+    try:
+        return str(ipaddress.ip_address(value.strip("[]")))
+    except ValueError:
+        pass
+    if not _HOST_NAME.fullmatch(value):
+        raise ConfigError(f"metrics host {value!r} is not an address or host name to listen on (no port, no scheme)")
+    return value
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class MetricsServer:
+    """`/metrics` on a plain HTTP server in a daemon thread; `stop()` closes it.
+
+    `auth`: what `/metrics` asks for; by default what the environment says (`metrics_auth_from_env`),
+    None for nothing."""
+
+    def __init__(self, store: Any, port: int, host: str = DEFAULT_METRICS_HOST, auth: Any = _FROM_ENV) -> None:
         engine = _engine_of(store)
+        host = metrics_host(host)
+        self.auth: MetricsAuth | None = metrics_auth_from_env() if auth is _FROM_ENV else auth
+        required = self.auth
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
+                refused = required is not None and not required.allows(self.headers.get("Authorization"))
+                if path == "/metrics" and refused:
+                    body = b"authentication required\n"
+                    self.send_response(401)
+                    scheme = "Bearer" if required.token is not None else "Basic"
+                    self.send_header("WWW-Authenticate", f'{scheme} realm="fleetwatch"')
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 if path == "/metrics":
                     status, ctype, body = 200, CONTENT_TYPE, render_metrics(engine).encode()
                 elif path == "/healthz":
@@ -344,8 +472,14 @@ class MetricsServer:
 
     def start(self) -> MetricsServer:
         self._thread.start()
-        log.info("metrics endpoint up", extra={"address": f"{self._server.server_address[0]}:{self.port}",
-                                               "path": "/metrics"})
+        host = str(self._server.server_address[0])
+        auth = "none" if self.auth is None else ("token" if self.auth.token else "") + (
+            "+basic" if self.auth.token and self.auth.user else "basic" if self.auth.user else "")
+        log.info("metrics endpoint up", extra={"address": f"{host}:{self.port}", "path": "/metrics", "auth": auth})
+        if self.auth is None and not _is_loopback(host):
+            log.warning(f"/metrics listens on {host} without auth: anyone who reaches the port reads the fleet's "
+                        "state (set FLEETWATCH_METRICS_TOKEN, or keep the port inside the cluster)",
+                        extra={"address": f"{host}:{self.port}"})
         return self
 
     def stop(self) -> None:
@@ -354,15 +488,27 @@ class MetricsServer:
         self._thread.join(timeout=5)
 
 
-def start_metrics_server(store: Any, port: int, host: str = "0.0.0.0") -> MetricsServer:
-    """Serve `/metrics` for `store` (a Store, an Engine or a URL) on host:port (0: any free port)."""
-    return MetricsServer(store, port, host).start()
+def start_metrics_server(store: Any, port: int, host: str = DEFAULT_METRICS_HOST,
+                         auth: Any = _FROM_ENV) -> MetricsServer:
+    """Serve `/metrics` for `store` (a Store, an Engine or a URL) on host:port (0: any free port),
+    with the auth the environment sets unless `auth` is given (None: none)."""
+    return MetricsServer(store, port, host, auth).start()
+
+
+def _host_argument(value: str) -> str:
+    try:
+        return metrics_host(value)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_metrics_arguments(p: argparse.ArgumentParser) -> None:
-    """`--metrics-port` (default $FLEETWATCH_METRICS_PORT, else off) and `--metrics-host` (default 0.0.0.0)."""
+    """`--metrics-port` (default $FLEETWATCH_METRICS_PORT, else off) and `--metrics-host` (default
+    $FLEETWATCH_METRICS_HOST, else 127.0.0.1), checked: not an address is a usage error."""
     port = os.environ.get("FLEETWATCH_METRICS_PORT")
     p.add_argument("--metrics-port", type=int, default=int(port) if port else None, metavar="PORT",
                    help="serve Prometheus /metrics on this port (default: $FLEETWATCH_METRICS_PORT, else off)")
-    p.add_argument("--metrics-host", default=os.environ.get("FLEETWATCH_METRICS_HOST", "0.0.0.0"), metavar="ADDR",
-                   help="address for /metrics (default: $FLEETWATCH_METRICS_HOST, else 0.0.0.0)")
+    p.add_argument("--metrics-host", type=_host_argument,
+                   default=os.environ.get("FLEETWATCH_METRICS_HOST") or DEFAULT_METRICS_HOST, metavar="ADDR",
+                   help="address for /metrics (default: $FLEETWATCH_METRICS_HOST, else 127.0.0.1; 0.0.0.0 for "
+                        "every address); FLEETWATCH_METRICS_TOKEN or FLEETWATCH_METRICS_USER/PASSWORD ask for auth")

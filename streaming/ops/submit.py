@@ -6,7 +6,9 @@ so the config's `spark.master` does not override the cluster's; `fleetwatch run`
 (`streaming.pipeline.run.run_job`) then takes the session over unchanged: same pipeline, same
 store, same SIGTERM handling (the running micro-batch finishes, then the query stops), and a
 failed query restarts from its checkpoint in this session (`streaming.pipeline.supervise`).
-`--metrics-port` serves Prometheus `/metrics` from the driver for as long as the job runs.
+`--metrics-port` serves Prometheus `/metrics` from the driver for as long as the job runs, on
+`--metrics-host` (default 127.0.0.1; the Kubernetes manifest says 0.0.0.0), with the auth of
+`streaming.ops.metrics` (FLEETWATCH_METRICS_TOKEN, ...).
 
 Outside spark-submit (no py4j gateway handed over), it runs with the config's `spark.master`.
 """

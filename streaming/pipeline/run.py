@@ -189,7 +189,7 @@ class RunOptions:
     log_file: Path = Path("var/fleetwatch-run.log")
     verbose: bool = False  # on a terminal, JSON log lines instead of a status line
     metrics_port: int | None = None  # None: no Prometheus /metrics
-    metrics_host: str = "0.0.0.0"
+    metrics_host: str = "127.0.0.1"  # loopback unless told (--metrics-host)
 
 
 def run_job(config: FleetwatchConfig, options: RunOptions) -> int:

@@ -85,7 +85,7 @@ def test_kubernetes_manifests_hold_together():
     for role in ("driver", "executor"):
         mounts = {m["name"]: m["mountPath"] for m in spec[role]["volumeMounts"]}
         assert mounts["checkpoint"] == config["spark"]["checkpoint_dir"], role
-        assert spec[role]["envFrom"] == [{"secretRef": {"name": "fleetwatch-secrets"}}]
+        # The Secret's keys each pod gets: test_each_pod_reads_only_the_secret_keys_it_needs.
     assert spec["driver"]["serviceAccount"] == "fleetwatch-spark"
     assert ("ServiceAccount", "fleetwatch-spark") in manifests
     assert spec["driver"]["ports"][0]["containerPort"] == int(spec["arguments"][spec["arguments"].index(
@@ -107,7 +107,6 @@ def test_kubernetes_manifests_hold_together():
         assert config_path == f"{mounts['config']}/fleetwatch.yaml", component
         volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
         assert volumes["config"]["configMap"]["name"] == "fleetwatch-config"
-        assert {"secretRef": {"name": "fleetwatch-secrets"}} in container["envFrom"]
     assert commands["probe"][:2] == ["fleetwatch", "probe"]
     assert commands["notifier"][:2] == ["fleetwatch", "notify"]
     assert commands["dashboard"][0] == "gunicorn" and commands["dashboard"][-1] == "dashboard.wsgi:server"
@@ -116,6 +115,75 @@ def test_kubernetes_manifests_hold_together():
             if line and not line.startswith("#")}
     assert {name for _, name in check_config._env_names(check_config._sections(config))} <= keys
     assert "PGPASSWORD" in keys
+
+
+SECRET = "fleetwatch-secrets"
+DASHBOARD_KEYS = {"FLEETWATCH_DASHBOARD_USER", "FLEETWATCH_DASHBOARD_PASSWORD",
+                  "FLEETWATCH_DASHBOARD_SILENCER_USER", "FLEETWATCH_DASHBOARD_SILENCER_PASSWORD"}
+
+
+def _secret_keys() -> set[str]:
+    """The keys of the Secret fleetwatch-secrets (kustomize makes it from secrets.env)."""
+    return {line.split("=", 1)[0] for line in (K8S / "secrets.env.example").read_text().splitlines()
+            if line and not line.startswith("#")}
+
+
+def _readable_secret_keys(pod: dict, container: dict) -> set[str]:
+    """Every key of fleetwatch-secrets a container can read: through envFrom, env valueFrom, a
+    mounted secret volume (or, in a SparkApplication, envSecretKeyRefs and secrets)."""
+    everything, keys = _secret_keys(), set()
+    for source in container.get("envFrom", []):
+        if source.get("secretRef", {}).get("name") == SECRET:
+            keys |= everything
+    for env in container.get("env", []):
+        ref = env.get("valueFrom", {}).get("secretKeyRef")
+        if ref and ref["name"] == SECRET:
+            keys.add(ref["key"])
+    for ref in container.get("envSecretKeyRefs", {}).values():
+        if ref["name"] == SECRET:
+            keys.add(ref["key"])
+    if any(s.get("name") == SECRET for s in container.get("secrets", [])):
+        keys |= everything
+    mounted = {m["name"] for m in container.get("volumeMounts", [])}
+    for volume in pod.get("volumes", []):
+        secret = volume.get("secret") or {}
+        projected = [src["secret"] for src in volume.get("projected", {}).get("sources", []) if "secret" in src]
+        for source in ([secret] if secret else []) + projected:
+            if volume["name"] in mounted and source.get("secretName", source.get("name")) == SECRET:
+                keys |= {item["key"] for item in source["items"]} if source.get("items") else everything
+    return keys
+
+
+def test_each_pod_reads_only_the_secret_keys_it_needs():
+    manifests = _manifests()
+    config = yaml.safe_load((K8S / "conf" / "fleetwatch.yaml").read_text())
+
+    def env_names(section: dict | None) -> set[str]:
+        return {v for k, v in (section or {}).items() if k.endswith("_env") and v}
+
+    bus = env_names(config.get("bus", {}).get("security"))
+    clusters = set().union(*(env_names(c.get("security")) for c in config.get("clusters", [])))
+    receivers = set().union(*(env_names(r) for r in config["alerting"]["receivers"]))
+    store = {"PGPASSWORD"}  # libpq's; the store URL has no password
+    needs = {
+        "probe": bus | clusters,  # publishes to the bus, probes the clusters; no store
+        "notifier": store | receivers,
+        "dashboard": store | DASHBOARD_KEYS,
+        "driver": store | bus | {"FLEETWATCH_METRICS_TOKEN"},  # the job's store writes and /metrics
+        "executor": bus,  # the Python Kafka reader, when the connector is absent
+    }
+    readable = {}
+    for component in ("probe", "notifier", "dashboard"):
+        pod = manifests[("Deployment", f"fleetwatch-{component}")]["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        readable[component] = _readable_secret_keys(pod, container)
+    app = manifests[("SparkApplication", "fleetwatch")]["spec"]
+    for role in ("driver", "executor"):
+        readable[role] = _readable_secret_keys(app, app[role])
+    assert readable == needs
+    assert set().union(*needs.values()) <= _secret_keys()
+    # What the audit named: the dashboard holds no Kafka password, webhook secret or PagerDuty key.
+    assert not readable["dashboard"] & (clusters | bus | receivers)
 
 
 def test_the_shipped_configs_pass_check_config(monkeypatch):
@@ -362,6 +430,95 @@ def test_metrics_http_endpoint(tmp_path):
         assert missing.value.code == 404
     finally:
         server.stop()
+
+
+def _own_non_loopback_ipv4() -> str:
+    """An IPv4 address of this machine that is not loopback (from `ip -4 addr`): the address a
+    neighbour would reach the job on."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True,
+                         check=True).stdout
+    addresses = re.findall(r"\binet (\d+\.\d+\.\d+\.\d+)/", out)
+    if not addresses:
+        pytest.fail(f"this machine has no non-loopback IPv4 address to test the bind on: {out!r}")
+    return addresses[0]
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+_METRICS_ENV = ("FLEETWATCH_METRICS_HOST", "FLEETWATCH_METRICS_PORT", "FLEETWATCH_METRICS_TOKEN",
+                "FLEETWATCH_METRICS_TOKEN_FILE", "FLEETWATCH_METRICS_USER", "FLEETWATCH_METRICS_PASSWORD",
+                "FLEETWATCH_METRICS_PASSWORD_FILE")
+
+
+def test_metrics_listen_on_loopback_by_default(tmp_path, monkeypatch):
+    import argparse
+
+    from streaming.ops.metrics import add_metrics_arguments
+    from streaming.pipeline.run import RunOptions
+
+    for name in _METRICS_ENV:
+        monkeypatch.delenv(name, raising=False)
+    parser = argparse.ArgumentParser()
+    add_metrics_arguments(parser)
+    defaults = parser.parse_args(["--metrics-port", "0"])
+    # `fleetwatch run` and the spark-submit driver take the flag's default; run_job's RunOptions its own.
+    assert defaults.metrics_host == RunOptions().metrics_host
+    neighbour_view = _own_non_loopback_ipv4()
+    store = _fleet_store(f"sqlite:///{tmp_path / 'store.db'}")
+    for server in (start_metrics_server(store, 0), start_metrics_server(store, 0, defaults.metrics_host)):
+        try:
+            status, body = _status(f"http://127.0.0.1:{server.port}/metrics")
+            assert status == 200 and "fleetwatch_brokers{" in body
+            with pytest.raises(urllib.error.URLError) as refused:
+                _status(f"http://{neighbour_view}:{server.port}/metrics")
+            assert isinstance(refused.value.reason, ConnectionRefusedError), refused.value
+        finally:
+            server.stop()
+    store.close()
+    # Where it binds is said, and checked: an address that is not one is a usage error (exit 2).
+    with pytest.raises(SystemExit) as bad:
+        parser.parse_args(["--metrics-host", "0.0.0.0:9108"])
+    assert bad.value.code == 2
+    assert parser.parse_args(["--metrics-host", "::1"]).metrics_host == "::1"
+
+
+@pytest.mark.parametrize("kind", ["token", "token_file", "basic"])
+def test_metrics_auth_from_the_environment(tmp_path, monkeypatch, kind):
+    for name in _METRICS_ENV:
+        monkeypatch.delenv(name, raising=False)
+    if kind == "token":
+        monkeypatch.setenv("FLEETWATCH_METRICS_TOKEN", "scrape-t0ken")
+        good, wrong = {"Authorization": "Bearer scrape-t0ken"}, {"Authorization": "Bearer guess"}
+    elif kind == "token_file":
+        secret = tmp_path / "token"
+        secret.write_text("scrape-t0ken\n")
+        monkeypatch.setenv("FLEETWATCH_METRICS_TOKEN_FILE", str(secret))
+        good, wrong = {"Authorization": "Bearer scrape-t0ken"}, {"Authorization": "Bearer scrape-t0ke"}
+    else:
+        import base64
+
+        monkeypatch.setenv("FLEETWATCH_METRICS_USER", "prometheus")
+        monkeypatch.setenv("FLEETWATCH_METRICS_PASSWORD", "s3cret")
+        good = {"Authorization": "Basic " + base64.b64encode(b"prometheus:s3cret").decode()}
+        wrong = {"Authorization": "Basic " + base64.b64encode(b"prometheus:guess").decode()}
+    store = _fleet_store(f"sqlite:///{tmp_path / 'store.db'}")
+    server = start_metrics_server(store, 0, "127.0.0.1")
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        for headers in ({}, wrong):
+            status, body = _status(url, headers)
+            assert status == 401 and "fleetwatch_" not in body, (headers, status, body[:200])
+        status, body = _status(url, good)
+        assert status == 200 and "fleetwatch_brokers{" in body, (status, body[:200])
+    finally:
+        server.stop()
+        store.close()
 
 
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="Prometheus not installed: apt-get install prometheus")

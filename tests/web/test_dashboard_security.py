@@ -1,11 +1,16 @@
 """Who may silence from the dashboard, and what a dashboard silence matches (issue 19).
 
-- Basic auth is both variables or neither: one without the other stops `fleetwatch dashboard`
-  with a one-line error instead of serving without auth.
+- Basic auth is both variables or neither, per role: one without the other stops
+  `fleetwatch dashboard` with a one-line error instead of serving without auth.
+- Two roles (issue 27.1): a viewer sees every page but the silence callback refuses it (nothing
+  written); a silencer may silence. Without auth only a loopback dashboard silences.
 - Without auth, a dashboard listening beyond loopback says so in a warning: at start when the
   command knows its address, at the first request under a WSGI server (gunicorn's bind).
 - With auth, a silence records the authenticated user; without the right credentials, the
   silence callback is refused like every other request.
+- Host and Origin (issue 27.2): a request whose Host is not the dashboard's (DNS rebinding of a
+  loopback dashboard) is refused, and so is a silence posted from another origin; a real browser
+  on the dashboard still silences.
 - A silence from a misrouted endpoint's alert keeps the endpoint: the cluster's other misroutes
   still page.
 Real processes where the finding is about them (the CLI's exit code and its stderr), Dash's own
@@ -15,6 +20,7 @@ WSGI app otherwise; a real SQLite store throughout.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import logging
 import os
@@ -27,7 +33,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 from support.dashboard_fleet import PAY, T0, alert, fill_fleet
-from support.processes import free_port
+from support.processes import free_port, poll
 
 from dashboard.app import create_app
 from dashboard.page_content import PageContent
@@ -36,10 +42,11 @@ from streaming.store import Silence, Store, silences
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTH = ("FLEETWATCH_DASHBOARD_USER", "FLEETWATCH_DASHBOARD_PASSWORD")
+SILENCER = ("FLEETWATCH_DASHBOARD_SILENCER_USER", "FLEETWATCH_DASHBOARD_SILENCER_PASSWORD")
 
 
 def _dashboard(store_url: str, host: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in AUTH}
+    clean = {k: v for k, v in os.environ.items() if k not in (*AUTH, *SILENCER)}
     return subprocess.Popen([sys.executable, "-m", "streaming.cli", "dashboard", "--store-url", store_url,
                              "--host", host, "--port", str(free_port())],
                             cwd=ROOT, env={**clean, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -74,11 +81,12 @@ def store_url(tmp_path: Path) -> str:
     return url
 
 
-@pytest.mark.parametrize("only", AUTH)
+@pytest.mark.parametrize("only", (*AUTH, *SILENCER))
 def test_one_auth_variable_without_the_other_is_a_one_line_error(store_url: str, only: str) -> None:
     process = _dashboard(store_url, "127.0.0.1", {only: "x"})
     _, err = process.communicate(timeout=60)
-    missing = next(name for name in AUTH if name != only)
+    pair = AUTH if only in AUTH else SILENCER
+    missing = next(name for name in pair if name != only)
     assert process.returncode == 2
     assert err.count("\n") == 1 and missing in err and "needs both" in err, err
 
@@ -98,15 +106,16 @@ def test_no_auth_beyond_loopback_is_a_warning_at_start_and_loopback_is_quiet(sto
 
 def test_without_auth_the_first_request_on_a_public_address_warns_once(store_url: str, monkeypatch,
                                                                       caplog: pytest.LogCaptureFixture) -> None:
-    for name in AUTH:
+    for name in (*AUTH, *SILENCER):
         monkeypatch.delenv(name, raising=False)
     client = create_app(store_url).server.test_client()
     with caplog.at_level(logging.WARNING, logger="dashboard.auth"):
         for _ in range(3):  # gunicorn bound to 0.0.0.0: SERVER_NAME is its listening address
             assert client.get("http://0.0.0.0/").status_code == 200
     assert [r.getMessage() for r in caplog.records].count(
-        "dashboard auth is off and it listens on 0.0.0.0: anyone who reaches it can silence alerts "
-        "(set FLEETWATCH_DASHBOARD_USER and FLEETWATCH_DASHBOARD_PASSWORD)") == 1
+        "dashboard auth is off and it listens on 0.0.0.0: anyone who reaches it sees the fleet, and silencing "
+        "is refused (set FLEETWATCH_DASHBOARD_USER/FLEETWATCH_DASHBOARD_PASSWORD for viewers and "
+        "FLEETWATCH_DASHBOARD_SILENCER_USER/FLEETWATCH_DASHBOARD_SILENCER_PASSWORD for silencers)") == 1
 
 
 def _silence_request(alert_id: str, reason: str) -> dict:
@@ -120,25 +129,178 @@ def _silence_request(alert_id: str, reason: str) -> dict:
 
 
 def test_with_auth_a_silence_records_the_user_and_needs_the_credentials(store_url: str, monkeypatch) -> None:
-    monkeypatch.setenv(AUTH[0], "sre")
-    monkeypatch.setenv(AUTH[1], "s3cret")
+    monkeypatch.delenv(AUTH[0], raising=False)
+    monkeypatch.delenv(AUTH[1], raising=False)
+    monkeypatch.setenv(SILENCER[0], "sre")  # the silencer alone: every request needs it
+    monkeypatch.setenv(SILENCER[1], "s3cret")
     client = create_app(store_url).server.test_client()
     body = _silence_request("a-lost", "planned rolling restart")
-    assert client.post("/_dash-update-component", json=body).status_code == 401
+    page = {"Origin": "http://localhost"}  # posted from the dashboard's own page
+    assert client.post("/_dash-update-component", json=body, headers=page).status_code == 401
     wrong = base64.b64encode(b"sre:guess").decode()
     assert client.post("/_dash-update-component", json=body,
-                       headers={"Authorization": f"Basic {wrong}"}).status_code == 401
+                       headers={**page, "Authorization": f"Basic {wrong}"}).status_code == 401
     store = Store(store_url)
     with store.engine.connect() as conn:
         assert conn.execute(select(silences)).all() == []
     right = base64.b64encode(b"sre:s3cret").decode()
-    answer = client.post("/_dash-update-component", json=body, headers={"Authorization": f"Basic {right}"})
+    answer = client.post("/_dash-update-component", json=body, headers={**page, "Authorization": f"Basic {right}"})
     assert answer.status_code == 200, answer.text
     with store.engine.connect() as conn:
         [row] = conn.execute(select(silences)).mappings().all()
     assert (row["cluster"], row["rule"], row["broker_id"], row["created_by"]) == (
         PAY, "broker.heartbeat_lost", 3, "dashboard (sre)")
     store.close()
+
+
+def _post_silence(client, alert_id: str, credentials: tuple[str, str] | None, base: str = "http://localhost"):
+    """A silence click as the browser posts it, from the dashboard's own page (Origin), with
+    `credentials` (user, password) or none."""
+    headers = {"Origin": base}
+    if credentials is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(credentials).encode()).decode()
+    return client.post(f"{base}/_dash-update-component", json=_silence_request(alert_id, "planned restart"),
+                       headers=headers)
+
+
+def _silence_rows(store_url: str) -> list[dict]:
+    store = Store(store_url)
+    try:
+        with store.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(silences)).mappings().all()]
+    finally:
+        store.close()
+
+
+def test_a_viewer_sees_everything_but_may_not_silence_and_a_silencer_may(store_url: str, monkeypatch) -> None:
+    monkeypatch.setenv(AUTH[0], "sre")
+    monkeypatch.setenv(AUTH[1], "s3cret")
+    monkeypatch.setenv(SILENCER[0], "oncall")
+    monkeypatch.setenv(SILENCER[1], "pager-pw")
+    client = create_app(store_url).server.test_client()
+    viewer = {"Authorization": "Basic " + base64.b64encode(b"sre:s3cret").decode()}
+    for path in ("/", "/alerts", "/_dash-layout", "/_dash-dependencies"):
+        assert client.get(path, headers=viewer).status_code == 200, path
+    assert client.get("/alerts").status_code == 401
+
+    refused = _post_silence(client, "a-lost", ("sre", "s3cret"))
+    assert _silence_rows(store_url) == [], "a viewer's silence was written"
+    assert refused.status_code == 403 or "may not silence" in refused.text, (refused.status_code, refused.text)
+    # A silencer's password is not a viewer's: the wrong pairing is refused like a guess.
+    assert _post_silence(client, "a-lost", ("oncall", "s3cret")).status_code == 401
+    assert _silence_rows(store_url) == []
+
+    answer = _post_silence(client, "a-lost", ("oncall", "pager-pw"))
+    assert answer.status_code == 200, answer.text
+    assert "Silence " in answer.text, answer.text
+    [row] = _silence_rows(store_url)
+    assert (row["rule"], row["broker_id"], row["created_by"]) == ("broker.heartbeat_lost", 3, "dashboard (oncall)")
+
+
+def test_without_auth_only_a_loopback_dashboard_may_silence(store_url: str, monkeypatch) -> None:
+    for name in (*AUTH, *SILENCER):
+        monkeypatch.delenv(name, raising=False)
+    exposed = create_app(store_url, host="0.0.0.0").server.test_client()
+    assert exposed.get("http://10.1.2.3:8050/alerts").status_code == 200  # it shows the fleet ...
+    refused = _post_silence(exposed, "a-lost", None, base="http://10.1.2.3:8050")
+    assert _silence_rows(store_url) == [], "a silence without auth beyond loopback was written"
+    assert refused.status_code == 403 or "may not silence" in refused.text, (refused.status_code, refused.text)
+    # ... and under gunicorn, where only the request tells the listening address (SERVER_NAME).
+    gunicorn = create_app(store_url).server.test_client()
+    refused = _post_silence(gunicorn, "a-lost", None, base="http://0.0.0.0:8050")
+    assert _silence_rows(store_url) == []
+    assert refused.status_code == 403 or "may not silence" in refused.text, (refused.status_code, refused.text)
+
+    loopback = create_app(store_url, host="127.0.0.1").server.test_client()
+    answer = _post_silence(loopback, "a-lost", None, base="http://127.0.0.1:8050")
+    assert answer.status_code == 200 and "Silence " in answer.text, answer.text
+    [row] = _silence_rows(store_url)
+    assert row["created_by"] == "dashboard"
+
+
+def _request(port: int, method: str, headers: dict[str, str], body: bytes | None = None) -> tuple[int, str]:
+    """One request to 127.0.0.1:`port` with exactly these headers (Host included), as a rebinding
+    page's or another site's browser would send it."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.putrequest(method, "/" if method == "GET" else "/_dash-update-component",
+                        skip_host=True, skip_accept_encoding=True)
+        for name, value in {**headers, **({"Content-Type": "application/json",
+                                           "Content-Length": str(len(body))} if body is not None else {})}.items():
+            conn.putheader(name, value)
+        conn.endheaders(body)
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode(errors="replace")
+    finally:
+        conn.close()
+
+
+def test_a_loopback_dashboard_refuses_foreign_hosts_and_cross_origin_silences(store_url: str) -> None:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "streaming.cli", "dashboard", "--store-url", store_url,
+                                "--host", "127.0.0.1", "--port", str(port)],
+                               cwd=ROOT, env={k: v for k, v in os.environ.items() if k not in (*AUTH, *SILENCER)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    own = f"127.0.0.1:{port}"
+    body = json.dumps(_silence_request("a-lost", "planned restart")).encode()
+    try:
+        def up() -> bool:
+            try:
+                return _request(port, "GET", {"Host": own})[0] == 200
+            except OSError:
+                return False
+
+        poll(up, 90, "the dashboard to serve")
+        assert _request(port, "GET", {"Host": f"localhost:{port}"})[0] == 200
+        # DNS rebinding: evil.example resolves to 127.0.0.1; its page's requests carry its Host,
+        # and its own origin, so only the Host tells.
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}"):
+            status, text = _request(port, "GET", {"Host": host})
+            assert status in (403, 421), (host, status, text[:200])
+        rebound = _request(port, "POST", {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"},
+                           body)
+        assert rebound[0] in (403, 421), rebound
+        # Another site posting to the dashboard's own address (CSRF): its Origin (or Referer) tells.
+        for headers in ({"Origin": "http://evil.example"}, {"Referer": "http://evil.example/page"},
+                        {"Origin": "null"}, {}):
+            status, text = _request(port, "POST", {"Host": own, **headers}, body)
+            assert _silence_rows(store_url) == [], (headers, status, text[:200])
+            assert status == 403, (headers, status, text[:200])
+        # The dashboard's own page may (loopback, no auth: the person at the machine).
+        status, text = _request(port, "POST", {"Host": own, "Origin": f"http://{own}"}, body)
+        assert status == 200 and "Silence " in text, (status, text[:300])
+        assert len(_silence_rows(store_url)) == 1
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def test_allowed_hosts_are_configurable(store_url: str, monkeypatch) -> None:
+    for name in (*AUTH, *SILENCER):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("FLEETWATCH_DASHBOARD_ALLOWED_HOSTS", "fleet.example.com, .ops.example")
+    client = create_app(store_url, host="0.0.0.0").server.test_client()
+    assert client.get("http://fleet.example.com/").status_code == 200
+    assert client.get("http://dash.ops.example:8443/").status_code == 200
+    assert client.get("http://evil.example/").status_code in (403, 421)
+    assert client.get("http://10.1.2.3:8050/").status_code in (403, 421)
+
+
+@pytest.mark.browser
+def test_a_browser_on_the_dashboard_still_silences(dash_duo, store_url: str, monkeypatch) -> None:
+    for name in (*AUTH, *SILENCER):
+        monkeypatch.delenv(name, raising=False)
+    dash_duo.start_server(create_app(store_url, refresh_ms=60_000))  # on 127.0.0.1, opened as localhost
+    dash_duo.wait_for_page(f"{dash_duo.server_url}/alerts")
+    dash_duo.wait_for_element(".silence-btn")
+    dash_duo.find_element("#silence-reason").send_keys("planned rolling restart")
+    button = json.dumps({"alert": "a-lost", "type": "silence"}, separators=(",", ":"))
+    dash_duo.find_element(f"[id='{button}']").click()
+    dash_duo.wait_for_contains_text("#silence-result", "Silence ")
+    [row] = poll(lambda: _silence_rows(store_url), 30, "the silence to be stored")
+    assert (row["rule"], row["reason"], row["created_by"]) == ("broker.heartbeat_lost", "planned rolling restart",
+                                                               "dashboard")
+    assert [e for e in dash_duo.get_logs() if e.get("level") == "SEVERE"] == []
 
 
 def test_a_silence_of_one_misrouted_endpoint_keeps_the_endpoint(store_url: str) -> None:
