@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--brokers", type=int, default=4, help="brokers per cluster (default 4)")
     p.add_argument("--port", type=int, default=8050, help="dashboard port (default 8050)")
     p.add_argument("--workdir", default="var/demo",
-                   help="where the demo keeps its store, checkpoint, logs and received alerts (emptied at start)")
+                   help="where the demo keeps its store, checkpoint, logs and received alerts (emptied at start; "
+                        "a folder the demo did not make is refused)")
     p.add_argument("--first-fault-s", type=int, default=30, metavar="S",
                    help="seconds from start to the first simulated fault (default 30, at least 10)")
     p.add_argument("--fault-every-s", type=int, default=60, metavar="S",
