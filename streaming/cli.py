@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from streaming.config import ConfigError, FleetwatchConfig, load_config
+from streaming.resilience import StoreFailure
 
 __all__ = ["main"]
 
@@ -132,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"fleetwatch {args.command}: {exc}", file=sys.stderr)
         return 2
+    except StoreFailure as exc:  # a store error waiting will not cure (streaming/resilience.py): one line
+        print(f"fleetwatch {args.command}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 
