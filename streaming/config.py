@@ -119,7 +119,8 @@ class ClusterConfig(_Strict):
 class Receiver(_Strict):
     name: str
     type: Literal["webhook", "pagerduty", "alertmanager", "slack"]
-    url: str | None = None
+    # Left out of repr: a URL may be the secret (a Slack incoming webhook's path is).
+    url: str | None = Field(None, repr=False)
     url_env: str | None = None
     secret_env: str | None = None
     routing_key_env: str | None = None
@@ -221,7 +222,7 @@ class RetentionConfig(_Strict):
 
 
 class StoreConfig(_Strict):
-    url: str = "sqlite:///var/fleetwatch.db"
+    url: str = Field("sqlite:///var/fleetwatch.db", repr=False)  # left out of repr: it may hold a password
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
 
