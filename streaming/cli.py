@@ -31,9 +31,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    config = _config(args)  # a bad config is told at once, before Spark's modules load
     from streaming.pipeline import RunOptions, run_job
 
-    return run_job(_config(args), RunOptions(log_file=Path(args.log_file), verbose=args.verbose,
+    return run_job(config, RunOptions(log_file=Path(args.log_file), verbose=args.verbose,
                                              metrics_port=args.metrics_port, metrics_host=args.metrics_host))
 
 
