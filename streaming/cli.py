@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from streaming.config import ConfigError, FleetwatchConfig, load_config
+from streaming.resilience import StoreFailure
 
 __all__ = ["main"]
 
@@ -30,9 +31,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    config = _config(args)  # a bad config is told at once, before Spark's modules load
     from streaming.pipeline import RunOptions, run_job
 
-    return run_job(_config(args), RunOptions(log_file=Path(args.log_file), verbose=args.verbose,
+    return run_job(config, RunOptions(log_file=Path(args.log_file), verbose=args.verbose,
                                              metrics_port=args.metrics_port, metrics_host=args.metrics_host))
 
 
@@ -82,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--brokers", type=int, default=4, help="brokers per cluster (default 4)")
     p.add_argument("--port", type=int, default=8050, help="dashboard port (default 8050)")
     p.add_argument("--workdir", default="var/demo",
-                   help="where the demo keeps its store, checkpoint, logs and received alerts (emptied at start)")
+                   help="where the demo keeps its store, checkpoint, logs and received alerts (emptied at start; "
+                        "a folder the demo did not make is refused)")
     p.add_argument("--first-fault-s", type=int, default=30, metavar="S",
                    help="seconds from start to the first simulated fault (default 30, at least 10)")
     p.add_argument("--fault-every-s", type=int, default=60, metavar="S",
@@ -131,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"fleetwatch {args.command}: {exc}", file=sys.stderr)
         return 2
+    except StoreFailure as exc:  # a store error waiting will not cure (streaming/resilience.py): one line
+        print(f"fleetwatch {args.command}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

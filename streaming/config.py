@@ -1,4 +1,6 @@
-"""Configuration (SPEC section 6): one validated YAML file; unknown keys are errors."""
+"""Configuration (SPEC section 6): one validated YAML file; unknown keys are errors, and so is a
+number outside its bounds (every numeric setting has a lower and an upper one, floats are finite).
+A problem is told in one line, each with its file, line and path (`file:line: path: message`)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,16 @@ __all__ = [
 ]
 
 
+# Upper bounds of the numeric settings (issue 27.2): past them a value is a typo or a unit mistake,
+# and near 2**63 it overflows once added to a timestamp (Spark's timers, the store's int64 columns,
+# Python's datetime). Every numeric key has one; `check-config` and every command name the key.
+_DAY_MS = 86_400_000
+MAX_DURATION_MS = 30 * _DAY_MS  # every rule window, timeout and grace, the lateness and the clock skew
+MAX_STATE_TTL_MS = 365 * _DAY_MS  # rules.state_ttl_ms: longer than every window, at most a year
+MAX_FLAP_THRESHOLD = 10_000
+MAX_DAYS = 3650  # retention, in days: ten years
+
+
 class _Strict(BaseModel):
     # strict: a value of the wrong type is an error, never coerced (`session_timeout_ms: true`
     # would otherwise be 1 ms, and `'9000'` a number).
@@ -43,48 +55,48 @@ class _Strict(BaseModel):
 class RuleSettings(_Strict):
     """Every rule threshold of SPEC section 4, with its default."""
 
-    allowed_lateness_ms: int = Field(5000, ge=0)
+    allowed_lateness_ms: int = Field(5000, ge=0, le=MAX_DURATION_MS)
     # How far ahead of the wall clock an event time may be (SPEC section 3): later ones are
     # quarantined (ts_out_of_range), so one bad clock cannot move the watermark. The job's, not a cluster's.
-    max_clock_skew_ms: int = Field(DEFAULT_MAX_CLOCK_SKEW_MS, ge=0)
-    session_timeout_ms: int = Field(9000, gt=0)
+    max_clock_skew_ms: int = Field(DEFAULT_MAX_CLOCK_SKEW_MS, ge=0, le=MAX_DURATION_MS)
+    session_timeout_ms: int = Field(9000, gt=0, le=MAX_DURATION_MS)
     # Kafka's broker.heartbeat.interval.ms: an answer this long after the last heartbeat shows a
     # broker that serves clients but missed a heartbeat (broker.partitioned, streaming/detect/README.md).
-    heartbeat_interval_ms: int = Field(2000, gt=0)
-    fenced_grace_ms: int = Field(30000, ge=0)
-    partition_window_ms: int = Field(15000, gt=0)
-    stopping_timeout_ms: int = Field(120000, gt=0)
-    resolve_after_ms: int = Field(60000, gt=0)
-    flap_threshold: int = Field(4, ge=2)
-    flap_window_ms: int = Field(300000, gt=0)
-    controller_window_ms: int = Field(15000, gt=0)
-    controller_flap_threshold: int = Field(3, ge=2)
-    controller_flap_window_ms: int = Field(300000, gt=0)
-    disagreement_ms: int = Field(30000, gt=0)
-    unreachable_ms: int = Field(30000, gt=0)
-    forget_after_ms: int = Field(600000, gt=0)
+    heartbeat_interval_ms: int = Field(2000, gt=0, le=MAX_DURATION_MS)
+    fenced_grace_ms: int = Field(30000, ge=0, le=MAX_DURATION_MS)
+    partition_window_ms: int = Field(15000, gt=0, le=MAX_DURATION_MS)
+    stopping_timeout_ms: int = Field(120000, gt=0, le=MAX_DURATION_MS)
+    resolve_after_ms: int = Field(60000, gt=0, le=MAX_DURATION_MS)
+    flap_threshold: int = Field(4, ge=2, le=MAX_FLAP_THRESHOLD)
+    flap_window_ms: int = Field(300000, gt=0, le=MAX_DURATION_MS)
+    controller_window_ms: int = Field(15000, gt=0, le=MAX_DURATION_MS)
+    controller_flap_threshold: int = Field(3, ge=2, le=MAX_FLAP_THRESHOLD)
+    controller_flap_window_ms: int = Field(300000, gt=0, le=MAX_DURATION_MS)
+    disagreement_ms: int = Field(30000, gt=0, le=MAX_DURATION_MS)
+    unreachable_ms: int = Field(30000, gt=0, le=MAX_DURATION_MS)
+    forget_after_ms: int = Field(600000, gt=0, le=MAX_DURATION_MS)
     # How long detection keeps what it is no longer told about (streaming/detect/forgetting.py).
-    state_ttl_ms: int = Field(86_400_000, gt=0)
+    state_ttl_ms: int = Field(86_400_000, gt=0, le=MAX_STATE_TTL_MS)
 
 
 class RuleOverrides(_Strict):
     """Per-cluster overrides: any field of RuleSettings but the watermark's lateness, the clock
     skew and the state TTL (all three are the job's, not a cluster's)."""
 
-    session_timeout_ms: int | None = Field(None, gt=0)
-    heartbeat_interval_ms: int | None = Field(None, gt=0)
-    fenced_grace_ms: int | None = Field(None, ge=0)
-    partition_window_ms: int | None = Field(None, gt=0)
-    stopping_timeout_ms: int | None = Field(None, gt=0)
-    resolve_after_ms: int | None = Field(None, gt=0)
-    flap_threshold: int | None = Field(None, ge=2)
-    flap_window_ms: int | None = Field(None, gt=0)
-    controller_window_ms: int | None = Field(None, gt=0)
-    controller_flap_threshold: int | None = Field(None, ge=2)
-    controller_flap_window_ms: int | None = Field(None, gt=0)
-    disagreement_ms: int | None = Field(None, gt=0)
-    unreachable_ms: int | None = Field(None, gt=0)
-    forget_after_ms: int | None = Field(None, gt=0)
+    session_timeout_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    heartbeat_interval_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    fenced_grace_ms: int | None = Field(None, ge=0, le=MAX_DURATION_MS)
+    partition_window_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    stopping_timeout_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    resolve_after_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    flap_threshold: int | None = Field(None, ge=2, le=MAX_FLAP_THRESHOLD)
+    flap_window_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    controller_window_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    controller_flap_threshold: int | None = Field(None, ge=2, le=MAX_FLAP_THRESHOLD)
+    controller_flap_window_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    disagreement_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    unreachable_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    forget_after_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
 
 
 class SecurityConfig(_Strict):
@@ -120,7 +132,8 @@ class ClusterConfig(_Strict):
 class Receiver(_Strict):
     name: str
     type: Literal["webhook", "pagerduty", "alertmanager", "slack"]
-    url: str | None = None
+    # Left out of repr: a URL may be the secret (a Slack incoming webhook's path is).
+    url: str | None = Field(None, repr=False)
     url_env: str | None = None
     secret_env: str | None = None
     routing_key_env: str | None = None
@@ -144,10 +157,10 @@ class DeliverySettings(_Strict):
 
     # A notification still failing after this many attempts, or this long after the notifier
     # first planned it, is a dead letter: kept with its reason, no longer blocking its subject.
-    dead_letter_attempts: StrictInt = Field(100, ge=1)
-    dead_letter_age_ms: StrictInt = Field(6 * 3_600_000, gt=0)
+    dead_letter_attempts: StrictInt = Field(100, ge=1, le=1_000_000)
+    dead_letter_age_ms: StrictInt = Field(6 * 3_600_000, gt=0, le=MAX_DAYS * _DAY_MS)
     # Finished notifications of resolved alerts, and ended silences, are deleted after this long.
-    retention_days: StrictInt = Field(14, ge=1)
+    retention_days: StrictInt = Field(14, ge=1, le=MAX_DAYS)
 
 
 class AlertingConfig(_Strict):
@@ -191,7 +204,7 @@ def _route_problem(kind: str, loc: tuple[str | int, ...], value: str, text: str)
 class BusConfig(_Strict):
     # None: the embedded Tansu broker, started by the project.
     bootstrap_servers: str | None = None
-    partitions: int = Field(1, ge=1)
+    partitions: int = Field(1, ge=1, le=10_000)
     # How every fleetwatch client reaches the bus (job, probe, simulator, alert publisher).
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     # Which source reads the bus: Spark's kafka connector (`spark`, the production path), the
@@ -212,17 +225,18 @@ class RetentionConfig(_Strict):
     deletes what is older every `every_batches` micro-batches, at most `max_rows_per_table` rows
     per table each time, in short transactions."""
 
-    history_days: float = Field(30, gt=0)  # alert_history, broker_transitions, controller_history
-    resolved_alerts_days: float = Field(30, gt=0)  # alerts once resolved
-    quarantine_days: float = Field(7, gt=0)
-    progress_days: float = Field(2, gt=0)  # pipeline_progress: ~86k rows a day at one batch a second
-    subjects_days: float = Field(30, gt=0)  # brokers, clusters, targets not heard of (nothing firing)
-    every_batches: int = Field(100, ge=1)
-    max_rows_per_table: int = Field(5000, ge=1)
+    # Finite and at most MAX_DAYS: `.inf` overflowed the store's cutoff (OverflowError in every round).
+    history_days: float = Field(30, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # alert_history, transitions, controller
+    resolved_alerts_days: float = Field(30, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # alerts once resolved
+    quarantine_days: float = Field(7, gt=0, le=MAX_DAYS, allow_inf_nan=False)
+    progress_days: float = Field(2, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # pipeline_progress: ~86k rows a day
+    subjects_days: float = Field(30, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # brokers, clusters, targets not heard of
+    every_batches: int = Field(100, ge=1, le=1_000_000)
+    max_rows_per_table: int = Field(5000, ge=1, le=10_000_000)
 
 
 class StoreConfig(_Strict):
-    url: str = "sqlite:///var/fleetwatch.db"
+    url: str = Field("sqlite:///var/fleetwatch.db", repr=False)  # left out of repr: it may hold a password
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
 
@@ -250,16 +264,16 @@ class RestartSettings(_Strict):
 class SparkConfig(_Strict):
     master: str = "local[*]"
     checkpoint_dir: str = "var/checkpoint"
-    trigger_ms: int = Field(1000, ge=0)
+    trigger_ms: int = Field(1000, ge=0, le=3_600_000)
     # Tasks of each detection pass: one per core (each costs a Python runner and a state store
     # commit per micro-batch); on a cluster, the executors' total cores.
-    shuffle_partitions: int = Field(2, ge=1)
-    max_records_per_batch: int = Field(200000, gt=0)
+    shuffle_partitions: int = Field(2, ge=1, le=10_000)
+    max_records_per_batch: int = Field(200000, gt=0, le=100_000_000)
     # Detection state is kept per bucket of shards, in each pass (see streaming/pipeline/state.py): each
     # bucket costs a fixed ~10 ms per micro-batch, and buckets bound the detection's parallelism
     # (give a cluster a few per core). Fixed for the life of a checkpoint: the job refuses state
     # written with another count.
-    state_buckets: int = Field(16, ge=1)
+    state_buckets: int = Field(16, ge=1, le=4096)
     # JVM options of the Spark driver that fleetwatch starts itself (local[*], or a client of a
     # cluster; under spark-submit the submitter's options apply). Stopping the JIT at its first
     # tier: the JVM only moves rows between Kafka, Arrow and the Python workers, and C2's compiling
@@ -275,10 +289,10 @@ class ProbeConfig(_Strict):
 
     # Exchanges (connections) of one target in flight at once; the probe's --concurrency bounds
     # all targets together and must be at least this.
-    target_concurrency: int = Field(32, ge=1)
+    target_concurrency: int = Field(32, ge=1, le=4096)
     # Endpoints probed per target and round: the bootstrap addresses first, then the most recently
     # advertised (SPEC: each for forget_after_ms after its last advertisement, within this cap).
-    max_endpoints_per_target: int = Field(256, ge=1)
+    max_endpoints_per_target: int = Field(256, ge=1, le=65_536)
     # The largest answer read (bytes of one response frame); a bigger one fails that exchange with
     # RESPONSE_TOO_LARGE. 1 MiB: a Metadata answer of ~2,000 brokers with 255-character names.
     max_response_bytes: int = Field(1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
@@ -365,13 +379,38 @@ class ConfigError(Exception):
     """A configuration problem, already phrased as one line for the user."""
 
 
-def _describe(exc: ValidationError, path: Path) -> str:
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the deepest node of `loc` found in the YAML tree (as check-config finds it);
+    None for a problem of the whole file (an empty `loc`)."""
+    node, line = root, None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = next(((key, value) for key, value in node.value
+                          if isinstance(key, yaml.ScalarNode) and key.value == str(part)), None)
+            if found is None:
+                return line
+            node, line = found[1], found[0].start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def _describe(exc: ValidationError, path: Path, text: str = "") -> str:
+    """One line: each problem as `file:line: path: message` (the line where the YAML has it)."""
+    try:
+        root = yaml.compose(text) if text else None
+    except yaml.YAMLError:
+        root = None
     problems = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        problems.append(f"{where}: {message}")
-    return f"{path}: " + "; ".join(problems)
+        line = _line_of(root, tuple(err["loc"]))
+        problems.append(f"{path}:{line}: {where}: {message}" if line else f"{path}: {where}: {message}")
+    return "; ".join(problems)
 
 
 def load_config(path: str | Path | None) -> FleetwatchConfig:
@@ -380,7 +419,8 @@ def load_config(path: str | Path | None) -> FleetwatchConfig:
         return FleetwatchConfig()
     path = Path(path)
     try:
-        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        raw: Any = yaml.safe_load(text)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
@@ -394,4 +434,4 @@ def load_config(path: str | Path | None) -> FleetwatchConfig:
     try:
         return FleetwatchConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path)) from None
+        raise ConfigError(_describe(exc, path, text)) from None

@@ -9,7 +9,12 @@ every part.
 
 On a terminal the demo shows a banner and one status line (`streaming.console`); every log line,
 Spark's and the dashboard's included, goes to `<workdir>/fleetwatch.log`. The work folder is
-emptied at each start: old state would replay an old fleet's alerts.
+emptied at each start: old state would replay an old fleet's alerts. Only a folder the demo made is
+emptied (`prepare_workdir`): one that is missing, empty, or carries the demo's marker file
+(`.fleetwatch-demo`, written into every work folder the demo makes); or, made by a version before
+the marker, one holding nothing but what the demo writes, its `fleetwatch.log` among it. Any other
+folder (`--workdir var`, where `fleetwatch run` keeps its store and checkpoint) is refused with a
+one-line error (exit 2) before anything starts.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from streaming.store import Store
 if TYPE_CHECKING:
     from streaming.kraft import RealClusterShowcase
 
-__all__ = ["DemoOptions", "demo_alerting", "run_demo"]
+__all__ = ["WORKDIR_MARKER", "DemoOptions", "check_workdir", "demo_alerting", "prepare_workdir", "run_demo"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,14 @@ RECEIVER = "demo-webhook"
 # The receiver's signing secret is made afresh for each run and handed to the notifier in memory.
 _SECRET_ENV = "FLEETWATCH_DEMO_WEBHOOK_SECRET"
 _REAL_KAFKA_EVERY_S = 120
+
+# Written into every work folder the demo makes: only such a folder is ever emptied.
+WORKDIR_MARKER = ".fleetwatch-demo"
+# Everything the demo writes at the top of its work folder (the store with SQLite's side files, the
+# checkpoint, the logs, the received alerts, the real cluster's nodes): a folder made by a version
+# before the marker holds nothing else, and always its fleetwatch.log (the first thing it wrote).
+_DEMO_ENTRIES = frozenset({"fleetwatch.log", "tansu.log", "fleetwatch.db", "fleetwatch.db-wal", "fleetwatch.db-shm",
+                           "fleetwatch.db-journal", "checkpoint", "received.jsonl", "real-kafka"})
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,31 @@ def _port_taken(port: int) -> bool:
         except OSError:
             return True
         return False
+
+
+def check_workdir(workdir: Path) -> None:
+    """Refuse (ConfigError, one line) a work folder the demo did not make: it is emptied at start."""
+    if not workdir.exists() and not workdir.is_symlink():
+        return
+    if workdir.is_symlink() or not workdir.is_dir():
+        raise ConfigError(f"--workdir {workdir}: not a folder (the demo empties its work folder at start): "
+                          "give a new or empty folder")
+    entries = {entry.name for entry in workdir.iterdir()}
+    if not entries or WORKDIR_MARKER in entries or (entries <= _DEMO_ENTRIES and "fleetwatch.log" in entries):
+        return
+    other = sorted(entries - _DEMO_ENTRIES) or sorted(entries)
+    raise ConfigError(f"--workdir {workdir}: refusing to empty a folder the demo did not make (it holds {other[0]!r} "
+                      f"and no {WORKDIR_MARKER}): give a new or empty folder")
+
+
+def prepare_workdir(workdir: Path) -> None:
+    """Empty the work folder (after `check_workdir`) and mark it as the demo's."""
+    check_workdir(workdir)
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    (workdir / WORKDIR_MARKER).write_text("made by `fleetwatch demo`: emptied at each start of the demo\n",
+                                          encoding="utf-8")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -127,6 +165,7 @@ def _real_kafka(options: DemoOptions, bus: EmbeddedBus, console: Console,
 
 
 def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
+    check_workdir(options.workdir)  # before anything starts (Spark's modules too); emptied below
     from streaming.pipeline import stop_on_signals
 
     if _port_taken(options.port):
@@ -138,8 +177,7 @@ def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
     stop_on_signals(stop)
     signal.signal(signal.SIGHUP, lambda *_: stop.set())  # the terminal closed: stop every part all the same
     workdir = options.workdir
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
+    prepare_workdir(workdir)
     log_path = workdir / "fleetwatch.log"
     with open_console(log_path, verbose=options.verbose) as console:
         try:

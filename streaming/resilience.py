@@ -2,8 +2,16 @@
 
 The streaming job must outlive a database restart or a bus outage (deploy/README.md, "The
 streaming job"): a micro-batch whose store write fails on a transient error waits and retries,
-the same batch, until the store is back; a data error (a bug: the contract bounds every value)
-still fails.
+the same batch, until the store is back; any other store error (a schema error such as "no such
+table", a read-only or full database file, bad credentials, a data error) fails at once with a
+one-line message (`StoreFailure`): waiting would stall the job without curing it.
+
+Transient is decided by the database's own error code where there is one (`is_transient`):
+SQLite's result code (SQLITE_BUSY, SQLITE_LOCKED, SQLITE_PROTOCOL); PostgreSQL's SQLSTATE (class
+08 connection exceptions, 57P01-57P03 and 57P05 shutdown, crash and start-up, 53300 too many
+connections, 55P03 lock not available, 40001 serialization failure, 40P01 deadlock); and,
+without a code, a driver error raised before any server answered (connection refused, lost or
+closed), a connection SQLAlchemy found invalidated, or the pool's timeout.
 """
 
 from __future__ import annotations
@@ -14,8 +22,17 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["BACKOFF_FIRST_S", "BACKOFF_MAX_S", "Stopping", "Throttle", "backoff_delay", "is_transient",
-           "one_line", "retry_store"]
+__all__ = [
+    "BACKOFF_FIRST_S",
+    "BACKOFF_MAX_S",
+    "Stopping",
+    "StoreFailure",
+    "Throttle",
+    "backoff_delay",
+    "is_transient",
+    "one_line",
+    "retry_store",
+]
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +46,53 @@ class Stopping(Exception):
     """The process was asked to stop while it waited for the store."""
 
 
+class StoreFailure(RuntimeError):
+    """A store error that waiting will not cure; its message is one line (the cause is chained)."""
+
+
+# SQLite primary result codes (https://sqlite.org/rescode.html) a wait may cure: another connection
+# holds a lock. An extended code (SQLITE_BUSY_SNAPSHOT, ...) carries its primary code in the low byte.
+_SQLITE_TRANSIENT = {5: "SQLITE_BUSY", 6: "SQLITE_LOCKED", 15: "SQLITE_PROTOCOL"}
+# PostgreSQL SQLSTATEs a wait may cure (https://www.postgresql.org/docs/current/errcodes-appendix.html),
+# besides class 08 (connection exception).
+_PG_TRANSIENT = {
+    "40001",  # serialization_failure
+    "40P01",  # deadlock_detected
+    "53300",  # too_many_connections
+    "55P03",  # lock_not_available
+    "57P01",  # admin_shutdown
+    "57P02",  # crash_shutdown
+    "57P03",  # cannot_connect_now (starting up, shutting down, in recovery)
+    "57P05",  # idle_session_timeout
+}
+
+
 def is_transient(exc: BaseException) -> bool:
-    """A store error that waiting may cure: the server is down, restarting, unreachable or locked."""
+    """A store error that waiting may cure: the server is down, restarting, unreachable or busy,
+    or the database is locked. Decided by the database's error code (module docstring)."""
     # SQLAlchemy is imported where it is used: the readers import this module for `Throttle`, and
     # each of Spark's planner processes would load SQLAlchemy for nothing (0.15 s of CPU each).
     from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-    if isinstance(exc, OperationalError | InterfaceError):
+    if isinstance(exc, PoolTimeout):  # every pooled connection busy for pool_timeout
         return True
-    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:  # SQLAlchemy saw the connection die (server gone, network cut)
+        return True
+    orig = exc.orig
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in _SQLITE_TRANSIENT
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)  # psycopg 3, psycopg2
+    if isinstance(sqlstate, str) and sqlstate:
+        return sqlstate.startswith("08") or sqlstate in _PG_TRANSIENT
+    if type(orig).__module__.partition(".")[0] == "sqlite3":
+        return False  # SQLite without a result code: never a server to wait for
+    # A server driver's error without SQLSTATE was raised before the server answered: connection
+    # refused, lost, or closed by the server.
+    return isinstance(exc, OperationalError | InterfaceError)
 
 
 def backoff_delay(attempt: int, first_s: float = BACKOFF_FIRST_S, max_s: float = BACKOFF_MAX_S) -> float:
@@ -55,7 +110,8 @@ def retry_store(action: Callable[[], T], *, what: str, stop: threading.Event | N
                 on_retry: Callable[[], Any] | None = None) -> T:
     """Run `action` until it does not fail on a transient store error, waiting `backoff_delay`
     between attempts. One structured warning per retry: with the backoff, at most one line every
-    10 s during a long outage. Raises `Stopping` once `stop` is set, and any non-transient error."""
+    10 s during a long outage. Raises `Stopping` once `stop` is set, and `StoreFailure` (one line,
+    logged once, the cause chained) at once for any other store error."""
     from sqlalchemy.exc import SQLAlchemyError  # see is_transient
 
     attempt = 0
@@ -64,7 +120,9 @@ def retry_store(action: Callable[[], T], *, what: str, stop: threading.Event | N
             result = action()
         except SQLAlchemyError as exc:
             if not is_transient(exc):
-                raise
+                failure = StoreFailure(f"cannot {what}: {one_line(exc)} (not a transient store error: not retried)")
+                log.error("store error, not retried", extra={"what": what, "error": one_line(exc)})
+                raise failure from exc
             attempt += 1
             delay = backoff_delay(attempt)
             if on_retry is not None:

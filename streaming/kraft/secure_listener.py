@@ -4,7 +4,7 @@ for 127.0.0.1 from a CA of its own, made with openssl."""
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["SecureListener"]
@@ -17,7 +17,7 @@ class SecureListener:
 
     directory: Path
     username: str
-    password: str
+    password: str = field(repr=False)  # never in a repr (logs, test reports)
 
     @property
     def ca_file(self) -> Path:

@@ -27,7 +27,7 @@ import socket
 import ssl
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.collect.protocol.codec import DecodeError, decode_response, encode_request, spec
@@ -169,13 +169,14 @@ def classify(exc: BaseException, phase: str = "") -> ProbeFailure:
 
 @dataclass(frozen=True)
 class Security:
-    """How to reach one cluster: TLS context and SASL credentials, already resolved."""
+    """How to reach one cluster: TLS context and SASL credentials, already resolved. `repr` (and so
+    str, f-strings, logging, and the repr of a `Target` holding it) leaves the password out."""
 
     protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     sasl_mechanism: str | None = None
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
 
     @property
     def tls(self) -> bool:
