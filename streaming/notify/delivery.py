@@ -14,7 +14,7 @@ How it works, and why nothing is lost (the policies, in SPEC-style words: deploy
    message; their deliveries wait `group_wait_ms` after being recorded, so that a storm of one
    cluster's alerts is collected into that one message. Silences are applied here
    (`streaming/notify/policy.py`): a firing a silence holds is decided again when it ends.
-   HTTP and the backoff: `sending.py`.
+   HTTP (each attempt under one deadline for the whole of it) and the backoff: `sending.py`.
 3. *Record.* Only a 2xx marks a delivery `delivered`, in a transaction after the response; a
    notifier killed before that resends on restart (a duplicate the receiver drops by
    (alert_id, status)), never skips. Network errors, timeouts, 408, 425, 429 and 5xx are retried
@@ -83,7 +83,7 @@ GROUP_LIMIT = {"slack": 50, "alertmanager": 500}
 class NotifyOptions:
     group_wait_ms: int = 10_000
     interval_ms: int = 1000
-    timeout_s: float = 10.0
+    timeout_s: float | None = None  # one attempt's deadline; None: alerting.delivery.attempt_timeout_ms
     retry_base_ms: int = 1000
     retry_max_ms: int = 300_000
     concurrency: int = 4
@@ -111,7 +111,7 @@ def _state_change(delivery: QueuedDelivery, verdict: Verdict) -> StateChange:
 class Notifier:
     def __init__(self, config: FleetwatchConfig, store: Store, options: NotifyOptions | None = None, *,
                  env: Mapping[str, str] | None = None, clock: Callable[[], float] = time.time,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
         # httpx logs every request's URL at INFO, and a receiver URL may be a secret (Slack's is).
         for name in ("httpx", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -119,12 +119,14 @@ class Notifier:
         self.queue = DeliveryQueue(store)
         self.options = options or NotifyOptions()
         self.limits = config.alerting.delivery
+        self.attempt_s = (self.options.timeout_s if self.options.timeout_s is not None
+                          else self.limits.attempt_timeout_ms / 1000)
         self._clock = clock
         self.receivers: dict[str, Receiver] = build_receivers(config.alerting.receivers, env)
         self.planner = Planner(self.queue, Router(config.alerting.routes, list(self.receivers), config.clusters),
                                self.receivers, self.options.group_wait_ms, self.now_ms)
         self.scrubber = Scrubber(secret for r in self.receivers.values() for secret in r.secrets)
-        self.sender = Sender(self.receivers.values(), self.scrubber, self.now_ms, timeout_s=self.options.timeout_s,
+        self.sender = Sender(self.receivers.values(), self.scrubber, self.now_ms, timeout_s=self.attempt_s,
                              concurrency=self.options.concurrency, retry_base_ms=self.options.retry_base_ms,
                              retry_max_ms=self.options.retry_max_ms, transport=transport)
         self._pools = {name: ThreadPoolExecutor(self.options.concurrency, thread_name_prefix=f"notify-{name}")

@@ -159,9 +159,9 @@ def resolved(alert: dict[str, Any], ends_at: int) -> dict[str, Any]:
 
 
 def write_config(tmp_path: Path, receivers: list[dict], routes: list[dict] | None = None,
-                 store_url: str | None = None, **extra) -> Path:
-    cfg = {"store": {"url": store_url or f"sqlite:///{tmp_path / 'fleet.db'}"},
-           "alerting": {"receivers": receivers, "routes": routes or []}, **extra}
+                 store_url: str | None = None, delivery: dict | None = None, **extra) -> Path:
+    alerting = {"receivers": receivers, "routes": routes or [], **({"delivery": delivery} if delivery else {})}
+    cfg = {"store": {"url": store_url or f"sqlite:///{tmp_path / 'fleet.db'}"}, "alerting": alerting, **extra}
     path = tmp_path / "fleetwatch.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
