@@ -42,6 +42,7 @@ system: java
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	command -v faketime >/dev/null || missing="$$missing faketime"; \
 	{ command -v prometheus-alertmanager || command -v alertmanager; } >/dev/null || missing="$$missing prometheus-alertmanager"; \
 	if [ -n "$$missing" ]; then $(MAKE) -s apt PKGS="$$missing"; fi
 

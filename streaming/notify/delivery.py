@@ -25,7 +25,11 @@ How it works, and why nothing is lost (the policies, in SPEC-style words: deploy
    silenced or superseded; a row with a dead letter keeps `delivered_at` empty and shows the
    reason. Finished rows of resolved alerts go after `retention_days` (`retention`).
 
-One notifier runs per store at a time (`lease`). Its SQL is `streaming.store.DeliveryQueue`.
+One notifier runs per store at a time (`lease.py`: a lease on the database's clock, never the
+hosts'; its generation fences the writes). A send starts only while the lease covers the whole
+attempt (its deadline), and its outcome is recorded only if the lease is still this tenure's: a
+deposed notifier's late write is refused (the new holder sends that notification again). Its SQL
+is `streaming.store.DeliveryQueue`.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from streaming.notify.policy import (
 )
 from streaming.notify.receivers import OutgoingAlert, Receiver, build_receivers
 from streaming.notify.routes import Router
-from streaming.notify.sending import Outcome, Sender
+from streaming.notify.sending import NOT_SENT, Outcome, Sender
 from streaming.redact import Scrubber
 from streaming.store import (
     HELD,
@@ -131,7 +135,7 @@ class Notifier:
                              retry_max_ms=self.options.retry_max_ms, transport=transport)
         self._pools = {name: ThreadPoolExecutor(self.options.concurrency, thread_name_prefix=f"notify-{name}")
                        for name in self.receivers}
-        self.lease = Lease(store, self.options.lease_ms, self.now_ms)
+        self.lease = Lease(store, self.options.lease_ms)
         self._am_refreshed: dict[str, int] = {}
         self._retention_due_at = 0
         # Receiver-level backoff: consecutive rounds without any success, and until when to wait.
@@ -232,6 +236,9 @@ class Notifier:
         except (ValueError, KeyError, TypeError) as exc:
             outcome = Outcome(False, permanent=True, error=f"cannot build the message: {type(exc).__name__}: {exc}")
         else:
+            # Units wait in the receiver's pool: the lease is judged when each attempt starts.
+            if not self.lease.held_for(self.attempt_s):
+                return NOT_SENT
             outcome = self.sender.send(receiver, request)
         self._record(receiver, unit, outcome)
         return outcome
@@ -254,8 +261,13 @@ class Notifier:
         if not outcome.ok:
             prefix = "dead letter: " if outcome.permanent or given_up else ""
             outbox_error = f"{prefix}{receiver.name}: {next(iter(given_up.values()), outcome.error)}"
-        self.queue.record_outcome(unit, now, delivered=outcome.ok, permanent=outcome.permanent, error=outcome.error,
-                                  retry_at=retry_at, given_up=given_up, outbox_error=outbox_error)
+        if not self.queue.record_outcome(unit, now, delivered=outcome.ok, permanent=outcome.permanent,
+                                         error=outcome.error, retry_at=retry_at, given_up=given_up,
+                                         outbox_error=outbox_error, fence=self.lease.fence):
+            self._count("fenced", len(unit))
+            log.warning("the notifier lease was taken over during this send: its outcome is not recorded "
+                        "(the new holder sends it again)", extra={**info, "ok": outcome.ok})
+            return
         if outcome.ok:
             self._count("delivered", len(unit))
             log.info("delivered", extra=info)
@@ -335,7 +347,8 @@ class Notifier:
                 rows = [r for r in rows if r.id not in verdicts]
             futures = [self._pools[name].submit(self._deliver, receiver, unit) for unit in self._units(receiver, rows)]
             wait_futures(futures)
-            outcomes = [future.result() for future in futures]
+            results = [future.result() for future in futures]
+            outcomes = [o for o in results if o.sent]
             if outcomes and not any(o.ok or o.permanent for o in outcomes):
                 if fresh_only:
                     return  # still failing: the pause stands
@@ -353,6 +366,8 @@ class Notifier:
                 self._failing_rounds.pop(name, None)
                 self._paused_until.pop(name, None)
                 fresh_only = False
+            if len(outcomes) < len(results):
+                break  # the lease would not cover an attempt: nothing more until it is renewed
         if receiver.kind == "alertmanager" and self.lease.held:
             self._refresh_alertmanager(receiver)
 

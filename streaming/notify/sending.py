@@ -31,7 +31,7 @@ from streaming.notify.policy import parse_retry_after
 from streaming.notify.receivers import HttpRequest, Receiver
 from streaming.redact import Scrubber
 
-__all__ = ["MAX_BODY_BYTES", "RETRYABLE_STATUS", "Outcome", "Sender"]
+__all__ = ["MAX_BODY_BYTES", "NOT_SENT", "RETRYABLE_STATUS", "Outcome", "Sender"]
 
 RETRYABLE_STATUS = {408, 425, 429}
 # How much of an answer's body is read (an error message); the rest is never read.
@@ -44,6 +44,10 @@ class Outcome:
     permanent: bool = False
     error: str | None = None
     retry_after_ms: int | None = None
+    sent: bool = True  # False: not sent at all (the lease would not cover the attempt): nothing to record
+
+
+NOT_SENT = Outcome(False, error="not sent: the notifier lease does not cover the attempt", sent=False)
 
 
 class _AttemptTimeout(Exception):
