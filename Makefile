@@ -43,7 +43,7 @@ system: java
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
-	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing faketime"; \
+	{ command -v faketime && ls /usr/lib/*/faketime/libfaketime.so.1; } >/dev/null 2>&1 || missing="$$missing faketime"; \
 	{ command -v prometheus-alertmanager || command -v alertmanager; } >/dev/null || missing="$$missing prometheus-alertmanager"; \
 	if [ -n "$$missing" ]; then $(MAKE) -s apt PKGS="$$missing"; fi
 

@@ -161,6 +161,11 @@ class DeliverySettings(_Strict):
     dead_letter_age_ms: StrictInt = Field(6 * 3_600_000, gt=0, le=MAX_DAYS * _DAY_MS)
     # Finished notifications of resolved alerts, and ended silences, are deleted after this long.
     retention_days: StrictInt = Field(14, ge=1, le=MAX_DAYS)
+    # One delivery attempt, all of it (connect, send, status, headers, the first 16 KiB of the body),
+    # ends by this deadline: a receiver that trickles its answer fails the attempt (retried, and
+    # counted by the limits above). At most half the notifier's 30 s lease (streaming/notify/lease.py):
+    # an attempt starts only while the lease is held for its whole deadline.
+    attempt_timeout_ms: StrictInt = Field(10_000, ge=1000, le=15_000)
 
 
 class AlertingConfig(_Strict):

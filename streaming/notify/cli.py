@@ -29,7 +29,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "(default 10000; 0 sends at once)")
     p.add_argument("--interval-ms", type=int, default=1000, metavar="MS",
                    help="how often to look for new and due notifications (default 1000)")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per HTTP request (default 10 s)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="the whole of one delivery attempt: connect, send, status and the answer's first 16 KiB "
+                        "(1 to 15 s; default alerting.delivery.attempt_timeout_ms, 10 s)")
     p.add_argument("--retry-base-ms", type=int, default=1000, metavar="MS",
                    help="first retry delay; doubles per attempt, with jitter (default 1000)")
     p.add_argument("--retry-max-ms", type=int, default=300_000, metavar="MS",
@@ -49,8 +51,8 @@ def command(args: argparse.Namespace) -> int:
                              ("--concurrency", args.concurrency, 1)):
         if value < low:
             raise ConfigError(f"{flag} must be at least {low}")
-    if args.timeout <= 0:
-        raise ConfigError("--timeout must be positive")
+    if args.timeout is not None and not 1 <= args.timeout <= 15:
+        raise ConfigError("--timeout must be between 1 and 15 s (an attempt ends within the notifier's lease)")
     config = load_config(args.config)
     if not config.alerting.receivers:
         raise ConfigError(f"{args.config}: alerting.receivers is empty: there is nowhere to deliver to")

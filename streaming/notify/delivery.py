@@ -14,7 +14,7 @@ How it works, and why nothing is lost (the policies, in SPEC-style words: deploy
    message; their deliveries wait `group_wait_ms` after being recorded, so that a storm of one
    cluster's alerts is collected into that one message. Silences are applied here
    (`streaming/notify/policy.py`): a firing a silence holds is decided again when it ends.
-   HTTP and the backoff: `sending.py`.
+   HTTP (each attempt under one deadline for the whole of it) and the backoff: `sending.py`.
 3. *Record.* Only a 2xx marks a delivery `delivered`, in a transaction after the response; a
    notifier killed before that resends on restart (a duplicate the receiver drops by
    (alert_id, status)), never skips. Network errors, timeouts, 408, 425, 429 and 5xx are retried
@@ -25,7 +25,11 @@ How it works, and why nothing is lost (the policies, in SPEC-style words: deploy
    silenced or superseded; a row with a dead letter keeps `delivered_at` empty and shows the
    reason. Finished rows of resolved alerts go after `retention_days` (`retention`).
 
-One notifier runs per store at a time (`lease`). Its SQL is `streaming.store.DeliveryQueue`.
+One notifier runs per store at a time (`lease.py`: a lease on the database's clock, never the
+hosts'; its generation fences the writes). A send starts only while the lease covers the whole
+attempt (its deadline), and its outcome is recorded only if the lease is still this tenure's: a
+deposed notifier's late write is refused (the new holder sends that notification again). Its SQL
+is `streaming.store.DeliveryQueue`.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from streaming.notify.policy import (
 )
 from streaming.notify.receivers import OutgoingAlert, Receiver, build_receivers
 from streaming.notify.routes import Router
-from streaming.notify.sending import Outcome, Sender
+from streaming.notify.sending import NOT_SENT, Outcome, Sender
 from streaming.redact import Scrubber
 from streaming.store import (
     HELD,
@@ -83,7 +87,7 @@ GROUP_LIMIT = {"slack": 50, "alertmanager": 500}
 class NotifyOptions:
     group_wait_ms: int = 10_000
     interval_ms: int = 1000
-    timeout_s: float = 10.0
+    timeout_s: float | None = None  # one attempt's deadline; None: alerting.delivery.attempt_timeout_ms
     retry_base_ms: int = 1000
     retry_max_ms: int = 300_000
     concurrency: int = 4
@@ -111,7 +115,7 @@ def _state_change(delivery: QueuedDelivery, verdict: Verdict) -> StateChange:
 class Notifier:
     def __init__(self, config: FleetwatchConfig, store: Store, options: NotifyOptions | None = None, *,
                  env: Mapping[str, str] | None = None, clock: Callable[[], float] = time.time,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
         # httpx logs every request's URL at INFO, and a receiver URL may be a secret (Slack's is).
         for name in ("httpx", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -119,17 +123,19 @@ class Notifier:
         self.queue = DeliveryQueue(store)
         self.options = options or NotifyOptions()
         self.limits = config.alerting.delivery
+        self.attempt_s = (self.options.timeout_s if self.options.timeout_s is not None
+                          else self.limits.attempt_timeout_ms / 1000)
         self._clock = clock
         self.receivers: dict[str, Receiver] = build_receivers(config.alerting.receivers, env)
         self.planner = Planner(self.queue, Router(config.alerting.routes, list(self.receivers), config.clusters),
                                self.receivers, self.options.group_wait_ms, self.now_ms)
         self.scrubber = Scrubber(secret for r in self.receivers.values() for secret in r.secrets)
-        self.sender = Sender(self.receivers.values(), self.scrubber, self.now_ms, timeout_s=self.options.timeout_s,
+        self.sender = Sender(self.receivers.values(), self.scrubber, self.now_ms, timeout_s=self.attempt_s,
                              concurrency=self.options.concurrency, retry_base_ms=self.options.retry_base_ms,
                              retry_max_ms=self.options.retry_max_ms, transport=transport)
         self._pools = {name: ThreadPoolExecutor(self.options.concurrency, thread_name_prefix=f"notify-{name}")
                        for name in self.receivers}
-        self.lease = Lease(store, self.options.lease_ms, self.now_ms)
+        self.lease = Lease(store, self.options.lease_ms)
         self._am_refreshed: dict[str, int] = {}
         self._retention_due_at = 0
         # Receiver-level backoff: consecutive rounds without any success, and until when to wait.
@@ -230,6 +236,9 @@ class Notifier:
         except (ValueError, KeyError, TypeError) as exc:
             outcome = Outcome(False, permanent=True, error=f"cannot build the message: {type(exc).__name__}: {exc}")
         else:
+            # Units wait in the receiver's pool: the lease is judged when each attempt starts.
+            if not self.lease.held_for(self.attempt_s):
+                return NOT_SENT
             outcome = self.sender.send(receiver, request)
         self._record(receiver, unit, outcome)
         return outcome
@@ -252,8 +261,13 @@ class Notifier:
         if not outcome.ok:
             prefix = "dead letter: " if outcome.permanent or given_up else ""
             outbox_error = f"{prefix}{receiver.name}: {next(iter(given_up.values()), outcome.error)}"
-        self.queue.record_outcome(unit, now, delivered=outcome.ok, permanent=outcome.permanent, error=outcome.error,
-                                  retry_at=retry_at, given_up=given_up, outbox_error=outbox_error)
+        if not self.queue.record_outcome(unit, now, delivered=outcome.ok, permanent=outcome.permanent,
+                                         error=outcome.error, retry_at=retry_at, given_up=given_up,
+                                         outbox_error=outbox_error, fence=self.lease.fence):
+            self._count("fenced", len(unit))
+            log.warning("the notifier lease was taken over during this send: its outcome is not recorded "
+                        "(the new holder sends it again)", extra={**info, "ok": outcome.ok})
+            return
         if outcome.ok:
             self._count("delivered", len(unit))
             log.info("delivered", extra=info)
@@ -333,7 +347,8 @@ class Notifier:
                 rows = [r for r in rows if r.id not in verdicts]
             futures = [self._pools[name].submit(self._deliver, receiver, unit) for unit in self._units(receiver, rows)]
             wait_futures(futures)
-            outcomes = [future.result() for future in futures]
+            results = [future.result() for future in futures]
+            outcomes = [o for o in results if o.sent]
             if outcomes and not any(o.ok or o.permanent for o in outcomes):
                 if fresh_only:
                     return  # still failing: the pause stands
@@ -351,6 +366,8 @@ class Notifier:
                 self._failing_rounds.pop(name, None)
                 self._paused_until.pop(name, None)
                 fresh_only = False
+            if len(outcomes) < len(results):
+                break  # the lease would not cover an attempt: nothing more until it is renewed
         if receiver.kind == "alertmanager" and self.lease.held:
             self._refresh_alertmanager(receiver)
 

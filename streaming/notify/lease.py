@@ -1,6 +1,22 @@
 """One notifier per store at a time (order per subject needs one sender): a lease row naming its
 holder, renewed by it, with an expiry.
 
+The lease runs on one clock only, the database's: the statement that takes or renews it sets
+`expires_at` from the database's own time (PostgreSQL's `clock_timestamp()`, SQLite's
+`julianday('now')`), and the one that takes it over compares `expires_at` with that same time, so
+the hosts' clocks are never compared (two notifiers whose clocks differ by minutes never send at
+once, and a standby never waits longer than the lease for a dead holder). The holder counts its
+own validity on its monotonic clock from *before* the statement that renewed it, so it stops
+before the database would let another take over: it renews every ttl/3 and stops sending
+min(5 s, ttl/3) before the lease runs out; an attempt starts only while the lease covers the
+whole attempt (`held_for`, the attempt's deadline, `alerting.delivery.attempt_timeout_ms`).
+
+Every takeover increments the lease's `generation`, a fencing token: the write that records a
+send's outcome checks, in its own transaction, that the lease still has this owner and
+generation (`fence`, `DeliveryQueue.record_outcome`), so a deposed notifier's late write (one
+paused past its lease) is refused and the new holder sends that notification again (at least
+once; the receiver deduplicates on (alert_id, status)).
+
 The holder is one process *instance*: a random token, never the host name and pid, which two
 containers (or two notifiers in one process) can share. A lease is taken over when it expired,
 or at once when its holder is provably dead: a process of the same machine *and* the same pid
@@ -13,17 +29,24 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
-from collections.abc import Callable
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, literal_column, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from streaming.store import Store, notifier_lease
+from streaming.store import LeaseFence, Store, notifier_lease
 
-__all__ = ["Lease", "process_space"]
+__all__ = ["Lease", "database_now_ms", "process_space"]
 
 log = logging.getLogger(__name__)
+
+
+def database_now_ms(store: Store):
+    """The database's clock in epoch ms, as an SQL expression evaluated by the database."""
+    if store.engine.dialect.name == "postgresql":
+        return literal_column("CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)")
+    return literal_column("CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)")
 
 
 def process_space() -> str:
@@ -52,24 +75,34 @@ def _pid_alive(pid: int) -> bool:
 class Lease:
     NAME = "notifier"
 
-    def __init__(self, store: Store, ttl_ms: int, now_ms: Callable[[], int]) -> None:
+    def __init__(self, store: Store, ttl_ms: int) -> None:
         self.store = store
         self.ttl_ms = ttl_ms
-        self.now_ms = now_ms
         self.owner = uuid.uuid4().hex  # this instance, whatever its host and pid
         self.host = process_space()
         self.pid = os.getpid()
-        self._valid_until = 0
-        self._renewed_at = 0
+        self.generation: int | None = None
+        # Monotonic seconds: until when this instance may send, when it last renewed.
+        self._valid_until = 0.0
+        self._renewed_at = 0.0
         self.holder: str | None = None
 
     @property
     def held(self) -> bool:
-        return self.now_ms() < self._valid_until
+        return time.monotonic() < self._valid_until
+
+    def held_for(self, seconds: float) -> bool:
+        """Held now and for `seconds` more (an attempt of that deadline may start)."""
+        return time.monotonic() + seconds < self._valid_until
+
+    @property
+    def fence(self) -> LeaseFence | None:
+        """The token a write of this tenure checks (None before the lease was first held)."""
+        return None if self.generation is None else LeaseFence(self.NAME, self.owner, self.generation)
 
     def renew_if_due(self) -> bool:
         """Renew once a third of the lease has passed (one write every ttl/3, not every loop)."""
-        if self.held and self.now_ms() < self._renewed_at + self.ttl_ms // 3:
+        if self.held and time.monotonic() < self._renewed_at + self.ttl_ms / 3000:
             return True
         return self.acquire()
 
@@ -80,33 +113,46 @@ class Lease:
 
     def acquire(self) -> bool:
         """Take or renew the lease; False (and `holder` says who) when another live notifier has it."""
-        now = self.now_ms()
+        started = time.monotonic()  # before the database's now: the local validity ends first
         t = notifier_lease
+        now = database_now_ms(self.store)
         mine = {"owner": self.owner, "host": self.host, "pid": self.pid, "acquired_at": now,
                 "expires_at": now + self.ttl_ms}
+        generation = None
         with self.store.engine.begin() as conn:
-            conn.execute(self.store._insert(t).values(name=self.NAME, **mine)
+            conn.execute(self.store._insert(t).values(name=self.NAME, generation=1, **mine)
                          .on_conflict_do_nothing(index_elements=["name"]))
-            row = conn.execute(select(t).where(t.c.name == self.NAME)).one()
+            row = conn.execute(select(t, now.label("db_now")).where(t.c.name == self.NAME)).one()
             if row.owner == self.owner:
                 got = conn.execute(update(t).where(t.c.name == self.NAME, t.c.owner == self.owner)
                                    .values(expires_at=now + self.ttl_ms)).rowcount == 1
-            elif row.expires_at <= now or self._holder_is_dead(row.host, row.pid):
-                got = conn.execute(update(t).where(t.c.name == self.NAME, t.c.owner == row.owner)
-                                   .values(**mine)).rowcount == 1
-                if got:
-                    log.info("took over the notifier lease", extra={"previous_pid": row.pid,
-                                                                    "previous_host": row.host})
+                generation = row.generation
             else:
+                dead = self._holder_is_dead(row.host, row.pid)
                 got = False
-                self.holder = f"pid {row.pid} on {row.host}"
+                if dead or row.expires_at <= row.db_now:
+                    # Compare-and-set on the holder seen, the expiry judged again by the database.
+                    taken = [t.c.name == self.NAME, t.c.owner == row.owner]
+                    if not dead:
+                        taken.append(t.c.expires_at <= now)
+                    got = conn.execute(update(t).where(*taken).values(
+                        **mine, generation=func.coalesce(t.c.generation, 0) + 1)).rowcount == 1
+                if got:
+                    generation = conn.scalar(select(t.c.generation).where(t.c.name == self.NAME))
+                    log.info("took over the notifier lease", extra={
+                        "previous_pid": row.pid, "previous_host": row.host, "generation": generation,
+                        "previous_expired_ms_ago": row.db_now - row.expires_at, "previous_dead": dead})
+                else:
+                    self.holder = f"pid {row.pid} on {row.host}"
+        self.generation = generation if got else self.generation
         # Stop sending a little before the lease runs out, should renewing fail.
-        self._valid_until = now + self.ttl_ms - min(5000, self.ttl_ms // 3) if got else 0
-        self._renewed_at = now
+        margin = min(5000, self.ttl_ms // 3)
+        self._valid_until = started + (self.ttl_ms - margin) / 1000 if got else 0.0
+        self._renewed_at = started
         return got
 
     def release(self) -> None:
-        self._valid_until = 0
+        self._valid_until = 0.0
         try:
             with self.store.engine.begin() as conn:
                 conn.execute(delete(notifier_lease).where(notifier_lease.c.name == self.NAME,

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from streaming.store.database import Store
-from streaming.store.delivery_queue import NO_RECEIVER, DeliveryQueue, QueuedDelivery, StateChange
+from streaming.store.delivery_queue import NO_RECEIVER, DeliveryQueue, LeaseFence, QueuedDelivery, StateChange
 from streaming.store.delivery_states import DEAD, DELIVERED, FINAL_OK, HELD, PENDING, SILENCED, SUPERSEDED
 from streaming.store.job_tables import (
     alert_history,
@@ -52,6 +52,7 @@ __all__ = [
     "SILENCED",
     "SUPERSEDED",
     "DeliveryQueue",
+    "LeaseFence",
     "QueuedDelivery",
     "RetentionCounts",
     "Silence",

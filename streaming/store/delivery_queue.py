@@ -3,7 +3,9 @@ says what they are for): planning, the queue heads due per receiver, silences' v
 outcome of a send, sweeping and requeueing dead letters.
 
 Every write that finishes a delivery also closes the outbox rows whose deliveries are then all
-done (`delivered_at`), in the same transaction.
+done (`delivered_at`), in the same transaction. The write that records a send's outcome is
+fenced: it first checks, in its transaction and holding the lease row, that the notifier lease
+still has the sender's owner and generation (`LeaseFence`), and writes nothing otherwise.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from sqlalchemy import Row, and_, bindparam, exists, select, update
 from streaming.store.database import Store
 from streaming.store.delivery_states import DEAD, DELIVERED, FINAL_OK, HELD, PENDING, SUPERSEDED
 from streaming.store.job_tables import outbox
-from streaming.store.notifier_tables import deliveries
+from streaming.store.notifier_tables import deliveries, notifier_lease
 
-__all__ = ["NO_RECEIVER", "DeliveryQueue", "QueuedDelivery", "StateChange"]
+__all__ = ["NO_RECEIVER", "DeliveryQueue", "LeaseFence", "QueuedDelivery", "StateChange"]
 
 # The receiver of the dead letter planned for an outbox row that is not an alert object.
 NO_RECEIVER = "-"
@@ -40,6 +42,15 @@ class QueuedDelivery:
     planned_at: int  # when this delivery was planned: the dead-letter age counts from here
     created_at: int  # when the outbox row was recorded
     body: str
+
+
+@dataclass(frozen=True)
+class LeaseFence:
+    """The notifier lease's tenure a write belongs to: refused once another notifier took over."""
+
+    name: str
+    owner: str
+    generation: int
 
 
 @dataclass(frozen=True)
@@ -215,14 +226,24 @@ class DeliveryQueue:
 
     def record_outcome(self, unit: Sequence[QueuedDelivery], now: int, *, delivered: bool, permanent: bool,
                        error: str | None, retry_at: dict[int, int], given_up: dict[int, str],
-                       outbox_error: str | None) -> None:
+                       outbox_error: str | None, fence: LeaseFence | None = None) -> bool:
         """What one send did to its deliveries: delivered; refused for good (dead, with `error`); or
         failed, to retry at `retry_at` (delivery id -> when) with `error`, except those `given_up`
-        (delivery id -> why: dead). Every outbox row counts an attempt and shows `outbox_error`."""
+        (delivery id -> why: dead). Every outbox row counts an attempt and shows `outbox_error`.
+        With a `fence`, nothing is written (False) unless the lease is still that tenure's."""
         d = deliveries
         ids = [r.id for r in unit]
         outbox_ids = sorted({r.outbox_id for r in unit})
         with self.store.engine.begin() as conn:
+            if fence is not None:
+                # A write to the lease row first: PostgreSQL locks the row and SQLite takes its write
+                # lock, so no takeover commits between this check and the writes below.
+                lease = notifier_lease
+                held = conn.execute(update(lease).where(lease.c.name == fence.name, lease.c.owner == fence.owner,
+                                                        lease.c.generation == fence.generation)
+                                    .values(generation=lease.c.generation)).rowcount == 1
+                if not held:
+                    return False
             if delivered:
                 conn.execute(update(d).where(d.c.id.in_(ids), d.c.state == PENDING)
                              .values(state=DELIVERED, delivered_at=now, last_attempt_at=now,
@@ -247,6 +268,7 @@ class DeliveryQueue:
                 values["last_error"] = outbox_error
             conn.execute(update(outbox).where(outbox.c.id.in_(outbox_ids)).values(**values))
             _mark_done(conn, outbox_ids, now)
+        return True
 
     # -- upkeep ------------------------------------------------------------------------------
 

@@ -58,7 +58,10 @@ silences = Table(
     Index("ix_silences_ends_at", "ends_at"),
 )
 
-# One notifier at a time per store (per-subject order): who holds the lease, until when.
+# One notifier at a time per store (per-subject order): who holds the lease, until when (epoch ms
+# of the database's own clock, never a host's), and its generation: the fencing token, one more
+# at every takeover, that the write recording a send checks (streaming/notify/lease.py). Nullable
+# so that an older store gets it (as NULL, read as 0).
 notifier_lease = Table(
     "notifier_lease", metadata,
     Column("name", String(64), primary_key=True),
@@ -67,4 +70,5 @@ notifier_lease = Table(
     Column("pid", Integer, nullable=False),
     Column("acquired_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=False),
+    Column("generation", BigInteger),
 )

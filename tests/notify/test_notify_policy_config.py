@@ -72,3 +72,32 @@ def test_parse_retry_after_is_bounded_and_never_raises():
                   "\udcff", "5, 6", "\x00"):
         assert parse_retry_after(value, now, cap) is None, value
     assert parse_retry_after("0", now, cap) == 0
+
+
+def test_attempt_timeout_is_bounded_in_config_and_on_the_command_line(tmp_path):
+    from streaming.notify.delivery import Notifier, NotifyOptions
+    from streaming.store import Store
+
+    receivers = [{"name": "ops", "type": "webhook", "url": "http://127.0.0.1:1/x"}]
+    for bad in (0, 999, 15_001, "5000", True):
+        cfg = {"alerting": {"receivers": receivers, "delivery": {"attempt_timeout_ms": bad}}}
+        file = tmp_path / "bad.yaml"
+        file.write_text(yaml.safe_dump(cfg))
+        with pytest.raises(ConfigError, match="attempt_timeout_ms"):
+            load_config(file)
+    config = FleetwatchConfig.model_validate({"alerting": {"receivers": receivers,
+                                                           "delivery": {"attempt_timeout_ms": 3000}}})
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    notifier = Notifier(config, store, env={})
+    assert notifier.attempt_s == notifier.sender.timeout_s == 3.0
+    notifier.close()
+    notifier = Notifier(config, store, NotifyOptions(timeout_s=2.0), env={})
+    assert notifier.sender.timeout_s == 2.0, "--timeout wins over the config"
+    notifier.close()
+    store.close()
+    file = tmp_path / "ok.yaml"
+    file.write_text(yaml.safe_dump({"alerting": {"receivers": receivers}}))
+    for bad in ("0", "0.5", "16"):
+        done = subprocess.run([sys.executable, "-m", "streaming.notify", "notify", "--config", str(file), "--once",
+                               "--timeout", bad], cwd=ROOT, env=env_with(), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "--timeout must be between 1 and 15 s" in done.stderr, done.stderr

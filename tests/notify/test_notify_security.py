@@ -38,7 +38,7 @@ from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions
 from streaming.notify.lease import Lease
 from streaming.notify.receivers import sign, verify_signature
-from streaming.store import Store
+from streaming.store import DeliveryQueue, Store
 
 SECRET = "whsec-security-8d2c4e"
 README = ROOT / "deploy" / "README.md"
@@ -203,12 +203,19 @@ def test_two_notifiers_with_the_same_host_and_pid_never_both_send(store_url, hoo
 
 def test_lease_identity_is_per_process_instance(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'lease.db'}")
-    clock_ms = [1_000_000]
-    a, b = Lease(store, 30_000, lambda: clock_ms[0]), Lease(store, 30_000, lambda: clock_ms[0])
+    a, b = Lease(store, 1000), Lease(store, 1000)
     assert a.owner != b.owner
     assert a.acquire() and not b.acquire()
     assert b.holder is not None and str(a.pid) in b.holder
-    clock_ms[0] += 30_001  # the holder stopped renewing: its lease expires, then it may be taken over
-    assert b.acquire() and not a.acquire()
+    # the holder stops renewing: its lease expires on the database's clock, then it may be taken over
+    wait_for(b.acquire, 10, "the expired lease taken over", every=0.1)
+    assert not a.acquire() and not a.held
+    assert (a.generation, b.generation) == (1, 2), "every takeover is a new generation"
+    # the deposed holder's late write is refused: the fence is checked in the recording transaction
+    queue = DeliveryQueue(store)
+    assert queue.record_outcome([], 0, delivered=True, permanent=False, error=None, retry_at={}, given_up={},
+                                outbox_error=None, fence=a.fence) is False
+    assert queue.record_outcome([], 0, delivered=True, permanent=False, error=None, retry_at={}, given_up={},
+                                outbox_error=None, fence=b.fence) is True
     store.close()
 

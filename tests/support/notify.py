@@ -159,9 +159,9 @@ def resolved(alert: dict[str, Any], ends_at: int) -> dict[str, Any]:
 
 
 def write_config(tmp_path: Path, receivers: list[dict], routes: list[dict] | None = None,
-                 store_url: str | None = None, **extra) -> Path:
-    cfg = {"store": {"url": store_url or f"sqlite:///{tmp_path / 'fleet.db'}"},
-           "alerting": {"receivers": receivers, "routes": routes or []}, **extra}
+                 store_url: str | None = None, delivery: dict | None = None, **extra) -> Path:
+    alerting = {"receivers": receivers, "routes": routes or [], **({"delivery": delivery} if delivery else {})}
+    cfg = {"store": {"url": store_url or f"sqlite:///{tmp_path / 'fleet.db'}"}, "alerting": alerting, **extra}
     path = tmp_path / "fleetwatch.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -177,12 +177,18 @@ def env_with(**values: str) -> dict[str, str]:
 class NotifierProcess:
     """`python -m streaming.notify notify …` as a real child process; stderr (JSON logs) kept."""
 
-    def __init__(self, config: Path, log_path: Path, env: dict[str, str], *extra: str) -> None:
+    def __init__(self, config: Path, log_path: Path, env: dict[str, str], *extra: str,
+                 prefix: tuple[str, ...] = ()) -> None:
+        """`prefix`: a command that execs its arguments (the pid stays the notifier's), e.g. one
+        that gives it a host of its own (tests/notify/test_notify_lease_clocks.py)."""
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streaming.notify", "notify", "--config", str(config), "--interval-ms", "100",
-             *extra], cwd=ROOT, env=env, stdout=self._log, stderr=self._log)
+            [*prefix, sys.executable, "-m", "streaming.notify", "notify", "--config", str(config), "--interval-ms",
+             "100", *extra], cwd=ROOT, env=env, stdout=self._log, stderr=self._log)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
