@@ -252,11 +252,11 @@ class RestartSettings(_Strict):
     `give_up_after` failures within `give_up_window_ms` end `run` with exit 1, for the process's
     own supervisor (Kubernetes, systemd) to start it afresh."""
 
-    first_delay_ms: int = Field(1000, gt=0)
-    max_delay_ms: int = Field(60_000, gt=0)
-    healthy_after_ms: int = Field(300_000, gt=0)
-    give_up_after: int = Field(10, ge=1)
-    give_up_window_ms: int = Field(600_000, gt=0)
+    first_delay_ms: StrictInt = Field(1000, gt=0, le=MAX_DURATION_MS)
+    max_delay_ms: StrictInt = Field(60_000, gt=0, le=MAX_DURATION_MS)
+    healthy_after_ms: StrictInt = Field(300_000, gt=0, le=MAX_DURATION_MS)
+    give_up_after: StrictInt = Field(10, ge=1, le=10_000)
+    give_up_window_ms: StrictInt = Field(600_000, gt=0, le=MAX_DURATION_MS)
 
     @model_validator(mode="after")
     def _delays_grow(self) -> RestartSettings:

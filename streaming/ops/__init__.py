@@ -9,12 +9,8 @@
 """
 
 from streaming.ops import check_config
-from streaming.ops.metrics import (
-    MetricsServer,
-    add_metrics_arguments,
-    increment,
-    start_metrics_server,
-)
+from streaming.ops.metrics import MetricsServer, increment, start_metrics_server
+from streaming.ops.metrics_access import add_metrics_arguments
 
 __all__ = ["MetricsServer", "add_metrics_arguments", "check_config", "increment",
            "start_metrics_server"]

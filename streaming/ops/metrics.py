@@ -27,8 +27,8 @@ Counters of the serving process (the job's, when it serves `/metrics`): `increme
 went wrong without failing the job, e.g. `fleetwatch_store_write_retries_total` and
 `fleetwatch_alert_publish_failures_total`. Every counter is listed from 0.
 
-Where it listens and who may read it: `--metrics-host` (default $FLEETWATCH_METRICS_HOST, else
-127.0.0.1: loopback, for a Prometheus on the same host; 0.0.0.0 in a pod, where Prometheus
+Where it listens and who may read it (streaming.ops.metrics_access): `--metrics-host` (default
+$FLEETWATCH_METRICS_HOST, else 127.0.0.1: loopback, for a Prometheus on the same host; 0.0.0.0 in a pod, where Prometheus
 scrapes the pod's address). `/metrics` needs a bearer token when FLEETWATCH_METRICS_TOKEN (or
 FLEETWATCH_METRICS_TOKEN_FILE, a file holding it) is set, or basic auth when
 FLEETWATCH_METRICS_USER and FLEETWATCH_METRICS_PASSWORD (or _PASSWORD_FILE) are; with both, either
@@ -42,15 +42,8 @@ closed lists (states, rules, severities) or from the reason codes of quarantine,
 
 from __future__ import annotations
 
-import argparse
-import base64
-import binascii
-import hmac
-import ipaddress
 import logging
 import math
-import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -63,8 +56,14 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streaming import clock
 from streaming.alert import RULES
-from streaming.config import ConfigError
 from streaming.contract import BROKER_STATES
+from streaming.ops.metrics_access import (
+    DEFAULT_METRICS_HOST,
+    MetricsAuth,
+    is_loopback,
+    metrics_auth_from_env,
+    metrics_host,
+)
 from streaming.store import (
     alerts,
     brokers,
@@ -79,13 +78,8 @@ from streaming.store import (
 __all__ = [
     "CONTENT_TYPE",
     "COUNTERS",
-    "DEFAULT_METRICS_HOST",
-    "MetricsAuth",
     "MetricsServer",
-    "add_metrics_arguments",
     "increment",
-    "metrics_auth_from_env",
-    "metrics_host",
     "render_metrics",
     "start_metrics_server",
     "wsgi_app",
@@ -95,7 +89,6 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STATES = (*sorted(BROKER_STATES), "UNKNOWN")
-DEFAULT_METRICS_HOST = "127.0.0.1"
 _FROM_ENV: Any = object()  # the servers' auth default: metrics_auth_from_env()
 
 
@@ -337,90 +330,6 @@ def wsgi_app(store: Any, auth: Any = _FROM_ENV) -> Callable[[dict[str, Any], Cal
     return app
 
 
-
-
-@dataclass(frozen=True)
-class MetricsAuth:
-    """What `/metrics` asks for: a bearer token, basic auth, or either. Secrets stay out of repr."""
-
-    token: str | None = field(default=None, repr=False)
-    user: str | None = None
-    password: str | None = field(default=None, repr=False)
-
-    def allows(self, header: str | None) -> bool:
-        """Whether an Authorization header carries the token or the user and password."""
-        scheme, _, value = (header or "").strip().partition(" ")
-        value = value.strip()
-        if scheme.lower() == "bearer" and self.token is not None:
-            return hmac.compare_digest(value.encode(), self.token.encode())
-        if scheme.lower() == "basic" and self.user is not None and self.password is not None:
-            try:
-                user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                return False
-            same_user = hmac.compare_digest(user.encode(), self.user.encode())
-            same_password = hmac.compare_digest(password.encode(), self.password.encode())
-            return bool(sep) and same_user and same_password
-        return False
-
-
-def _secret(name: str) -> str | None:
-    """$NAME, else the contents of the file $NAME_FILE names (one trailing newline dropped)."""
-    value = os.environ.get(name)
-    if value:
-        return value
-    path = os.environ.get(f"{name}_FILE")
-    if not path:
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConfigError(f"{name}_FILE: cannot read {path}: {exc.strerror}") from None
-    text = text[:-1] if text.endswith("\n") else text
-    if not text:
-        raise ConfigError(f"{name}_FILE: {path} is empty")
-    return text
-
-
-def metrics_auth_from_env() -> MetricsAuth | None:
-    """The auth `/metrics` asks for, from FLEETWATCH_METRICS_TOKEN(_FILE) and
-    FLEETWATCH_METRICS_USER + FLEETWATCH_METRICS_PASSWORD(_FILE); None when none is set. A user
-    without a password or the reverse is a ConfigError (auth must not be off because of a typo)."""
-    token = _secret("FLEETWATCH_METRICS_TOKEN")
-    user, password = os.environ.get("FLEETWATCH_METRICS_USER") or None, _secret("FLEETWATCH_METRICS_PASSWORD")
-    if (user is None) != (password is None):
-        missing = "FLEETWATCH_METRICS_PASSWORD" if user else "FLEETWATCH_METRICS_USER"
-        raise ConfigError(f"/metrics basic auth needs both FLEETWATCH_METRICS_USER and "
-                          f"FLEETWATCH_METRICS_PASSWORD; {missing} is not set")
-    if token is None and user is None:
-        return None
-    return MetricsAuth(token=token, user=user, password=password)
-
-
-_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST_NAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*")
-
-
-def metrics_host(value: str) -> str:
-    """`value` if it is an IP address or a host name to bind to (no port, no scheme); else
-    ConfigError."""
-    try:
-        return str(ipaddress.ip_address(value.strip("[]")))
-    except ValueError:
-        pass
-    if not _HOST_NAME.fullmatch(value):
-        raise ConfigError(f"metrics host {value!r} is not an address or host name to listen on (no port, no scheme)")
-    return value
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 class MetricsServer:
     """`/metrics` on a plain HTTP server in a daemon thread; `stop()` closes it.
 
@@ -476,7 +385,7 @@ class MetricsServer:
         auth = "none" if self.auth is None else ("token" if self.auth.token else "") + (
             "+basic" if self.auth.token and self.auth.user else "basic" if self.auth.user else "")
         log.info("metrics endpoint up", extra={"address": f"{host}:{self.port}", "path": "/metrics", "auth": auth})
-        if self.auth is None and not _is_loopback(host):
+        if self.auth is None and not is_loopback(host):
             log.warning(f"/metrics listens on {host} without auth: anyone who reaches the port reads the fleet's "
                         "state (set FLEETWATCH_METRICS_TOKEN, or keep the port inside the cluster)",
                         extra={"address": f"{host}:{self.port}"})
@@ -493,22 +402,3 @@ def start_metrics_server(store: Any, port: int, host: str = DEFAULT_METRICS_HOST
     """Serve `/metrics` for `store` (a Store, an Engine or a URL) on host:port (0: any free port),
     with the auth the environment sets unless `auth` is given (None: none)."""
     return MetricsServer(store, port, host, auth).start()
-
-
-def _host_argument(value: str) -> str:
-    try:
-        return metrics_host(value)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_metrics_arguments(p: argparse.ArgumentParser) -> None:
-    """`--metrics-port` (default $FLEETWATCH_METRICS_PORT, else off) and `--metrics-host` (default
-    $FLEETWATCH_METRICS_HOST, else 127.0.0.1), checked: not an address is a usage error."""
-    port = os.environ.get("FLEETWATCH_METRICS_PORT")
-    p.add_argument("--metrics-port", type=int, default=int(port) if port else None, metavar="PORT",
-                   help="serve Prometheus /metrics on this port (default: $FLEETWATCH_METRICS_PORT, else off)")
-    p.add_argument("--metrics-host", type=_host_argument,
-                   default=os.environ.get("FLEETWATCH_METRICS_HOST") or DEFAULT_METRICS_HOST, metavar="ADDR",
-                   help="address for /metrics (default: $FLEETWATCH_METRICS_HOST, else 127.0.0.1; 0.0.0.0 for "
-                        "every address); FLEETWATCH_METRICS_TOKEN or FLEETWATCH_METRICS_USER/PASSWORD ask for auth")

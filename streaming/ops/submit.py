@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from streaming.config import ConfigError, load_config
-from streaming.ops.metrics import add_metrics_arguments
+from streaming.ops.metrics_access import add_metrics_arguments
 
 __all__ = ["main"]
 
