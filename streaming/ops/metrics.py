@@ -28,8 +28,8 @@ went wrong without failing the job, e.g. `fleetwatch_store_write_retries_total` 
 `fleetwatch_alert_publish_failures_total`. Every counter is listed from 0.
 
 Where it listens and who may read it (streaming.ops.metrics_access): `--metrics-host` (default
-$FLEETWATCH_METRICS_HOST, else 127.0.0.1: loopback, for a Prometheus on the same host; 0.0.0.0 in a pod, where Prometheus
-scrapes the pod's address). `/metrics` needs a bearer token when FLEETWATCH_METRICS_TOKEN (or
+$FLEETWATCH_METRICS_HOST, else 127.0.0.1: loopback, for a Prometheus on the same host; 0.0.0.0 in
+a pod, where Prometheus scrapes the pod's address). `/metrics` needs a bearer token when FLEETWATCH_METRICS_TOKEN (or
 FLEETWATCH_METRICS_TOKEN_FILE, a file holding it) is set, or basic auth when
 FLEETWATCH_METRICS_USER and FLEETWATCH_METRICS_PASSWORD (or _PASSWORD_FILE) are; with both, either
 is accepted; a user without a password (or the reverse) is an error. Secrets are never logged.
