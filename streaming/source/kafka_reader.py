@@ -23,11 +23,12 @@ Two things shape the design (measured, see NOTES.md):
 - Tansu answers ListOffsets(LATEST) with the base offset of the last record batch, not the
   high watermark. The end of each partition is therefore taken from a Fetch response's high
   watermark as well; otherwise the last producer batch would wait for more data to arrive.
-- PySpark 4.1 has no admission control: `latestOffset()` gets no start offset. The reader
-  learns where the stream stands from `partitions(start, end)` (Spark calls it first on a
-  restart, also with an empty range) and caps relative to that, so a restart never plans a
-  batch that ends before its start. Consequence: under `trigger(availableNow=True)` Spark
-  asks for the latest offset once, so such a run stops after one capped batch.
+- The reader implements PySpark 4.1's interface, which 4.2 still calls: `latestOffset()` gets no
+  start offset (no admission control). The reader learns where the stream stands from
+  `partitions(start, end)` (Spark calls it first on a restart, also with an empty range) and caps
+  relative to that, so a restart never plans a batch that ends before its start. Consequence:
+  under `trigger(availableNow=True)` Spark asks for the latest offset once, so such a run stops
+  after one capped batch.
 
 Outages (deploy/README.md, "The streaming job"): while the bus does not answer,
 `latestOffset()` reports the offsets already planned (no new data, the query keeps running) and
@@ -222,7 +223,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._frontier = merged
 
     def _initial_offsets(self) -> Offsets:
-        # Spark 4.1 calls latestOffset() before initialOffset() on a fresh start; both must
+        # Spark (4.1, 4.2) calls latestOffset() before initialOffset() on a fresh start; both must
         # agree, so the initial offsets are computed once and remembered.
         if self._initial is None:
             tps = self._partitions_now()
