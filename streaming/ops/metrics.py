@@ -17,6 +17,13 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
   includes the allowed lateness), time of the last batch, batch id, state rows.
 - `fleetwatch_quarantine_messages{reason}`, `fleetwatch_outbox_pending`, `fleetwatch_outbox_failing`,
   `fleetwatch_outbox_oldest_pending_timestamp_seconds`.
+- `fleetwatch_source_clock_lead_seconds{source}`: how far the event times of a collector (the
+  events' `source`) led the job's clock in the latest micro-batch that had its events
+  (`source_clocks`; negative: the delivery delay of a clock in step), and
+  `fleetwatch_source_quarantined_ahead_messages{source}`: its messages in quarantine for a `ts`
+  ahead of the clock (ts_ahead_of_clock, or ts_out_of_range in the future). Each lists at most
+  `_SOURCE_SERIES` sources (those that lead most, those with most refused), the first only sources
+  heard of in the last `_SOURCE_RECENT_MS`: a source id is whatever a producer writes.
 - `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
   `fleetwatch_metrics_render_seconds`.
 
@@ -26,7 +33,8 @@ went wrong without failing the job, e.g. `fleetwatch_store_write_retries_total` 
 
 Cardinality: labels come from the fleet (cluster ids, targets: one series per cluster), from
 closed lists (states, rules, severities) or from the reason codes of quarantine, grouped by code
-(`wrong_type:brokers[3].port` counts as `wrong_type`): no label takes raw values of an event.
+(`wrong_type:brokers[3].port` counts as `wrong_type`): no label takes raw values of an event, but
+`source`, capped at `_SOURCE_SERIES` series per family.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streaming import clock
 from streaming.alert import RULES
-from streaming.contract import BROKER_STATES
+from streaming.contract import AHEAD_REASONS, BROKER_STATES
 from streaming.store import (
     alerts,
     brokers,
@@ -55,6 +63,7 @@ from streaming.store import (
     outbox,
     pipeline_progress,
     quarantine,
+    source_clocks,
     targets,
 )
 
@@ -244,13 +253,39 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
             pending, failing, oldest]
 
 
+# Per-source families: at most this many series each, of sources heard of this recently (ms).
+_SOURCE_SERIES = 100
+_SOURCE_RECENT_MS = 15 * 60_000
+
+
+def _source_clock_families(engine: Engine, now_ms: int) -> list[_Family]:
+    """How far each collector's clock runs ahead of the job's (streaming/detect/README.md, "Input bounds")."""
+    lead = _Family("fleetwatch_source_clock_lead_seconds",
+                   "How far the source's event times led the job's clock in the latest micro-batch with its "
+                   "events (negative: delivery delay); beyond rules.max_source_lead_ms they are quarantined.")
+    ahead = _Family("fleetwatch_source_quarantined_ahead_messages",
+                    "The source's messages in quarantine for an event time ahead of the job's clock.")
+    s, q = source_clocks, quarantine
+    refused = func.count().label("n")
+    with engine.connect() as conn:
+        for source, lead_ms in conn.execute(
+                select(s.c.source, s.c.lead_ms).where(s.c.updated_ms >= now_ms - _SOURCE_RECENT_MS)
+                .order_by(s.c.lead_ms.desc(), s.c.source).limit(_SOURCE_SERIES)):
+            lead.add(lead_ms / 1000.0, source=source)
+        for source, n in conn.execute(
+                select(q.c.source, refused).where(q.c.reason.in_(AHEAD_REASONS), q.c.source.is_not(None))
+                .group_by(q.c.source).order_by(refused.desc(), q.c.source).limit(_SOURCE_SERIES)):
+            ahead.add(n, source=source)
+    return [lead, ahead]
+
+
 def render_metrics(engine: Engine, now_ms: int | None = None) -> str:
     """The exposition text for one scrape. A store that cannot be read gives `fleetwatch_store_up 0`."""
     started = time.perf_counter()
     now_ms = clock.now_ms() if now_ms is None else now_ms
     up = _Family("fleetwatch_store_up", "1 when the store could be read for this scrape.")
     try:
-        families = _fleet(engine, now_ms)
+        families = _fleet(engine, now_ms) + _source_clock_families(engine, now_ms)
         up.add(1)
     except SQLAlchemyError as exc:
         log.warning("metrics: cannot read the store", extra={"error": f"{exc.__class__.__name__}: "

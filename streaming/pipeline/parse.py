@@ -1,9 +1,13 @@
 """The parse stage: raw messages -> contract-checked, thinned events packed per bucket of shards.
 
 It runs in Spark's Python workers (`mapInArrow`), before the shuffle and any state. It is where
-event times meet the job's clock (the parsing executor's wall clock, read once per chunk): a `ts`
-more than `rules.max_source_lead_ms` ahead of it is quarantined (`ts_ahead_of_clock`), and each
-chunk reports, per `source`, how far its event times led that clock (`SOURCE_CLOCK_BUCKET`).
+event times meet the job's clock: the micro-batch's timestamp (Spark's `current_timestamp()` in a
+streaming query: the driver's wall clock when it planned the batch, kept in the offset log, so a
+batch run again decides the same). A `ts` more than `rules.max_source_lead_ms` ahead of it is
+quarantined (`ts_ahead_of_clock`), and each chunk reports, per `source`, how far its event times
+led that clock (`SOURCE_CLOCK_BUCKET`). Not the executor's clock at parse time: a batch can run
+long after it was planned (its first, 29 s, as Spark started under load), while the events of
+the next batch were sent after the planning (streaming/detect/README.md, "Input bounds").
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from streaming import clock
@@ -51,6 +56,10 @@ QUARANTINE_BUCKET = -1
 SOURCE_CLOCK_BUCKET = -2
 
 
+# The column of the micro-batch's timestamp (epoch ms) beside the raw messages.
+BATCH_MS = "batch_ms"
+
+
 def bucket_of(shard: str, buckets: int) -> int:
     # crc32, not hash(): Python salts str hashes per process, and every worker must agree.
     return zlib.crc32(shard.encode()) % buckets
@@ -80,8 +89,8 @@ def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: in
     """Contract check, heartbeat thinning and routing of each chunk of raw messages."""
     bucket_by_shard: dict[str, int] = {}
     for raw in batches:
-        # Read once the chunk is in hand: every event of it reached the job before this moment.
-        now = clock.now_ms()
+        # The micro-batch's timestamp, the same on every row (`parse_stage`).
+        now = raw.column(BATCH_MS)[0].as_py() if raw.num_rows else clock.now_ms()
         with no_cycle_collection():
             parsed = _parse_chunk(raw, buckets, heartbeat_gap_ms, bucket_by_shard,
                                   latest_valid_ts(max_clock_skew_ms, now_ms=now), now, max_source_lead_ms)
@@ -95,8 +104,9 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
     items of its shards, packed (streaming.pipeline.packing). The rejected messages of a chunk leave as
     one quarantine row: marshal-ed (source, offset, raw text, reason, detail, event source or None)
     items. The clock readings leave as one `SOURCE_CLOCK_BUCKET` row (see there).
-    `latest_ts_ms`: the latest event time the contract accepts (wall clock + clock skew); `now_ms`:
-    the job's clock, which no accepted event time leads by more than `max_source_lead_ms`.
+    `latest_ts_ms`: the latest event time the contract accepts (the job's clock + clock skew);
+    `now_ms`: the job's clock (the micro-batch's timestamp), which no accepted event time leads by
+    more than `max_source_lead_ms`.
     """
     packs: dict[int, list[PackedItem]] = defaultdict(list)
     latest: dict[int, int] = {}
@@ -170,7 +180,9 @@ def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
     """
     # Less than the shortest session timeout: see streaming.detect.thinning.
     gap_ms = book.shortest_session_timeout_ms - 1
-    return raw.select("topic", "partition", "offset", "value").mapInArrow(
+    # current_timestamp() in a streaming query is the micro-batch's timestamp (see the docstring).
+    return raw.select("topic", "partition", "offset", "value",
+                      F.unix_millis(F.current_timestamp()).alias(BATCH_MS)).mapInArrow(
         functools.partial(_parse, buckets=buckets, heartbeat_gap_ms=gap_ms,
                           max_clock_skew_ms=book.defaults.max_clock_skew_ms,
                           max_source_lead_ms=book.defaults.max_source_lead_ms), PARSED_SCHEMA)
