@@ -45,7 +45,7 @@ class RuleSettings(_Strict):
     # How far ahead of the wall clock an event time may be (SPEC section 3): later ones are
     # quarantined (ts_out_of_range), so one bad clock cannot move the watermark. The job's, not a cluster's.
     max_clock_skew_ms: int = Field(DEFAULT_MAX_CLOCK_SKEW_MS, ge=0)
-    # How far ahead of the parsing executor's clock an accepted event time may be (issue 26; SPEC
+    # How far ahead of the job's clock (the micro-batch's timestamp) an accepted event time may be (issue 26; SPEC
     # section 3, amended 2026-11-26): later ones are quarantined (ts_ahead_of_clock). An accepted
     # lead moves the watermark that far ahead and eats as much of allowed_lateness_ms, so it stays
     # well under it (streaming/detect/README.md, "Input bounds"). The job's, not a cluster's.

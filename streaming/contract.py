@@ -8,7 +8,7 @@ downstream (Arrow's int64 columns, Spark's timestamps, 32-bit store columns, VAR
 - `ts` lies in [2000-01-01, wall clock + `rules.max_clock_skew_ms`], else `ts_out_of_range`
   (the detail says "in the future" or "before 2000-01-01");
 - the job's parse stage bounds it tighter (SPEC section 3, amended 2026-11-26): an event more than
-  `rules.max_source_lead_ms` ahead of the parsing executor's clock is `ts_ahead_of_clock`
+  `rules.max_source_lead_ms` ahead of the job's clock (the micro-batch's timestamp) is `ts_ahead_of_clock`
   (`refuse_ahead_of_clock`), so that no collector's clock can move the watermark far enough to
   make the others' events late (streaming/detect/README.md, "Input bounds");
 - broker and node ids, controller ids and ports fit in a signed 32-bit integer; epochs, offsets

@@ -168,7 +168,7 @@ quarantine = Table(
 
 # How far each collector's event times lead the job's clock (streaming/detect/README.md, "Input
 # bounds"): one row per `source`, from the latest micro-batch that had its events. `lead_ms`: its
-# largest event time minus the parsing executor's clock (negative: the delivery delay of a clock
+# largest event time minus the job's clock, the batch's timestamp (negative: the delivery delay of a clock
 # in step); `events` and `ahead` (refused for a `ts` ahead of the clock): in that batch. At most
 # MAX_TRACKED_SOURCES rows (streaming/pipeline/parse.py): the writer keeps the most recent.
 source_clocks = Table(
