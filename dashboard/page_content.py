@@ -15,7 +15,13 @@ from dashboard.queries.cluster import broker_timeline, cluster_brokers, cluster_
 from dashboard.queries.deliveries import delivery_counts, delivery_list
 from dashboard.queries.fleet import fleet_overview, fleet_summary, tagged_targets, worst_alerts
 from dashboard.queries.identity import endpoint_alerts, target_registry
-from dashboard.queries.pipeline import outbox_backlog, pipeline_batches, pipeline_series, quarantine_reasons
+from dashboard.queries.pipeline import (
+    outbox_backlog,
+    pipeline_batches,
+    pipeline_series,
+    quarantine_reasons,
+    source_clock_rows,
+)
 from dashboard.queries.shared import Row, fleet_clock_ms
 from dashboard.views.alerts import alerts_table
 from dashboard.views.cluster import brokers_table, cluster_header, controller_table, timeline_figure
@@ -172,4 +178,4 @@ class PageContent:
     def pipeline(self) -> tuple[go.Figure, html.Div]:
         return (pipeline_figure(pipeline_series(self.engine)),
                 pipeline_tables(pipeline_batches(self.engine), quarantine_reasons(self.engine),
-                                outbox_backlog(self.engine), now_ms()))
+                                outbox_backlog(self.engine), now_ms(), source_clock_rows(self.engine)))

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, m
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from streaming.alert import RULES
-from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS
+from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_MAX_SOURCE_LEAD_MS
 
 __all__ = [
     "AlertingConfig",
@@ -59,6 +59,11 @@ class RuleSettings(_Strict):
     # How far ahead of the wall clock an event time may be (SPEC section 3): later ones are
     # quarantined (ts_out_of_range), so one bad clock cannot move the watermark. The job's, not a cluster's.
     max_clock_skew_ms: int = Field(DEFAULT_MAX_CLOCK_SKEW_MS, ge=0, le=MAX_DURATION_MS)
+    # How far ahead of the job's clock (the micro-batch's timestamp) an accepted event time may be (issue 26; SPEC
+    # section 3, amended 2026-11-26): later ones are quarantined (ts_ahead_of_clock). An accepted
+    # lead moves the watermark that far ahead and eats as much of allowed_lateness_ms, so it stays
+    # well under it (streaming/detect/README.md, "Input bounds"). The job's, not a cluster's.
+    max_source_lead_ms: int = Field(DEFAULT_MAX_SOURCE_LEAD_MS, ge=0, le=MAX_DURATION_MS)
     session_timeout_ms: int = Field(9000, gt=0, le=MAX_DURATION_MS)
     # Kafka's broker.heartbeat.interval.ms: an answer this long after the last heartbeat shows a
     # broker that serves clients but missed a heartbeat (broker.partitioned, streaming/detect/README.md).
@@ -81,7 +86,7 @@ class RuleSettings(_Strict):
 
 class RuleOverrides(_Strict):
     """Per-cluster overrides: any field of RuleSettings but the watermark's lateness, the clock
-    skew and the state TTL (all three are the job's, not a cluster's)."""
+    skew, the source lead and the state TTL (all four are the job's, not a cluster's)."""
 
     session_timeout_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
     heartbeat_interval_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
@@ -235,7 +240,7 @@ class RetentionConfig(_Strict):
     resolved_alerts_days: float = Field(30, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # alerts once resolved
     quarantine_days: float = Field(7, gt=0, le=MAX_DAYS, allow_inf_nan=False)
     progress_days: float = Field(2, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # pipeline_progress: ~86k rows a day
-    subjects_days: float = Field(30, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # brokers, clusters, targets not heard of
+    subjects_days: float = Field(30, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # subjects (and sources) not heard of
     every_batches: int = Field(100, ge=1, le=1_000_000)
     max_rows_per_table: int = Field(5000, ge=1, le=10_000_000)
 
@@ -329,10 +334,20 @@ class FleetwatchConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _lead_within_clock_skew(self) -> FleetwatchConfig:
+        # Beyond max_clock_skew_ms a `ts` is out of range whatever the lead bound says.
+        rules = self.rules
+        if rules.max_source_lead_ms > rules.max_clock_skew_ms:
+            raise ValueError(f"rules.max_source_lead_ms must be at most rules.max_clock_skew_ms "
+                             f"({rules.max_source_lead_ms} > {rules.max_clock_skew_ms})")
+        return self
+
+    @model_validator(mode="after")
     def _state_outlives_every_window(self) -> FleetwatchConfig:
         # Forgetting a quiet subject must never cut one of its rules' windows short.
         windows = [(f"rules.{name}", value) for name, value in self.rules.model_dump().items()
-                   if name.endswith("_ms") and name not in ("state_ttl_ms", "max_clock_skew_ms")]
+                   if name.endswith("_ms")
+                   and name not in ("state_ttl_ms", "max_clock_skew_ms", "max_source_lead_ms")]
         windows += [(f"clusters[{i}].rules.{name}", value)
                     for i, cluster in enumerate(self.clusters)
                     for name, value in cluster.rules.model_dump(exclude_none=True).items() if name.endswith("_ms")]

@@ -7,6 +7,10 @@ Bounds (SPEC section 3, amended 2026-11-24), so that no value of any field can f
 downstream (Arrow's int64 columns, Spark's timestamps, 32-bit store columns, VARCHAR lengths):
 - `ts` lies in [2000-01-01, wall clock + `rules.max_clock_skew_ms`], else `ts_out_of_range`
   (the detail says "in the future" or "before 2000-01-01");
+- the job's parse stage bounds it tighter (SPEC section 3, amended 2026-11-26): an event more than
+  `rules.max_source_lead_ms` ahead of the job's clock (the micro-batch's timestamp) is `ts_ahead_of_clock`
+  (`refuse_ahead_of_clock`), so that no collector's clock can move the watermark far enough to
+  make the others' events late (streaming/detect/README.md, "Input bounds");
 - broker and node ids, controller ids and ports fit in a signed 32-bit integer; epochs, offsets
   and latencies in a signed 64-bit one, else `out_of_range:<field>`;
 - identifiers and names (cluster ids, target, source, host, rack, listener, security protocol,
@@ -31,12 +35,15 @@ import orjson
 from streaming import clock, topics
 
 __all__ = [
+    "AHEAD_REASONS",
     "BROKER_STATES",
     "DEFAULT_MAX_CLOCK_SKEW_MS",
+    "DEFAULT_MAX_SOURCE_LEAD_MS",
     "EARLIEST_TS_MS",
     "MAX_ENDPOINT_CHARS",
     "MAX_NAME_CHARS",
     "MAX_TEXT_CHARS",
+    "MAX_TRACKED_SOURCES",
     "REBOOTSTRAP_REQUIRED",
     "SCHEMA",
     "Broker",
@@ -52,6 +59,7 @@ __all__ = [
     "known_broker",
     "latest_valid_ts",
     "parse_message",
+    "refuse_ahead_of_clock",
     "topic_of",
 ]
 
@@ -63,6 +71,18 @@ BROKER_STATES = ("OFFLINE", "FENCED", "ONLINE", "STOPPING")
 HEARTBEAT_KINDS = ("registration", "heartbeat")
 EARLIEST_TS_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
 DEFAULT_MAX_CLOCK_SKEW_MS = 300_000
+# How far ahead of the job's clock an accepted event time may be (issue 26): an accepted lead L
+# moves the watermark L ahead, so L plus the delivery delay must stay well under the allowed
+# lateness (5000 ms): 1 s leaves 4 s for delivery (streaming/detect/README.md, "Input bounds").
+DEFAULT_MAX_SOURCE_LEAD_MS = 1000
+# The reasons of a message refused for a `ts` ahead of the clock: within max_clock_skew_ms a
+# collector's clock running ahead, beyond it a value no clock gives (a wrong unit).
+AHEAD_REASONS = ("ts_ahead_of_clock", "ts_out_of_range")
+# A `source` is whatever a producer writes (up to 255 characters): the job reports the clocks of at
+# most this many sources per micro-batch and keeps as many in the store (`source_clocks`), those
+# whose event times lead the most; the others, the furthest behind, are left out of the report
+# (their events are parsed as usual, and what is refused of them is in quarantine).
+MAX_TRACKED_SOURCES = 1000
 MAX_NAME_CHARS = 255
 MAX_ENDPOINT_CHARS = 512
 MAX_TEXT_CHARS = 1024
@@ -82,6 +102,10 @@ class Rejected(ValueError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+        # For a `ts` refused for being in the future: the event time and the collector that sent
+        # it (when its `source` is a valid one), so the parse stage can show each source's skew.
+        self.ts: int | None = None
+        self.source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,9 +259,25 @@ def _ts(obj: dict[str, Any], latest_ms: int) -> int:
     # One event from the future would move the fleet-wide watermark ahead and make every later
     # event late: it is refused, and so is a timestamp in the wrong unit (us, ns) or before 2000.
     if ts > latest_ms:
-        raise Rejected("ts_out_of_range", f"in the future: {ts} is after {latest_ms} "
+        exc = Rejected("ts_out_of_range", f"in the future: {ts} is after {latest_ms} "
                                           "(the wall clock + max_clock_skew_ms)")
+        exc.ts = ts
+        source = obj.get("source")
+        exc.source = source if source.__class__ is str and len(source) <= MAX_NAME_CHARS else None
+        raise exc
     raise Rejected("ts_out_of_range", f"in the past: {ts} is before 2000-01-01 ({EARLIEST_TS_MS})")
+
+
+def refuse_ahead_of_clock(event: Event, now_ms: int, max_source_lead_ms: int) -> None:
+    """Refuse (`ts_ahead_of_clock`) an event whose time is more than `max_source_lead_ms` ahead of
+    `now_ms`, the clock of the job that parses it: accepted, it would move the fleet's watermark
+    ahead and make every other collector's events late. The detail names the source and its lead."""
+    lead = event.ts - now_ms
+    if lead > max_source_lead_ms:
+        exc = Rejected("ts_ahead_of_clock", f"source {event.source!r} is {lead} ms ahead of the job's clock "
+                                            f"(at most rules.max_source_lead_ms = {max_source_lead_ms})")
+        exc.ts, exc.source = event.ts, event.source
+        raise exc
 
 
 def _choice(value: str | None, allowed: tuple[str, ...], path: str) -> str | None:

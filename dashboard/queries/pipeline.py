@@ -1,13 +1,15 @@
-"""The pipeline page's queries: micro-batch progress, quarantine by reason, the notifier's outbox."""
+"""The pipeline page's queries: micro-batch progress, quarantine by reason, the collectors' clocks,
+the notifier's outbox."""
 
 from __future__ import annotations
 
 from sqlalchemy import Engine, case, func, select
 
 from dashboard.queries.shared import Row, fetch_rows
-from streaming.store import outbox, pipeline_progress, quarantine
+from streaming.contract import AHEAD_REASONS
+from streaming.store import outbox, pipeline_progress, quarantine, source_clocks
 
-__all__ = ["outbox_backlog", "pipeline_batches", "pipeline_series", "quarantine_reasons"]
+__all__ = ["outbox_backlog", "pipeline_batches", "pipeline_series", "quarantine_reasons", "source_clock_rows"]
 
 
 def pipeline_batches(engine: Engine, limit: int = 30) -> list[Row]:
@@ -45,6 +47,21 @@ def quarantine_reasons(engine: Engine) -> list[Row]:
     stmt = (select(q.c.reason, n, func.max(q.c.recorded_at).label("last_ms"))
             .group_by(q.c.reason).order_by(n.desc(), q.c.reason))
     return fetch_rows(engine, stmt)
+
+
+def source_clock_rows(engine: Engine, limit: int = 20) -> list[Row]:
+    """The collectors whose event times lead the job's clock the most (`source_clocks`: their latest
+    micro-batch), each with its messages in quarantine for an event time ahead of the clock.
+    Keys: source, lead_ms, events, ahead (both in that batch), updated_ms, quarantined."""
+    s, q = source_clocks, quarantine
+    rows = fetch_rows(engine, select(s.c.source, s.c.lead_ms, s.c.events, s.c.ahead, s.c.updated_ms)
+                      .order_by(s.c.lead_ms.desc(), s.c.source).limit(limit))
+    if not rows:
+        return rows
+    refused = {r["source"]: r["n"] for r in fetch_rows(engine, select(q.c.source, func.count().label("n"))
+               .where(q.c.reason.in_(AHEAD_REASONS), q.c.source.in_([r["source"] for r in rows]))
+               .group_by(q.c.source))}
+    return [{**r, "quarantined": refused.get(r["source"], 0)} for r in rows]
 
 
 def outbox_backlog(engine: Engine) -> Row:

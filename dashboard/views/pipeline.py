@@ -1,4 +1,5 @@
-"""The pipeline page: progress charts, the latest micro-batches, quarantine and the outbox."""
+"""The pipeline page: progress charts, the latest micro-batches, quarantine, the collectors' clocks
+and the outbox."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from plotly.subplots import make_subplots
 from dashboard.views.elements import table_or_empty
 from dashboard.views.formatting import format_age, format_number, format_ts
 
-__all__ = ["pipeline_figure", "pipeline_tables"]
+__all__ = ["pipeline_figure", "pipeline_tables", "source_clock_table"]
 
 
 def _watermark(ms: int | None) -> int | None:
@@ -78,9 +79,35 @@ def pipeline_figure(batches: Sequence[Mapping[str, Any]]) -> go.Figure:
     return fig
 
 
+def _lead(ms: int) -> str:
+    """A lead in seconds, signed: + ahead of the job's clock, - behind it."""
+    return f"{ms / 1000:+,.1f} s"
+
+
+def source_clock_table(clocks: list[dict[str, Any]]) -> html.Div:
+    """The collectors whose event times lead the job's clock the most (`queries.pipeline.source_clock_rows`);
+    a row is marked `ahead` when the source had events refused for it."""
+    rows = [html.Tr([html.Td(c["source"], className="mono"), html.Td(_lead(c["lead_ms"]), className="num"),
+                     html.Td(format_number(c["events"]), className="num"),
+                     html.Td(format_number(c["ahead"]), className="num"),
+                     html.Td(format_number(c["quarantined"]), className="num"),
+                     html.Td(format_ts(c["updated_ms"]))],
+                    className="source-clock-row ahead" if c["ahead"] or c["quarantined"] else "source-clock-row")
+            for c in clocks]
+    head = ["Source", ("Lead", "num"), ("Events", "num"), ("Refused ahead", "num"),
+            ("In quarantine (ahead)", "num"), "Last batch"]
+    return html.Div([
+        html.P("How far each collector's event times ran ahead of the job's clock in the latest micro-batch "
+               "with its events (negative: delivery delay). Events more than rules.max_source_lead_ms ahead are "
+               "quarantined (ts_ahead_of_clock): they would move the watermark and make every other "
+               "collector's events late.", className="muted"),
+        table_or_empty(head, rows, "No event parsed yet."),
+    ], id="source-clocks")
+
+
 def pipeline_tables(batches: list[dict[str, Any]], reasons: list[dict[str, Any]],
-                    backlog: dict[str, Any], now_ms: int) -> html.Div:
-    """Latest micro-batches, quarantine by reason and the notifier's backlog."""
+                    backlog: dict[str, Any], now_ms: int, clocks: list[dict[str, Any]] | None = None) -> html.Div:
+    """Latest micro-batches, quarantine by reason, the collectors' clocks and the notifier's backlog."""
     batch_rows = [html.Tr(
         [html.Td(b["query"]), html.Td(b["batch_id"], className="num"), html.Td(format_ts(b["recorded_at"])),
          html.Td(format_number(b["input_rows"]), className="num"),
@@ -108,6 +135,8 @@ def pipeline_tables(batches: list[dict[str, Any]], reasons: list[dict[str, Any]]
         html.H2("Quarantined messages by reason"),
         html.Div(table_or_empty(["Reason", ("Messages", "num"), "Last seen"], reason_rows, "Nothing quarantined."),
                  id="quarantine"),
+        html.H2("Collector clocks"),
+        source_clock_table(clocks or []),
         html.H2("Notifier outbox"),
         html.P(outbox_line, id="outbox"),
     ])

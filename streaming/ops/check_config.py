@@ -148,6 +148,13 @@ def _deploy_problems(config: SimpleNamespace, file: str, root: yaml.Node | None,
             add("spark.checkpoint_dir", f"this version of the job turns the URL into {used!r}: "
                                         "use a path every node shares (a mounted volume)")
 
+    rules = config.rules
+    if rules is not None and rules.max_source_lead_ms >= rules.allowed_lateness_ms:
+        add("rules.max_source_lead_ms", f"{rules.max_source_lead_ms} is not under rules.allowed_lateness_ms "
+            f"({rules.allowed_lateness_ms}): a collector whose clock runs that far ahead moves the watermark past "
+            "the other collectors' events, which then arrive late (streaming/detect/README.md, \"Input bounds\")",
+            "warning")
+
     for i, cluster in enumerate(config.clusters or []):
         if not cluster.bootstrap:
             add(f"clusters[{i}].bootstrap", "empty: the probe has no address to poll", "warning")

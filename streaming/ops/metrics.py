@@ -20,6 +20,13 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
   after they failed, listed from 0 for every query with progress.
 - `fleetwatch_quarantine_messages{reason}`, `fleetwatch_outbox_pending`, `fleetwatch_outbox_failing`,
   `fleetwatch_outbox_oldest_pending_timestamp_seconds`.
+- `fleetwatch_source_clock_lead_seconds{source}`: how far the event times of a collector (the
+  events' `source`) led the job's clock in the latest micro-batch that had its events
+  (`source_clocks`; negative: the delivery delay of a clock in step), and
+  `fleetwatch_source_quarantined_ahead_messages{source}`: its messages in quarantine for a `ts`
+  ahead of the clock (ts_ahead_of_clock, or ts_out_of_range in the future). Each lists at most
+  `_SOURCE_SERIES` sources (those that lead most, those with most refused), the first only sources
+  heard of in the last `_SOURCE_RECENT_MS`: a source id is whatever a producer writes.
 - `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
   `fleetwatch_metrics_render_seconds`.
 
@@ -37,7 +44,8 @@ is accepted; a user without a password (or the reverse) is an error. Secrets are
 
 Cardinality: labels come from the fleet (cluster ids, targets: one series per cluster), from
 closed lists (states, rules, severities) or from the reason codes of quarantine, grouped by code
-(`wrong_type:brokers[3].port` counts as `wrong_type`): no label takes raw values of an event.
+(`wrong_type:brokers[3].port` counts as `wrong_type`): no label takes raw values of an event, but
+`source`, capped at `_SOURCE_SERIES` series per family.
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streaming import clock
 from streaming.alert import RULES
-from streaming.contract import BROKER_STATES
+from streaming.contract import AHEAD_REASONS, BROKER_STATES
 from streaming.ops.metrics_access import (
     DEFAULT_METRICS_HOST,
     MetricsAuth,
@@ -72,6 +80,7 @@ from streaming.store import (
     outbox,
     pipeline_progress,
     quarantine,
+    source_clocks,
     targets,
 )
 
@@ -273,13 +282,39 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
             quarantined, pending, failing, oldest]
 
 
+# Per-source families: at most this many series each, of sources heard of this recently (ms).
+_SOURCE_SERIES = 100
+_SOURCE_RECENT_MS = 15 * 60_000
+
+
+def _source_clock_families(engine: Engine, now_ms: int) -> list[_Family]:
+    """How far each collector's clock runs ahead of the job's (streaming/detect/README.md, "Input bounds")."""
+    lead = _Family("fleetwatch_source_clock_lead_seconds",
+                   "How far the source's event times led the job's clock in the latest micro-batch with its "
+                   "events (negative: delivery delay); beyond rules.max_source_lead_ms they are quarantined.")
+    ahead = _Family("fleetwatch_source_quarantined_ahead_messages",
+                    "The source's messages in quarantine for an event time ahead of the job's clock.")
+    s, q = source_clocks, quarantine
+    refused = func.count().label("n")
+    with engine.connect() as conn:
+        for source, lead_ms in conn.execute(
+                select(s.c.source, s.c.lead_ms).where(s.c.updated_ms >= now_ms - _SOURCE_RECENT_MS)
+                .order_by(s.c.lead_ms.desc(), s.c.source).limit(_SOURCE_SERIES)):
+            lead.add(lead_ms / 1000.0, source=source)
+        for source, n in conn.execute(
+                select(q.c.source, refused).where(q.c.reason.in_(AHEAD_REASONS), q.c.source.is_not(None))
+                .group_by(q.c.source).order_by(refused.desc(), q.c.source).limit(_SOURCE_SERIES)):
+            ahead.add(n, source=source)
+    return [lead, ahead]
+
+
 def render_metrics(engine: Engine, now_ms: int | None = None) -> str:
     """The exposition text for one scrape. A store that cannot be read gives `fleetwatch_store_up 0`."""
     started = time.perf_counter()
     now_ms = clock.now_ms() if now_ms is None else now_ms
     up = _Family("fleetwatch_store_up", "1 when the store could be read for this scrape.")
     try:
-        families = _fleet(engine, now_ms)
+        families = _fleet(engine, now_ms) + _source_clock_families(engine, now_ms)
         up.add(1)
     except SQLAlchemyError as exc:
         log.warning("metrics: cannot read the store", extra={"error": f"{exc.__class__.__name__}: "

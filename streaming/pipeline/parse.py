@@ -1,12 +1,20 @@
 """The parse stage: raw messages -> contract-checked, thinned events packed per bucket of shards.
 
-It runs in Spark's Python workers (`mapInArrow`), before the shuffle and any state.
+It runs in Spark's Python workers (`mapInArrow`), before the shuffle and any state. It is where
+event times meet the job's clock: the micro-batch's timestamp (Spark's `current_timestamp()` in a
+streaming query: the driver's wall clock when it planned the batch, kept in the offset log, so a
+batch run again decides the same). A `ts` more than `rules.max_source_lead_ms` ahead of it is
+quarantined (`ts_ahead_of_clock`), and each chunk reports, per `source`, how far its event times
+led that clock (`SOURCE_CLOCK_BUCKET`). Not the executor's clock at parse time: a batch can run
+long after it was planned (its first, 29 s, as Spark started under load), while the events of
+the next batch were sent after the planning (streaming/detect/README.md, "Input bounds").
 """
 
 from __future__ import annotations
 
 import functools
 import gc
+import heapq
 import marshal
 import zlib
 from collections import defaultdict
@@ -16,14 +24,24 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from streaming import clock
 from streaming.config import RuleBook
-from streaming.contract import Event, Rejected, latest_valid_ts, parse_message
+from streaming.contract import (
+    MAX_TRACKED_SOURCES,
+    Event,
+    Rejected,
+    latest_valid_ts,
+    parse_message,
+    refuse_ahead_of_clock,
+)
 from streaming.detect import redundant_heartbeats, shards_of
 from streaming.pipeline.packing import PackedItem, pack
 
-__all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "bucket_of", "no_cycle_collection", "parse_stage"]
+__all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "SOURCE_CLOCK_BUCKET", "bucket_of", "no_cycle_collection",
+           "parse_stage"]
 
 # One row per bucket per chunk of input: the bucket's events, packed (see `_parse`), and the
 # largest event time among them, which is all the watermark needs.
@@ -32,6 +50,14 @@ PARSED_SCHEMA = from_arrow_schema(_PARSED_ARROW_SCHEMA)
 # Rejected messages travel through the stateful operator too (with a null event time, which
 # Spark's late-row filter keeps), so the source is read and parsed once, not once per branch.
 QUARANTINE_BUCKET = -1
+# Each chunk's clock readings per source travel the same way: marshal-ed (source, largest lead in
+# ms, events, refused for being ahead) items, the lead being `ts` minus the job's clock; at most
+# MAX_TRACKED_SOURCES of them, those that lead the most.
+SOURCE_CLOCK_BUCKET = -2
+
+
+# The column of the micro-batch's timestamp (epoch ms) beside the raw messages.
+BATCH_MS = "batch_ms"
 
 
 def bucket_of(shard: str, buckets: int) -> int:
@@ -59,34 +85,64 @@ def no_cycle_collection() -> Iterator[None]:
 
 
 def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: int,
-           max_clock_skew_ms: int) -> Iterator[pa.RecordBatch]:
+           max_clock_skew_ms: int, max_source_lead_ms: int) -> Iterator[pa.RecordBatch]:
     """Contract check, heartbeat thinning and routing of each chunk of raw messages."""
     bucket_by_shard: dict[str, int] = {}
     for raw in batches:
+        # The micro-batch's timestamp, the same on every row (`parse_stage`).
+        now = raw.column(BATCH_MS)[0].as_py() if raw.num_rows else clock.now_ms()
         with no_cycle_collection():
-            parsed = _parse_chunk(raw, buckets, heartbeat_gap_ms, bucket_by_shard, latest_valid_ts(max_clock_skew_ms))
+            parsed = _parse_chunk(raw, buckets, heartbeat_gap_ms, bucket_by_shard,
+                                  latest_valid_ts(max_clock_skew_ms, now_ms=now), now, max_source_lead_ms)
         yield parsed
 
 
 def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
-                 bucket_by_shard: dict[str, int], latest_ts_ms: int) -> pa.RecordBatch:
+                 bucket_by_shard: dict[str, int], latest_ts_ms: int, now_ms: int,
+                 max_source_lead_ms: int) -> pa.RecordBatch:
     """The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
     items of its shards, packed (streaming.pipeline.packing). The rejected messages of a chunk leave as
-    one quarantine row: marshal-ed (source, offset, raw text, reason, detail) items.
-    `latest_ts_ms`: the latest event time the contract accepts (wall clock + clock skew).
+    one quarantine row: marshal-ed (source, offset, raw text, reason, detail, event source or None)
+    items. The clock readings leave as one `SOURCE_CLOCK_BUCKET` row (see there).
+    `latest_ts_ms`: the latest event time the contract accepts (the job's clock + clock skew);
+    `now_ms`: the job's clock (the micro-batch's timestamp), which no accepted event time leads by
+    more than `max_source_lead_ms`.
     """
     packs: dict[int, list[PackedItem]] = defaultdict(list)
     latest: dict[int, int] = {}
     rejected: list[tuple[Any, ...]] = []
     valid: list[tuple[Event, str, int]] = []
+    # source -> [largest lead, events, refused for being ahead]
+    clocks: dict[str, list[int]] = {}
     for topic, partition, offset, value in zip(*(raw.column(name).to_pylist()
                                                  for name in ("topic", "partition", "offset", "value")),
                                                strict=True):
         src = f"{topic}:{partition}"
         try:
-            valid.append((parse_message(value, topic, latest_ts_ms), src, offset))
+            event = parse_message(value, topic, latest_ts_ms)
+            lead = event.ts - now_ms
+            reading = clocks.get(event.source)
+            if reading is None:
+                clocks[event.source] = [lead, 1, 0]
+            else:
+                reading[1] += 1
+                if lead > reading[0]:
+                    reading[0] = lead
+            if lead > max_source_lead_ms:
+                refuse_ahead_of_clock(event, now_ms, max_source_lead_ms)
+            valid.append((event, src, offset))
         except Rejected as exc:
-            rejected.append((src, offset, value, exc.reason, exc.detail))
+            source = exc.source
+            rejected.append((src, offset, value, exc.reason, exc.detail, source))
+            if source is not None and exc.ts is not None:  # refused for a `ts` ahead of the clock
+                reading = clocks.get(source)
+                if exc.reason != "ts_ahead_of_clock":  # out of range: refused before it was read above
+                    lead = exc.ts - now_ms
+                    if reading is None:
+                        reading = clocks[source] = [lead, 0, 0]
+                    reading[0] = max(reading[0], lead)
+                    reading[1] += 1
+                reading[2] += 1
     redundant = redundant_heartbeats([event for event, _, _ in valid], heartbeat_gap_ms)
     for i, (event, src, offset) in enumerate(valid):
         if i in redundant:
@@ -104,6 +160,13 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
         bucket_column.append(QUARANTINE_BUCKET)
         ts_column.append(None)
         events_column.append(marshal.dumps(rejected))
+    if clocks:
+        items = [(source, lead, n, ahead) for source, (lead, n, ahead) in clocks.items()]
+        if len(items) > MAX_TRACKED_SOURCES:
+            items = heapq.nlargest(MAX_TRACKED_SOURCES, items, key=lambda item: item[1])
+        bucket_column.append(SOURCE_CLOCK_BUCKET)
+        ts_column.append(None)
+        events_column.append(marshal.dumps(items))
     return pa.RecordBatch.from_pydict({"bucket": bucket_column, "ts": ts_column, "events": events_column},
                                      schema=_PARSED_ARROW_SCHEMA)
 
@@ -117,6 +180,9 @@ def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
     """
     # Less than the shortest session timeout: see streaming.detect.thinning.
     gap_ms = book.shortest_session_timeout_ms - 1
-    return raw.select("topic", "partition", "offset", "value").mapInArrow(
+    # current_timestamp() in a streaming query is the micro-batch's timestamp (see the docstring).
+    return raw.select("topic", "partition", "offset", "value",
+                      F.unix_millis(F.current_timestamp()).alias(BATCH_MS)).mapInArrow(
         functools.partial(_parse, buckets=buckets, heartbeat_gap_ms=gap_ms,
-                          max_clock_skew_ms=book.defaults.max_clock_skew_ms), PARSED_SCHEMA)
+                          max_clock_skew_ms=book.defaults.max_clock_skew_ms,
+                          max_source_lead_ms=book.defaults.max_source_lead_ms), PARSED_SCHEMA)

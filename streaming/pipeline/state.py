@@ -41,12 +41,13 @@ from streaming.detect import (
     shard_of_handoff,
 )
 from streaming.pipeline.packing import unpack
-from streaming.pipeline.parse import QUARANTINE_BUCKET, bucket_of, no_cycle_collection
+from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of, no_cycle_collection
 
 __all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "DetectorProcessor", "HolderProcessor"]
 
-# One output row: an alert, a state snapshot for the store, a quarantined message, or the
-# watermark a bucket was processed with.
+# One output row: an alert, a state snapshot for the store, a quarantined message, a source's
+# clock reading (kind "source_clock": key the source, payload its lead, events and refusals), or
+# the watermark a bucket was processed with.
 OUTPUT_SCHEMA = StructType([
     StructField("kind", StringType()),
     StructField("key", StringType()),
@@ -99,8 +100,15 @@ def _watermark_row(watermark: int) -> tuple[Any, ...]:
 
 def _quarantine_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
     rejected = [item for packed in frame["events"].tolist() for item in marshal.loads(packed)]
-    return [("quarantine", f"{src}:{pos}", None, json.dumps({"reason": reason, "detail": detail, "raw": raw}))
-            for src, pos, raw, reason, detail in rejected]
+    return [("quarantine", f"{src}:{pos}", None,
+             json.dumps({"reason": reason, "detail": detail, "raw": raw, "source": source}))
+            for src, pos, raw, reason, detail, source in rejected]
+
+
+def _source_clock_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
+    readings = [item for packed in frame["events"].tolist() for item in marshal.loads(packed)]
+    return [("source_clock", source, None, json.dumps({"lead_ms": lead, "events": n, "ahead": ahead}))
+            for source, lead, n, ahead in readings]
 
 
 class _BucketsOfShards(StatefulProcessor):
@@ -186,9 +194,9 @@ class DetectorProcessor(_BucketsOfShards):
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         (bucket,) = key
         watermark = timerValues.getCurrentWatermarkInMs()
-        if bucket == QUARANTINE_BUCKET:
-            quarantined = [row for frame in rows for row in _quarantine_rows(frame)]
-            yield self._handing_on(0, quarantined, [], watermark)
+        if bucket in (QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET):
+            to_rows = _quarantine_rows if bucket == QUARANTINE_BUCKET else _source_clock_rows
+            yield self._handing_on(0, [row for frame in rows for row in to_rows(frame)], [], watermark)
             return
         frames = list(rows)
         with no_cycle_collection():

@@ -13,6 +13,7 @@ the moment of the reset, it resolves the alerts the new state did not fire again
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import threading
@@ -26,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from streaming.alert import Alert, SortKey, decode_output
 from streaming.clock import now_ms
 from streaming.config import RetentionConfig
+from streaming.contract import MAX_TRACKED_SOURCES
 from streaming.ops import increment
 from streaming.resilience import Throttle, one_line, retry_store
 from streaming.store import Store
@@ -49,6 +51,23 @@ def _latest(items: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -
         if k not in best or (item.get("updated_ms") or 0) >= (best[k].get("updated_ms") or 0):
             best[k] = item
     return list(best.values())
+
+
+def _source_clocks(rows: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
+    """The batch's clock readings, one row per source (the chunks and partitions that saw it merged:
+    the largest lead, the sums), at most MAX_TRACKED_SOURCES: those that lead the most."""
+    merged: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        reading = json.loads(row["payload"])
+        have = merged.get(row["key"])
+        if have is None:
+            merged[row["key"]] = {"source": row["key"], "lead_ms": reading["lead_ms"], "events": reading["events"],
+                                  "ahead": reading["ahead"], "updated_ms": now}
+        else:
+            have["lead_ms"] = max(have["lead_ms"], reading["lead_ms"])
+            have["events"] += reading["events"]
+            have["ahead"] += reading["ahead"]
+    return heapq.nlargest(MAX_TRACKED_SOURCES, merged.values(), key=lambda r: r["lead_ms"])
 
 
 class BatchWriter:
@@ -99,10 +118,11 @@ class BatchWriter:
         rejected = [(r["key"], json.loads(r["payload"])) for r in by_kind.get("quarantine", [])]
         quarantine = [
             {"origin": origin, "reason": q["reason"], "detail": q.get("detail") or None, "raw": q["raw"],
-             "recorded_at": now}
+             "source": q.get("source"), "recorded_at": now}
             for origin, q in rejected
         ] + [
-            {"origin": r["key"], "reason": "late_event", "detail": None, "raw": r["payload"], "recorded_at": now}
+            {"origin": r["key"], "reason": "late_event", "detail": None, "raw": r["payload"], "source": None,
+             "recorded_at": now}
             for r in by_kind.get("late", [])
         ]
 
@@ -119,6 +139,7 @@ class BatchWriter:
                                        for t in snapshots("transition")}.values(),
                 "controller_history": {(c["cluster_id"], c["ts"]): c for c in snapshots("controller")}.values(),
                 "quarantine": quarantine,
+                "source_clocks": _source_clocks(by_kind.get("source_clock", []), now),
             }
             if self._checkpoint_pending:
                 assert self.checkpoint is not None

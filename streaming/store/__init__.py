@@ -4,8 +4,8 @@
   writes (`write_batch`, `record_alerts`), the detection state's reset (`orphan_open_alerts`,
   `resolve_orphaned_alerts`) and the job's retention (`delete_expired`).
 - The tables, by the process that writes them: the job's (job_tables.py: alerts and their
-  history, the outbox, the fleet's state, quarantine, progress) and the notifier's
-  (notifier_tables.py: deliveries, its lease, silences), all in `metadata`.
+  history, the outbox, the fleet's state, quarantine, progress, the collectors' clocks) and the
+  notifier's (notifier_tables.py: deliveries, its lease, silences), all in `metadata`.
 - The notifier's queries and writes (delivery_queue.py: `DeliveryQueue`; delivery_states.py: the
   states of a delivery), its retention (notification_retention.py), and silences (silencing.py:
   written by `fleetwatch silence` and the dashboard, applied by the notifier).
@@ -29,6 +29,7 @@ from streaming.store.job_tables import (
     outbox,
     pipeline_progress,
     quarantine,
+    source_clocks,
     targets,
 )
 from streaming.store.notification_retention import RetentionCounts, delete_expired_notifications
@@ -79,5 +80,6 @@ __all__ = [
     "pipeline_progress",
     "quarantine",
     "silences",
+    "source_clocks",
     "targets",
 ]

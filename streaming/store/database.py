@@ -22,6 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from streaming import clock
 from streaming.alert import Alert
 from streaming.config import RetentionConfig
+from streaming.contract import MAX_TRACKED_SOURCES
 
 # The notifier's tables join `metadata` when their module is imported: the store creates them too.
 from streaming.store import notifier_tables  # noqa: F401
@@ -38,6 +39,7 @@ from streaming.store.job_tables import (
     outbox,
     pipeline_progress,
     quarantine,
+    source_clocks,
     targets,
 )
 
@@ -49,6 +51,7 @@ _UPSERT_KEYS: dict[str, tuple[str, ...]] = {
     "clusters": ("cluster_id",),
     "targets": ("target",),
     "job_checkpoints": ("query",),
+    "source_clocks": ("source",),
 }
 _INSERT_ONCE_KEYS: dict[str, tuple[str, ...]] = {
     "alert_history": ("alert_id", "status"),
@@ -137,6 +140,8 @@ class Store:
         with self.engine.begin() as conn:
             for name, rows in rows_by_table.items():
                 self._write(conn, metadata.tables[name], list(rows))
+            if rows_by_table.get("source_clocks"):
+                _keep_newest_sources(conn)
             return self._record_alerts(conn, lines)
 
     def record_alerts(self, lines: Iterable[Alert]) -> int:
@@ -223,7 +228,7 @@ class Store:
         """Delete what is older than the retention, at most `retention.max_rows_per_table` rows per
         table, in chunks of short transactions (the job calls this every few batches, so a backlog
         goes over several calls). Age is event time where the row has one (history, resolved alerts,
-        brokers, clusters, targets), else the time it was recorded (quarantine, progress). The history
+        brokers, clusters, targets), else the time it was recorded (quarantine, progress, source clocks). The history
         of a firing alert is kept, and so are the broker, cluster and target it is about.
         Returns the rows deleted per table."""
         now = clock.now_ms() if now_ms is None else now_ms
@@ -255,6 +260,7 @@ class Store:
                  firing, alerts.c.cluster_id == clusters.c.cluster_id)),
             (targets, (targets.c.target,),
              (targets.c.updated_ms < subjects_cutoff) & ~exists().where(firing, alerts.c.target == targets.c.target)),
+            (source_clocks, (source_clocks.c.source,), source_clocks.c.updated_ms < subjects_cutoff),
         ]
         chunk = min(limit, 1000)  # one short transaction each: the writer lock is held briefly
         deleted: dict[str, int] = {}
@@ -270,6 +276,17 @@ class Store:
                     break
             deleted[table.name] = total
         return deleted
+
+
+def _keep_newest_sources(conn) -> None:
+    """At most MAX_TRACKED_SOURCES rows in `source_clocks`: those heard from last (and, among
+    them, the ones whose clocks lead the most), so a flood of made-up source ids cannot grow it."""
+    if conn.scalar(select(func.count()).select_from(source_clocks)) <= MAX_TRACKED_SOURCES:
+        return
+    kept = (select(source_clocks.c.source)
+            .order_by(source_clocks.c.updated_ms.desc(), source_clocks.c.lead_ms.desc(), source_clocks.c.source)
+            .limit(MAX_TRACKED_SOURCES))
+    conn.execute(delete(source_clocks).where(source_clocks.c.source.not_in(kept.scalar_subquery())))
 
 
 def _upgrade(conn) -> None:

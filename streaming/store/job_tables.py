@@ -1,5 +1,6 @@
 """The tables the streaming job writes (`fleetwatch run`, `replay` with a store): the alerts, their
-history and the outbox, the fleet's last known state and its changes, quarantine and progress.
+history and the outbox, the fleet's last known state and its changes, quarantine, progress and
+the clocks of the collectors (`source_clocks`).
 
 `metadata` holds every table of the store: the notifier's are in `notifier_tables`.
 """
@@ -33,6 +34,7 @@ __all__ = [
     "outbox",
     "pipeline_progress",
     "quarantine",
+    "source_clocks",
     "targets",
 ]
 
@@ -160,6 +162,23 @@ quarantine = Table(
     Column("recorded_at", BigInteger, nullable=False, index=True),
     # What exactly was wrong (e.g. "in the future: ..."), beside the bounded reason code.
     Column("detail", Text),
+    # The event's `source` (its collector) when it was refused for a `ts` ahead of the clock
+    # (ts_ahead_of_clock, ts_out_of_range in the future): what each source had refused.
+    Column("source", String(255)),
+)
+
+# How far each collector's event times lead the job's clock (streaming/detect/README.md, "Input
+# bounds"): one row per `source`, from the latest micro-batch that had its events. `lead_ms`: its
+# largest event time minus the job's clock, the batch's timestamp (negative: the delivery delay of a clock
+# in step); `events` and `ahead` (refused for a `ts` ahead of the clock): in that batch. At most
+# MAX_TRACKED_SOURCES rows (streaming/pipeline/parse.py): the writer keeps the most recent.
+source_clocks = Table(
+    "source_clocks", metadata,
+    Column("source", String(255), primary_key=True),
+    Column("lead_ms", BigInteger, nullable=False),
+    Column("events", BigInteger, nullable=False),
+    Column("ahead", BigInteger, nullable=False),
+    Column("updated_ms", BigInteger, nullable=False, index=True),  # the cap, retention
 )
 
 pipeline_progress = Table(

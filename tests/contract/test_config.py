@@ -27,6 +27,9 @@ SPEC_DEFAULTS = {
     "forget_after_ms": 600000,
     "state_ttl_ms": 86_400_000,  # not SPEC's: issue 7 (state TTLs), one day
     "max_clock_skew_ms": 300_000,  # SPEC section 3, amended 2026-11-24
+    # Not SPEC's: issue 26 point 3 (SPEC section 3, amended 2026-11-26, asks for a bound and names
+    # no value). An accepted lead moves the watermark as far: 1 s leaves 4 s of the 5 s lateness.
+    "max_source_lead_ms": 1000,
 }
 
 # SPEC section 6, verbatim.
@@ -208,6 +211,29 @@ def test_lateness_is_not_a_per_cluster_setting(tmp_path):
     # The watermark is global; a per-cluster lateness would be silently meaningless.
     message = config_error(tmp_path, "clusters:\n  - {name: a, rules: {allowed_lateness_ms: 1}}\n")
     assert "clusters.0.rules.allowed_lateness_ms" in message
+
+
+@pytest.mark.parametrize("name", ["max_clock_skew_ms", "max_source_lead_ms"])
+def test_the_bounds_of_event_times_are_not_per_cluster_settings(tmp_path, name):
+    # They bound what one source moves the fleet-wide watermark by: the job's, not a cluster's.
+    message = config_error(tmp_path, f"clusters:\n  - {{name: a, rules: {{{name}: 1}}}}\n")
+    assert f"clusters.0.rules.{name}" in message and "unknown key" in message
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("rules: {max_source_lead_ms: -1}\n", "rules.max_source_lead_ms: Input should be greater than or equal to 0"),
+    ("rules: {max_source_lead_ms: '1000'}\n", "rules.max_source_lead_ms: Input should be a valid integer"),
+    ("rules: {max_source_lead_ms: 300001}\n",
+     "rules.max_source_lead_ms must be at most rules.max_clock_skew_ms (300001 > 300000)"),
+    ("rules: {max_clock_skew_ms: 500}\n", "rules.max_source_lead_ms must be at most rules.max_clock_skew_ms"),
+])
+def test_the_source_lead_is_bounded(tmp_path, text, where):
+    assert where in config_error(tmp_path, text)
+
+
+def test_a_source_lead_within_the_clock_skew_is_accepted(tmp_path):
+    rules = load_config(write(tmp_path, "rules: {max_source_lead_ms: 0, max_clock_skew_ms: 0}\n")).rules
+    assert (rules.max_source_lead_ms, rules.max_clock_skew_ms) == (0, 0)
 
 
 def test_state_ttl_is_not_a_per_cluster_setting(tmp_path):

@@ -321,6 +321,20 @@ def test_check_config_warns_that_plain_gives_a_misrouted_broker_the_password(tmp
         f"{config}: OK (1 warning)"]
 
 
+def test_check_config_warns_of_a_source_lead_that_eats_the_allowed_lateness(tmp_path):
+    config = tmp_path / "fleetwatch.yaml"
+    config.write_text("rules:\n  allowed_lateness_ms: 5000\n  max_source_lead_ms: 5000\n")
+    result = _check(str(config))
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        f"{config}:3: warning: rules.max_source_lead_ms: 5000 is not under rules.allowed_lateness_ms (5000): a "
+        "collector whose clock runs that far ahead moves the watermark past the other collectors' events, which "
+        "then arrive late (streaming/detect/README.md, \"Input bounds\")",
+        f"{config}: OK (1 warning)"]
+    config.write_text("rules: {max_source_lead_ms: 4999}\n")
+    assert _check(str(config)).stdout.splitlines() == [f"{config}: OK"]
+
+
 def test_check_config_connect_reports_an_unreachable_store_and_bus(tmp_path):
     dead = free_port()
     config = tmp_path / "fleetwatch.yaml"

@@ -29,7 +29,7 @@ from support.live_fleet import START_MS, expected_lines, poll_until, produce, si
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
-from streaming.config import ConfigError
+from streaming.config import ConfigError, RuleSettings
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.pipeline.replay import replay_file
@@ -219,12 +219,19 @@ def test_a_checkpoint_of_the_one_stage_job_is_refused_in_one_line(spark, test_co
 
 def _live_fleet(now_ms: int) -> list[tuple[str, dict]]:
     """A fleet in wall-clock time (from 30 s ago to 4 min ahead, within the clock skew) whose first
-    faulted cluster goes silent 45 s in: its alerts stay open at the end of the data."""
+    faulted cluster goes silent 45 s in: its alerts stay open at the end of the data. Sent at once,
+    it is up to 4 min ahead of the job's clock: the job that reads it allows such leads
+    (rules.max_source_lead_ms, `_FUTURE_FLEET_RULES`)."""
     sim = Simulation(FleetSpec(clusters=2, brokers=3, faults=("broker.heartbeat_lost",), start_ms=now_ms - 30_000,
                                duration_ms=270_000, seed=11, first_fault_ms=30_000, fault_every_ms=60_000))
     silent = sim.labels()[0]["cluster_id"]
     return [(topic, e) for topic, e in sim.events()
             if e.get("cluster_id") != silent or e["ts"] < now_ms + 15_000]
+
+
+# The fleet above is stamped ahead of the wall clock to make a reset catch up in seconds; the lead
+# bound (1 s by default, issue 26) would quarantine it, so it is the clock skew's here.
+_FUTURE_FLEET_RULES = RuleSettings(max_source_lead_ms=300_000)
 
 
 def _alert_rows(store: Store) -> dict[str, tuple]:
@@ -244,7 +251,8 @@ def test_alerts_open_before_a_checkpoint_reset_are_resolved_unless_the_new_state
 
     def run(bootstrap: str, checkpoint: str, done, what: str) -> None:
         config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
-            update={"checkpoint_dir": str(tmp_path / checkpoint), "trigger_ms": 500})})
+            update={"checkpoint_dir": str(tmp_path / checkpoint), "trigger_ms": 500}),
+            "rules": _FUTURE_FLEET_RULES})
         job = start_job(spark, config, bootstrap, store)
         query, recorder = job.query, job.recorder
         try:

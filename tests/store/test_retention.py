@@ -23,13 +23,14 @@ from streaming.store import (
     controller_history,
     pipeline_progress,
     quarantine,
+    source_clocks,
     targets,
 )
 
 DAY = 86_400_000
 NOW = 1_795_000_000_000
 TABLES = (alert_history, broker_transitions, controller_history, alerts, quarantine, pipeline_progress,
-          brokers, clusters, targets)
+          brokers, clusters, targets, source_clocks)
 
 
 @pytest.fixture
@@ -55,6 +56,9 @@ def _subjects(cluster_id: str, broker_ids: range, target: str, at: int) -> dict:
                       "updated_ms": at}],
         "targets": [{"target": target, "pinned_cluster_id": cluster_id, "last_cluster_id": cluster_id,
                      "last_ok_ms": at, "updated_ms": at}],
+        # The collectors that reported on them (a source heard of in no alert's subject: none keeps it).
+        "source_clocks": [{"source": f"agent-{cluster_id}-{b}", "lead_ms": -300, "events": 2, "ahead": 0,
+                           "updated_ms": at} for b in broker_ids],
     }
 
 
@@ -107,9 +111,11 @@ def test_old_rows_go_new_rows_and_the_history_of_firing_alerts_stay(db):
     deleted = store.delete_expired(RetentionConfig(), now_ms=NOW)
 
     assert deleted == {"alert_history": 8, "broker_transitions": 4, "controller_history": 4, "alerts": 4,
-                       "quarantine": 5, "pipeline_progress": 5, "brokers": 4, "clusters": 1, "targets": 1}
+                       "quarantine": 5, "pipeline_progress": 5, "brokers": 4, "clusters": 1, "targets": 1,
+                       "source_clocks": 5}
     assert _counts(store) == {"alert_history": 8, "broker_transitions": 3, "controller_history": 3, "alerts": 5,
-                              "quarantine": 3, "pipeline_progress": 3, "brokers": 4, "clusters": 2, "targets": 2}
+                              "quarantine": 3, "pipeline_progress": 3, "brokers": 4, "clusters": 2, "targets": 2,
+                              "source_clocks": 3}
     with store.engine.connect() as conn:
         assert conn.execute(select(alerts.c.alert_id, alerts.c.status).where(alerts.c.status == "firing")
                             .order_by(alerts.c.alert_id)).all() == [("open", "firing"), ("unreachable", "firing")]
@@ -144,6 +150,7 @@ def test_the_retention_deletes_use_indexes(tmp_path):
         "brokers": "SELECT cluster_id, broker_id FROM brokers WHERE updated_ms < 5",
         "clusters": "SELECT cluster_id FROM clusters WHERE updated_ms < 5",
         "targets": "SELECT target FROM targets WHERE updated_ms < 5",
+        "source_clocks": "SELECT source FROM source_clocks WHERE updated_ms < 5",
         # /metrics reads the latest progress row of each query on every scrape.
         "latest progress": "SELECT query, max(id) FROM pipeline_progress GROUP BY query",
     }

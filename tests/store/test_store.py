@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import create_engine, func, inspect, select
 
 from streaming.alert import Alert
+from streaming.contract import MAX_TRACKED_SOURCES
 from streaming.store import (
     Store,
     alert_history,
@@ -24,6 +25,7 @@ from streaming.store import (
     outbox,
     pipeline_progress,
     quarantine,
+    source_clocks,
     targets,
 )
 
@@ -246,3 +248,27 @@ def test_query_restarts_are_counted_up_per_query_over_runs(store_url):
     with Store(store_url).engine.connect() as conn:
         rows = {r.query: (r.restarts, r.last_failure_ms, r.last_error) for r in conn.execute(select(job_restarts))}
     assert rows == {"fleetwatch": (2, 2_000, "org.apache.spark.SparkException: y"), "other": (1, 3_000, "z")}
+
+
+def test_source_clocks_keep_the_sources_heard_of_last_at_most_the_cap(store_url):
+    # A source id is whatever a producer writes: a flood of new ones must not grow the table, and
+    # the batch that names a source again updates its row (idempotent: a re-run batch changes nothing).
+    store = Store(store_url)
+    try:
+        def clocks(at: int, names: list[str], lead_ms: int = -300) -> dict:
+            return {"source_clocks": [{"source": name, "lead_ms": lead_ms, "events": 2, "ahead": 0, "updated_ms": at}
+                                      for name in names]}
+
+        old = [f"agent-old-{i}" for i in range(MAX_TRACKED_SOURCES - 10)]
+        store.write_batch(clocks(1, old), ())
+        store.write_batch(clocks(2, ["agent-fast"], lead_ms=9_800), ())
+        flood = [f"x{i:05}" + "y" * 240 for i in range(50)]
+        for _ in range(2):  # the same batch twice
+            store.write_batch(clocks(3, flood), ())
+        with store.engine.connect() as conn:
+            kept = dict(conn.execute(select(source_clocks.c.source, source_clocks.c.updated_ms)).all())
+        assert len(kept) == MAX_TRACKED_SOURCES
+        assert set(flood) <= kept.keys() and kept["agent-fast"] == 2  # the newest stay
+        assert sum(name.startswith("agent-old-") for name in kept) == MAX_TRACKED_SOURCES - 51
+    finally:
+        store.close()

@@ -113,3 +113,48 @@ def test_pipeline_charts_say_when_nothing_is_recorded(dash_duo, tmp_path: Path) 
     dash_duo.wait_for_contains_text("#pipeline-body", "No batch recorded yet.")
     assert dash_duo.get_logs() == []
     store.close()
+
+
+@pytest.mark.browser
+def test_pipeline_page_shows_each_collectors_clock_leaders_first_and_refreshes(dash_duo, tmp_path: Path) -> None:
+    # Issue 26 point 3: a collector whose clock runs ahead is named on the pipeline page, with its
+    # lead, what was refused of it, and what quarantine holds of it; a hostile source id is text.
+    store = Store(f"sqlite:///{tmp_path / 'clocks.db'}")
+    hostile = "<img src=x onerror=alert(1)>"
+    store.write({
+        "source_clocks": [
+            {"source": "probe-1", "lead_ms": -320, "events": 40, "ahead": 0, "updated_ms": T0},
+            {"source": "agent-fast", "lead_ms": 9_750, "events": 20, "ahead": 20, "updated_ms": T0},
+            {"source": hostile, "lead_ms": -1_200, "events": 3, "ahead": 0, "updated_ms": T0},
+        ],
+        "quarantine": [{"origin": f"fleetwatch.heartbeats:0:{i}", "reason": "ts_ahead_of_clock", "detail": "x",
+                        "raw": "{}", "source": "agent-fast", "recorded_at": T0} for i in range(37)],
+    })
+    dash_duo.start_server(create_app(store.url, refresh_ms=300))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/pipeline")
+    dash_duo.wait_for_element("#source-clocks .source-clock-row")
+
+    def shown() -> list[tuple[list[str], bool]]:
+        # One atomic look at the rows: the page refreshes every 300 ms.
+        return [(cells, ahead) for cells, ahead in dash_duo.driver.execute_script(
+            "return Array.from(document.querySelectorAll('#source-clocks .source-clock-row'),"
+            " r => [Array.from(r.cells, c => c.textContent), r.classList.contains('ahead')]);")]
+
+    assert [(cells[:5], ahead) for cells, ahead in shown()] == [
+        (["agent-fast", "+9.8 s", "20", "20", "37"], True),
+        (["probe-1", "-0.3 s", "40", "0", "0"], False),
+        ([hostile, "-1.2 s", "3", "0", "0"], False),
+    ]
+    screenshot(dash_duo, "pipeline-source-clocks")
+    # The next batch: the collector's clock was fixed.
+    store.write({"source_clocks": [{"source": "agent-fast", "lead_ms": -500, "events": 22, "ahead": 0,
+                                    "updated_ms": T0 + 1000}]})
+    WebDriverWait(dash_duo.driver, 5).until(
+        lambda _: [cells[:4] for cells, _ in shown()[:2]] == [["probe-1", "-0.3 s", "40", "0"],
+                                                              ["agent-fast", "-0.5 s", "22", "0"]],
+        "the fixed clock never reached the page")
+    # What quarantine holds of it stays until retention: the row still says so.
+    cells, ahead = shown()[1]
+    assert (cells[:5], ahead) == (["agent-fast", "-0.5 s", "22", "0", "37"], True)
+    assert dash_duo.get_logs() == []
+    store.close()
