@@ -80,11 +80,13 @@ class Job:
         return self.proc is not None and self.proc.poll() is None
 
     def lines(self, msg: str) -> list[dict]:
+        """The job's log records whose message is `msg`, or starts with it when it ends with ':'."""
         out = []
         for line in self.log.read_text(errors="replace").splitlines():
             with contextlib.suppress(ValueError):
                 record = json.loads(line)
-                if isinstance(record, dict) and record.get("msg") == msg:
+                if isinstance(record, dict) and (record.get("msg") == msg or (
+                        msg.endswith(":") and str(record.get("msg", "")).startswith(msg))):
                     out.append(record)
         return out
 
@@ -139,7 +141,7 @@ def test_a_job_killed_mid_stream_recovers_on_its_checkpoint_and_keeps_running(ka
     job = Job(tmp_path, kafka_bus).start()
     job_factory.append(job)
     poll_until(lambda: stored_lines(store) and job.committed_batches(), 240, "the first alerts, committed")
-    assert [r["source"] for r in job.lines("telemetry source chosen")] == [SPARK_SOURCE]
+    assert [r["source"] for r in job.lines("telemetry source:")] == [SPARK_SOURCE]
     # Mid-stream: more arrives and the job is killed, process group and all, while it works on it.
     produce(kafka_bus, second)
     job.kill()
