@@ -4,6 +4,7 @@ A problem is told in one line, each with its file, line and path (`file:line: pa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +34,7 @@ __all__ = [
     "SparkConfig",
     "StoreConfig",
     "load_config",
+    "yaml_line",
 ]
 
 
@@ -399,9 +401,9 @@ class ConfigError(Exception):
     """A configuration problem, already phrased as one line for the user."""
 
 
-def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
-    """1-based line of the deepest node of `loc` found in the YAML tree (as check-config finds it);
-    None for a problem of the whole file (an empty `loc`)."""
+def yaml_line(root: yaml.Node | None, loc: Sequence[Any]) -> int | None:
+    """1-based line of the deepest node of `loc` (keys and list indexes) found in the YAML tree;
+    None when not even its first part is there (or `loc` is empty: a problem of the whole file)."""
     node, line = root, None
     for part in loc:
         if isinstance(node, yaml.MappingNode):
@@ -428,7 +430,7 @@ def _describe(exc: ValidationError, path: Path, text: str = "") -> str:
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        line = _line_of(root, tuple(err["loc"]))
+        line = yaml_line(root, err["loc"])
         problems.append(f"{path}:{line}: {where}: {message}" if line else f"{path}: {where}: {message}")
     return "; ".join(problems)
 

@@ -30,7 +30,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from streaming.config import FleetwatchConfig, Receiver
+from streaming.config import FleetwatchConfig, Receiver, yaml_line
 
 __all__ = ["Problem", "check_file", "command", "configure_parser"]
 
@@ -67,22 +67,9 @@ def _parse_path(path: str) -> list[Any]:
 
 
 def _line_of(root: yaml.Node | None, loc: list[Any]) -> int | None:
-    """1-based line of the deepest node of `loc` present in the YAML tree."""
-    node, line = root, (root.start_mark.line + 1) if root is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    node, line = value, key.start_mark.line + 1
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
+    """1-based line of the deepest node of `loc` present in the YAML tree; the document's own line
+    for a problem of the whole file or of a key it does not have."""
+    return yaml_line(root, loc) or (root.start_mark.line + 1 if root is not None else None)
 
 
 def _host_port(value: str) -> str | None:

@@ -26,8 +26,11 @@ from support.probe_doubles import (
     Tansu,
     garbage_server,
     refused_port,
+    responses,
     self_signed_cert,
+    target,
     tls_terminator,
+    valid,
 )
 
 from streaming.collect import probe
@@ -44,20 +47,6 @@ ROUNDS = 12  # 3 healthy rounds, then 9 after the faults: > 30 s of errors + 5 s
 FAULT_ROUND = 3
 OPTIONS = ProbeOptions(timeout_ms=2000, source="probe-test")
 
-
-def target(name: str, *addresses: str, **kw: Any) -> Target:
-    return Target(name=name, bootstrap=tuple(probe.parse_address(a) for a in addresses), **kw)
-
-
-def valid(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for ev in events:
-        event_from_dict(ev)  # raises on any contract violation
-    return events
-
-
-def responses(events: list[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
-    return [ev for ev in events if ev["type"] == "metadata_response"
-            and all(ev.get(k) == v for k, v in match.items())]
 
 
 @pytest.fixture(scope="module")

@@ -7,19 +7,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from support.probe_doubles import HOST, FakeCluster, FakeKafka
+from support.probe_doubles import HOST, FakeCluster, FakeKafka, target
 
-from streaming.collect import probe
-from streaming.collect.probe import ProbeOptions, Prober, Target
+from streaming.collect.probe import ProbeOptions, Prober
 from streaming.contract import BrokerHeartbeat, event_from_dict
 
 T0 = 1_764_000_000_000
 ROUND_MS = 5000
 OPTIONS = ProbeOptions(timeout_ms=2000, source="probe-test")
 
-
-def target(name: str, *addresses: str) -> Target:
-    return Target(name=name, bootstrap=tuple(probe.parse_address(a) for a in addresses))
 
 
 def test_heartbeats_only_when_the_fetch_time_moves_and_on_the_probes_clock():

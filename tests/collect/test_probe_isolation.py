@@ -18,32 +18,14 @@ from typing import Any
 
 import pytest
 from support.hostile_kafka import HOST, BlackHoles, HostileKafka
-from support.probe_doubles import FakeCluster, FakeKafka, refused_port
+from support.probe_doubles import FakeCluster, FakeKafka, refused_port, responses, target, valid
 
 from streaming.collect import probe
-from streaming.collect.probe import ProbeOptions, Prober, Target
+from streaming.collect.probe import ProbeOptions, Prober
 from streaming.collect.protocol import Security
-from streaming.contract import event_from_dict
 
 T0 = 1_764_000_000_000
 
-
-def target(name: str, *addresses: str, **kw: Any) -> Target:
-    return Target(name=name, bootstrap=tuple(probe.parse_address(a) for a in addresses), **kw)
-
-
-def valid(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for ev in events:
-        event_from_dict(ev)  # raises on any contract violation
-    return events
-
-
-def responses(events: list[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
-    return [ev for ev in events if ev["type"] == "metadata_response"
-            and all(ev.get(k) == v for k, v in match.items())]
-
-
-# ------------------------------------------------------------------ a hostile cluster beside a real one
 
 
 @pytest.mark.real_kafka

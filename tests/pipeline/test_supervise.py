@@ -25,12 +25,9 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from kafka.admin import KafkaAdminClient, NewTopic
-from support.live_fleet import expected_lines, poll_until, produce, simulated_fleet, stored_lines
+from support.live_fleet import expected_lines, poll_until, produce, real_kafka_bus, simulated_fleet, stored_lines
 from support.processes import free_port
 
-from streaming import topics
-from streaming.kraft import KRaftCluster
 from streaming.source import SPARK_SOURCE
 from streaming.store import Store
 
@@ -39,14 +36,8 @@ pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 
 @pytest.fixture
 def kafka_bus(tmp_path: Path) -> Iterator[str]:
-    """One real Kafka 4.4 node as the telemetry bus of one test, its topics with two partitions each."""
-    with KRaftCluster(tmp_path / "kafka-bus", brokers=1) as cluster:
-        bootstrap = cluster.bootstrap[0]
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        try:
-            admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1) for t in topics.TELEMETRY])
-        finally:
-            admin.close()
+    """A real Kafka 4.4 node of its own for each test: a test kills the job reading it."""
+    with real_kafka_bus(tmp_path / "kafka-bus") as bootstrap:
         yield bootstrap
 
 

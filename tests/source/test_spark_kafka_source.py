@@ -17,15 +17,14 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
 from sqlalchemy import select
+from support.live_fleet import real_kafka_bus
 
 from streaming import topics
 from streaming.bus import check_list_offsets
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, FleetwatchConfig
 from streaming.contract import topic_of
-from streaming.kraft import KRaftCluster
 from streaming.pipeline.replay import replay_file
 from streaming.pipeline.run import start_job
 from streaming.source import SPARK_SOURCE, choose_source, jvm_kafka_available
@@ -38,14 +37,7 @@ START_MS = 1_764_000_000_000
 
 @pytest.fixture(scope="module")
 def kafka_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One real Kafka 4.4 node as the telemetry bus, its topics with two partitions each."""
-    with KRaftCluster(tmp_path_factory.mktemp("kafka-bus"), brokers=1) as cluster:
-        bootstrap = cluster.bootstrap[0]
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        try:
-            admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1) for t in topics.TELEMETRY])
-        finally:
-            admin.close()
+    with real_kafka_bus(tmp_path_factory.mktemp("kafka-bus")) as bootstrap:
         yield bootstrap
 
 

@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
 from sqlalchemy import select
 
+from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook
 from streaming.contract import event_from_dict
 from streaming.detect import detect
+from streaming.kraft import KRaftCluster
 from streaming.store import Store, alert_history
 
-__all__ = ["START_MS", "expected_lines", "poll_until", "produce", "simulated_fleet", "stored_lines"]
+__all__ = ["START_MS", "expected_lines", "poll_until", "produce", "real_kafka_bus", "simulated_fleet", "stored_lines"]
 
 START_MS = 1_764_000_000_000
 
@@ -24,6 +30,19 @@ START_MS = 1_764_000_000_000
 def simulated_fleet(duration_ms: int = 150_000, clusters: int = 3) -> Simulation:
     return Simulation(FleetSpec(clusters=clusters, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
                                 duration_ms=duration_ms, seed=7, first_fault_ms=30_000, fault_every_ms=60_000))
+
+
+@contextmanager
+def real_kafka_bus(workdir: Path) -> Iterator[str]:
+    """One real Kafka 4.4 node as the telemetry bus (its address), its topics with two partitions each."""
+    with KRaftCluster(workdir, brokers=1) as cluster:
+        bootstrap = cluster.bootstrap[0]
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1) for t in topics.TELEMETRY])
+        finally:
+            admin.close()
+        yield bootstrap
 
 
 # Produced events are flushed every this much event time, as collectors that send as they probe.

@@ -1,5 +1,6 @@
 """Test doubles for the probe tests (no tests here): real Tansu processes, a Kafka 4.4-like fake
-broker, a blackhole listener and a TLS terminator. Imported by tests/collect/test_probe.py."""
+broker, a blackhole listener and a TLS terminator; and the probe tests' small helpers (a target, the
+events' contract check, the responses of a round). Imported by the probe tests in tests/collect/."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from streaming.bus import answers_api_versions, free_port, tansu_binary
+from streaming.collect import probe
+from streaming.collect.probe import Target
 from streaming.collect.protocol import decode_request, encode_response
+from streaming.contract import event_from_dict
 
 HOST = "127.0.0.1"
 
@@ -271,3 +275,21 @@ async def garbage_server() -> asyncio.Server:
         writer.close()
 
     return await asyncio.start_server(serve, HOST, 0)
+
+
+def target(name: str, *addresses: str, **kw: Any) -> Target:
+    """A probe target bootstrapped at `addresses` ("host:port")."""
+    return Target(name=name, bootstrap=tuple(probe.parse_address(a) for a in addresses), **kw)
+
+
+def valid(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`events`, once each has passed the contract (raises on any violation)."""
+    for ev in events:
+        event_from_dict(ev)
+    return events
+
+
+def responses(events: list[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
+    """The metadata responses among `events` whose fields equal `match`."""
+    return [ev for ev in events if ev["type"] == "metadata_response"
+            and all(ev.get(k) == v for k, v in match.items())]
