@@ -12,17 +12,20 @@ resolves the alerts a reset detection state left open (`orphan_open_alerts`,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, Table, create_engine, delete, event, exists, func, inspect, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import OperationalError
 
 from streaming import clock
 from streaming.alert import Alert
 from streaming.config import RetentionConfig
 from streaming.contract import MAX_TRACKED_SOURCES
+from streaming.resilience import is_transient
 
 # The notifier's tables join `metadata` when their module is imported: the store creates them too.
 from streaming.store import notifier_tables  # noqa: F401
@@ -66,6 +69,9 @@ _INSERT_ONCE_KEYS: dict[str, tuple[str, ...]] = {
 
 _DAY_MS = 86_400_000
 
+# Tries of the schema creation at start (see Store.__init__).
+_SCHEMA_ATTEMPTS = 5
+
 
 class Store:
     """Reads and idempotent writes over one database URL."""
@@ -77,7 +83,20 @@ class Store:
         self.engine: Engine = create_engine(url, future=True, pool_pre_ping=True)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        # Job, notifier and dashboard often start together: one schema creation at a time.
+        # Job, notifier and dashboard often start together: one schema creation at a time. On a new
+        # SQLite file, a connection that meets another one switching the file to WAL is told "database
+        # is locked" at once, without waiting out busy_timeout (1 run in 15 of six processes starting
+        # together): such a transient refusal is tried again, a few times.
+        for attempt in range(1, _SCHEMA_ATTEMPTS + 1):
+            try:
+                self._create_schema()
+                break
+            except OperationalError as exc:
+                if attempt == _SCHEMA_ATTEMPTS or not is_transient(exc):
+                    raise
+                time.sleep(0.05 * attempt)  # backoff between tries of the schema creation
+
+    def _create_schema(self) -> None:
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "postgresql":
                 conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7263011)")
