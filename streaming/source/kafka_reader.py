@@ -20,8 +20,8 @@ Options (`kafka_options`):
   `client.ssl_cafile`, ...), as `streaming.bus.BusAccess` resolves them.
 
 Two things shape the design (measured, see NOTES.md):
-- Tansu answers ListOffsets(LATEST) with the base offset of the last record batch, not the
-  high watermark. The end of each partition is therefore taken from a Fetch response's high
+- Tansu answers ListOffsets(LATEST) with an offset inside the last record batch (0.6.0: its base
+  offset + 1), not the high watermark. The end of each partition is therefore taken from a Fetch response's high
   watermark as well; otherwise the last producer batch would wait for more data to arrive.
 - The reader implements PySpark 4.1's interface, which 4.2 still calls: `latestOffset()` gets no
   start offset (no admission control). The reader learns where the stream stands from
