@@ -56,6 +56,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -339,6 +340,24 @@ def _engine_of(store: Any) -> Engine:
     return store.engine
 
 
+def _answer(engine: Engine, required: MetricsAuth | None, path: str,
+            authorization: str | None) -> tuple[int, list[tuple[str, str]], bytes]:
+    """(status, headers, body) of a GET of `path`, for both servers: `/metrics` (behind `required`),
+    `/healthz` (open), anything else 404."""
+    if path == "/metrics" and required is not None and not required.allows(authorization):
+        scheme = "Bearer" if required.token is not None else "Basic"
+        status, ctype, body = 401, "text/plain", b"authentication required\n"
+        return status, [("Content-Type", ctype), ("Content-Length", str(len(body))),
+                        ("WWW-Authenticate", f'{scheme} realm="fleetwatch"')], body
+    if path == "/metrics":
+        status, ctype, body = 200, CONTENT_TYPE, render_metrics(engine).encode()
+    elif path == "/healthz":
+        status, ctype, body = 200, "text/plain", b"ok\n"
+    else:
+        status, ctype, body = 404, "text/plain", b"not found: try /metrics\n"
+    return status, [("Content-Type", ctype), ("Content-Length", str(len(body)))], body
+
+
 def wsgi_app(store: Any, auth: Any = _FROM_ENV) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """A WSGI app serving `/metrics` (and `/healthz`) for a Store, an Engine or a store URL, with
     the auth the environment sets (`metrics_auth_from_env`) unless `auth` is given (None: none)."""
@@ -346,21 +365,10 @@ def wsgi_app(store: Any, auth: Any = _FROM_ENV) -> Callable[[dict[str, Any], Cal
     required = metrics_auth_from_env() if auth is _FROM_ENV else auth
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO") or "/"
-        if path == "/metrics" and required is not None and not required.allows(environ.get("HTTP_AUTHORIZATION")):
-            scheme = "Bearer" if required.token is not None else "Basic"
-            start_response("401 Unauthorized", [("Content-Type", "text/plain"),
-                                                ("WWW-Authenticate", f'{scheme} realm="fleetwatch"')])
-            return [b"authentication required\n"]
-        if path == "/metrics":
-            body = render_metrics(engine).encode()
-            start_response("200 OK", [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(body)))])
-            return [body]
-        if path == "/healthz":
-            start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"ok\n"]
-        start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found: try /metrics\n"]
+        status, headers, body = _answer(engine, required, environ.get("PATH_INFO") or "/",
+                                        environ.get("HTTP_AUTHORIZATION"))
+        start_response(f"{status} {HTTPStatus(status).phrase}", headers)
+        return [body]
 
     return app
 
@@ -379,27 +387,11 @@ class MetricsServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                refused = required is not None and not required.allows(self.headers.get("Authorization"))
-                if path == "/metrics" and refused:
-                    body = b"authentication required\n"
-                    self.send_response(401)
-                    scheme = "Bearer" if required.token is not None else "Basic"
-                    self.send_header("WWW-Authenticate", f'{scheme} realm="fleetwatch"')
-                    self.send_header("Content-Type", "text/plain")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    return
-                if path == "/metrics":
-                    status, ctype, body = 200, CONTENT_TYPE, render_metrics(engine).encode()
-                elif path == "/healthz":
-                    status, ctype, body = 200, "text/plain", b"ok\n"
-                else:
-                    status, ctype, body = 404, "text/plain", b"not found: try /metrics\n"
+                status, headers, body = _answer(engine, required, self.path.split("?", 1)[0],
+                                                self.headers.get("Authorization"))
                 self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
+                for name, value in headers:
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
 
