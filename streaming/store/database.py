@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine, Table, create_engine, delete, event, exists, func, inspect, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from streaming import clock
@@ -78,8 +79,12 @@ class Store:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        parsed = make_url(url)
+        # A plain file path gets its folder made; an SQLite URI (`file:...?uri=true`) names its own
+        # file and mode, and making its "folder" would leave a `file:` tree in the working directory.
+        if (parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+                and parsed.query.get("uri") != "true"):
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         self.engine: Engine = create_engine(url, future=True, pool_pre_ping=True)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)

@@ -80,10 +80,12 @@ def test_a_dropped_table_fails_the_batch_at_once_with_one_line(store_url, caplog
         store.close()
 
 
-def test_a_read_only_sqlite_file_fails_at_once(tmp_path):
+def test_a_read_only_sqlite_file_fails_at_once(tmp_path, monkeypatch):
     Store(f"sqlite:///{tmp_path / 'store.db'}").close()  # the schema exists; the file is then opened read-only
     read_only = f"sqlite:///file:{tmp_path / 'store.db'}?mode=ro&uri=true"
+    monkeypatch.chdir(tmp_path)
     store = Store(read_only)
+    assert not (tmp_path / "file:").exists()  # an SQLite URI is not a folder to make
     try:
         stop = threading.Event()
         raised = _write_in_thread(BatchWriter(store, stop=stop), stop)
