@@ -99,6 +99,8 @@ def watch(spark, test_config, tmp_path_factory, healthy_real_kafka: HealthyWatch
     finally:
         job.stop()
         spark.streams.removeListener(recorder)
+        # Its last reader is done: the rest of the session runs without its four JVMs.
+        healthy_real_kafka.stop()
 
 
 @pytest.fixture(scope="module")

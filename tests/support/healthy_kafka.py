@@ -38,6 +38,7 @@ class HealthyWatch:
         self._probe: BackgroundProbe | None = None
         self._since: float | None = None  # monotonic time of the probe's start
         self._failed: BaseException | None = None
+        self._stopped = False
         self._thread = threading.Thread(target=self._start_cluster, name="healthy-kafka", daemon=True)
 
     def start(self) -> HealthyWatch:
@@ -64,6 +65,11 @@ class HealthyWatch:
         return time.monotonic() - self._since
 
     def stop(self) -> None:
+        """Stop the probe, the cluster and the bus; again, nothing (the module that reads the watch
+        stops it when it is done, the session at its end)."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._thread.join(120)
         if self._probe is not None:
             self._probe.stop()
