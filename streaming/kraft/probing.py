@@ -15,9 +15,11 @@ from streaming.collect.probe import BusPublisher, ProbeOptions, Prober, Target, 
 __all__ = ["BackgroundProbe", "target_of"]
 
 
-def target_of(name: str, bootstrap: Sequence[str]) -> Target:
-    """A probe target for a cluster on loopback (no TLS, no SASL)."""
-    return Target(name=name, bootstrap=tuple(parse_address(a) for a in bootstrap))
+def target_of(name: str, bootstrap: Sequence[str], expected_cluster_id: str | None = None) -> Target:
+    """A probe target for a cluster on loopback (no TLS, no SASL), pinned to `expected_cluster_id`
+    as `clusters[].expected_cluster_id` would pin it."""
+    return Target(name=name, bootstrap=tuple(parse_address(a) for a in bootstrap),
+                  expected_cluster_id=expected_cluster_id)
 
 
 class BackgroundProbe:

@@ -415,6 +415,25 @@ def test_an_identity_check_kafka_cannot_take_turns_the_check_off():
     assert unusable.value.__cause__.error_code == 42  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("pin", "bootstrap_checks"), [("cVem385wTi2sAqUvyy5Rlg", 1), ("AAAAAAAAAAAAAAAAAAAAAA", 0)])
+def test_a_pinned_bootstrap_asks_for_the_pin_at_the_node_the_pinned_cluster_advertised_there(pin, bootstrap_checks):
+    # Issue 31: round 1 learns that b1's address is node 1 of the cluster; from round 2 the bootstrap
+    # asks for (pin, 1) by ApiVersions v5. A pin that cluster is not (its Metadata said another id)
+    # has no node at the address: no v5 (Kafka refuses a ClusterId without a NodeId), the fallback.
+    fixtures = scenario("4.4.0", "separate", "healthy")
+    replay = _Replay(fixtures)
+    address = next(f["to"]["address"] for f in fixtures if f["to"]["node_id"] == 1)
+    target = Target(name="real", bootstrap=(parse_address(address),), expected_cluster_id=pin)
+    prober = Prober([target], ProbeOptions(timeout_ms=300, source="fixtures"), connection=replay.connection_class())
+    started_ms = min(f["recorded_at_ms"][0] for f in fixtures)
+    for _ in range(2):
+        replay.sent.clear()
+        boot, endpoints = answers(prober.probe_round(now_ms=started_ms))
+    assert replay.unrecorded == []
+    assert sum(1 for s in replay.sent if s[1:] == ("ApiVersionsRequest", 5)) == len(endpoints) + bootstrap_checks
+    assert (boot["expected"], boot["error"], boot["responder_node_id"]) == (None, None, 1)
+
+
 # ---------------------------------------------------------------- the fixtures against live Kafka
 
 

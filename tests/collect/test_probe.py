@@ -360,6 +360,14 @@ def test_cli_publishes_to_the_bus(fleet, tmp_path):
     assert all(isinstance(event_from_dict(json.loads(r.value)), MetadataResponse) for r in got)
 
 
+def test_the_configured_pin_reaches_the_probe_target():
+    # The bootstrap of a pinned target asks a Kafka 4.4 broker to confirm the pin (KIP-1242, issue 31).
+    config = FleetwatchConfig.model_validate({"clusters": [
+        {"name": "pay", "bootstrap": ["b1.pay:9092"], "expected_cluster_id": "MkU3OEVBNTcwNTJENDM2Qg"},
+        {"name": "free", "bootstrap": ["b1.free:9092"]}]})
+    assert [t.expected_cluster_id for t in targets_from_config(config, environ={})] == ["MkU3OEVBNTcwNTJENDM2Qg", None]
+
+
 def test_config_problems_are_one_line_errors(tmp_path):
     def config(security: dict[str, Any], bootstrap: list[str] | None = None) -> FleetwatchConfig:
         return FleetwatchConfig.model_validate({"clusters": [

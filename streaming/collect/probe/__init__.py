@@ -8,6 +8,15 @@ Per target, every `interval_ms` (a *round*):
    IncludeFencedBrokers (Kafka 4.0+) for each broker's `fenced` flag, DescribeQuorum (KRaft)
    for the active controller and, from v1, each observer's LastFetchTimestamp. One
    `metadata_response` event with `expected` null per attempt.
+   A target pinned by `expected_cluster_id` (issue 31): where the pinned cluster advertised the
+   bootstrap address itself (within `forget_after_ms`) and the broker offers ApiVersions v5, the
+   bootstrap sends the pinned id and that node's id. Kafka 4.4 takes both or neither (a ClusterId
+   without a NodeId is INVALID_REQUEST), so a first round, an address the cluster does not
+   advertise (a load balancer, an alias) and Kafka 4.3 or older take the Metadata fallback: the
+   answer's cluster id, `expected` null (`cluster.id_changed` compares it with the pin). A refusal
+   (`REBOOTSTRAP_REQUIRED`) is published with the identity sent as `expected`, so it is a
+   `connection.misrouted` of that endpoint for that target; it reports no cluster id, so it neither
+   fires nor resolves `cluster.id_changed`, and the next bootstrap address is tried.
 2. Endpoints: one connection to every endpoint advertised by a bootstrap answer within the
    last `forget_after_ms` (so a fenced or partitioned broker that still answers is seen), with
    `expected` = the cluster id and node id that advertisement named. Where the broker offers

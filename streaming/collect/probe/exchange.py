@@ -93,12 +93,15 @@ class IdentityCheckUnusable(Exception):
 
 
 async def converse(target: Target, host: str, port: int, deadline: float, answer: Answer, *, client_id: str,
-                   bootstrap: bool, identity: bool, connection: type[Connection] = Connection,
+                   bootstrap: bool, identity: Expected | None, connection: type[Connection] = Connection,
                    max_frame: int = DEFAULT_MAX_FRAME, decode_slot: asyncio.Semaphore | None = None) -> None:
     """One connection: ApiVersions, SASL, [KIP-1242 check], Metadata, [DescribeCluster], [DescribeQuorum].
 
-    `max_frame` bounds every answer; `decode_slot` is the target's turn at decoding big ones off
-    the event loop (see streaming/collect/protocol/client.py)."""
+    `identity`: what the KIP-1242 check asks the broker to confirm (None: no check). An endpoint's
+    is its `expected`; a bootstrap's, the pinned identity of its address (prober.py), while its
+    event keeps `expected` null unless the broker refuses it. `max_frame` bounds every answer;
+    `decode_slot` is the target's turn at decoding big ones off the event loop (see
+    streaming/collect/protocol/client.py)."""
     conn = connection(host, port, deadline=deadline, client_id=client_id, security=target.security,
                       max_frame=max_frame, decode_slot=decode_slot)
     try:
@@ -106,12 +109,12 @@ async def converse(target: Target, host: str, port: int, deadline: float, answer
         await conn.negotiate()
         if target.security.sasl:
             await conn.authenticate()
-        verified = identity and await check_identity(conn, answer.expected)
+        verified = await check_identity(conn, identity)
         await _metadata(conn, answer)
         if bootstrap:
             await _describe_cluster(conn, answer, target)
         await _describe_quorum(conn, answer, target)
-        answer.responder_node_id = (answer.expected.node_id if verified and answer.expected
+        answer.responder_node_id = (identity.node_id if verified and identity
                                     else _listed_at(answer.brokers, host, port))
         if answer.kraft and answer.quorum is None and answer.brokers:
             # A broker cut off from the controller serves a stale image: its fenced flags say nothing.
@@ -121,7 +124,10 @@ async def converse(target: Target, host: str, port: int, deadline: float, answer
 
 
 async def check_identity(conn: Connection, expected: Expected | None) -> bool:
-    """KIP-1242 (ApiVersions v5) when the broker offers it and we know what to expect.
+    """KIP-1242 (ApiVersions v5) when the broker offers it and we know what to expect: both ids.
+    Kafka 4.4 takes ClusterId and NodeId together or neither (`ApiVersionsRequest.isValid`): a
+    ClusterId with NodeId -1 is INVALID_REQUEST (recorded: tests/fixtures/kafka/4.4.0,
+    `...-ApiVersions-v5-cluster-without-node`), so a cluster id alone is never sent.
 
     Sent after SASL: an unauthenticated ApiVersions is answered by the authenticator, which
     does not run the check. REBOOTSTRAP_REQUIRED is the answer; UNSUPPORTED_VERSION or

@@ -15,7 +15,7 @@ from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, conv
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
 from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
 from streaming.collect.protocol.client import Connection, ProbeFailure, classify
-from streaming.contract import Expected
+from streaming.contract import REBOOTSTRAP_REQUIRED, Expected
 
 __all__ = ["IDENTITY_RETRY_S", "EventSink", "Prober"]
 
@@ -188,7 +188,8 @@ class Prober:
                 break  # the round's time for bootstrapping is spent
             index = (state.preferred + attempt) % count
             host, port = target.bootstrap[index]
-            answer = await self._exchange(target, host, port, None, slots, bootstrap=True)
+            answer = await self._exchange(target, host, port, None, slots, bootstrap=True,
+                                          identity=_pinned_identity(target, state, host, port, now_ms))
             events.append(response_event(answer, target.name, ts(answer), self.options.source))
             if answer.error is None:
                 boot, state.preferred = answer, index
@@ -214,7 +215,8 @@ class Prober:
         probes = []
         for advert in state.endpoints.values():
             expected = Expected(advert.cluster_id, advert.node_id)
-            probes.append(self._exchange(target, advert.host, advert.port, expected, slots, bootstrap=False))
+            probes.append(self._exchange(target, advert.host, advert.port, expected, slots, bootstrap=False,
+                                         identity=expected))
         answers = await asyncio.gather(*probes)
         for answer in answers:
             events.append(response_event(answer, target.name, ts(answer), self.options.source))
@@ -285,7 +287,12 @@ class Prober:
         state.failing = failing
 
     async def _exchange(self, target: Target, host: str, port: int, expected: Expected | None,
-                        slots: Slots, *, bootstrap: bool) -> Answer:
+                        slots: Slots, *, bootstrap: bool, identity: Expected | None) -> Answer:
+        """One exchange; `identity` is what the KIP-1242 check asks the broker to confirm (None: none).
+
+        A bootstrap whose identity the broker refuses (REBOOTSTRAP_REQUIRED) publishes that identity
+        as its `expected`: the address leads elsewhere than the pinned cluster's node (a misroute of
+        that endpoint), and the refusal reports no cluster id for the target."""
         loop = asyncio.get_running_loop()
         answer = Answer(endpoint=format_address(host, port), expected=expected)
         limits = {"connection": self._connection, "max_frame": self.options.max_response_bytes,
@@ -294,7 +301,8 @@ class Prober:
             begun = loop.time()
             deadline = begun + self._timeout_s
             retry_at = self._no_identity_check.get(answer.endpoint)
-            identity = retry_at is None or begun >= retry_at
+            if retry_at is not None and begun < retry_at:
+                identity = None
             try:
                 try:
                     await converse(target, host, port, deadline, answer, client_id=self.options.client_id,
@@ -308,7 +316,7 @@ class Prober:
                                        "error": str(unusable.__cause__), "retry_in_s": IDENTITY_RETRY_S})
                     answer = Answer(endpoint=answer.endpoint, expected=expected)
                     await converse(target, host, port, deadline, answer, client_id=self.options.client_id,
-                                   bootstrap=bootstrap, identity=False, **limits)
+                                   bootstrap=bootstrap, identity=None, **limits)
             except ProbeFailure as failure:
                 answer.error, answer.detail = failure.code, failure.detail
             except Exception as exc:  # a probe bug must not stop the round
@@ -321,4 +329,20 @@ class Prober:
         if answer.error is not None:
             answer.cluster_id = answer.controller_id = answer.brokers = answer.responder_node_id = None
             answer.quorum = answer.controller_epoch = None
+            if bootstrap and answer.error == REBOOTSTRAP_REQUIRED:
+                answer.expected = identity
         return answer
+
+
+def _pinned_identity(target: Target, state: TargetState, host: str, port: int, now_ms: int) -> Expected | None:
+    """What a bootstrap address must confirm (KIP-1242) for a target pinned by `expected_cluster_id`:
+    the pinned id and the node the pinned cluster advertised at that very address within
+    `forget_after_ms`. None otherwise (the Metadata fallback): an address the pinned cluster does
+    not advertise (a load balancer, an alias), or one not heard from lately, has no node id to send,
+    and Kafka refuses a ClusterId without a NodeId (exchange.check_identity)."""
+    pinned = target.expected_cluster_id
+    advert = state.endpoints.get(format_address(host, port))
+    if (pinned is None or advert is None or advert.cluster_id != pinned
+            or now_ms - advert.seen_ms > target.forget_after_ms):
+        return None
+    return Expected(pinned, advert.node_id)

@@ -46,12 +46,15 @@ class ProbeOptions:
 
 @dataclass(frozen=True)
 class Target:
-    """One configured cluster, ready to probe."""
+    """One configured cluster, ready to probe. `expected_cluster_id`: the configured pin
+    (`clusters[].expected_cluster_id`), which the bootstrap asks a Kafka 4.4 broker to confirm
+    (KIP-1242; see the package docstring)."""
 
     name: str
     bootstrap: tuple[tuple[str, int], ...]
     security: Security = field(default_factory=Security)
     forget_after_ms: int = RuleSettings().forget_after_ms
+    expected_cluster_id: str | None = None
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -137,5 +140,6 @@ def targets_from_config(config: FleetwatchConfig, *, only: Iterable[str] | None 
             raise ConfigError(f"{where}.bootstrap: {exc}") from None
         out.append(Target(name=cluster.name, bootstrap=bootstrap,
                           security=_security(cluster, where, environ),
-                          forget_after_ms=book.for_target(cluster.name).forget_after_ms))
+                          forget_after_ms=book.for_target(cluster.name).forget_after_ms,
+                          expected_cluster_id=cluster.expected_cluster_id))
     return out
