@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", help="comma list of row names to run (default: all): " +
                         ", ".join(name for name, _, _ in ROWS))
     parser.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
+    parser.add_argument("--driver-xss", metavar="SIZE",
+                        help="the driver JVM's thread stack (-Xss), e.g. 16m (run 1 of 2026-11-27: the stream "
+                             "thread died of a StackOverflowError in java.util.regex on this topology)")
     args = parser.parse_args(argv)
     rows = ROWS
     if args.rows:
@@ -70,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.monotonic() - started:7.1f} s] {text}", file=sys.stderr, flush=True)
 
     log(f"work folder {workdir}")
-    topology = Topology(Plan(workdir))
-    rehearsal = Rehearsal(topology, log=log)
+    options = ("--conf", f"spark.driver.extraJavaOptions=-Xss{args.driver_xss}") if args.driver_xss else ()
+    topology = Topology(Plan(workdir, submit_options=options))
+    rehearsal = Rehearsal(topology, alert_timeout_s=420, log=log)
     try:
         topology.start()
         log("topology started; waiting for the job's first view of every target")

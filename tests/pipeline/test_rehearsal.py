@@ -32,7 +32,7 @@ def topology(tmp_path, postgres):
 
 
 def test_a_frozen_broker_is_alerted_once_across_a_killed_driver_and_a_killed_bus_broker(topology):
-    row = Rehearsal(topology, alert_timeout_s=180).run_row("driver + bus broker", "frozen", "driver", "bus broker")
+    row = Rehearsal(topology, alert_timeout_s=420).run_row("driver + bus broker", "frozen", "driver", "bus broker")
     assert row.failure is None, describe(row)
     assert row.seen == row.expected == 2, describe(row)  # broker.heartbeat_lost and broker.fenced
     assert row.false_positives == [], describe(row)

@@ -61,6 +61,8 @@ class Plan:
     target_brokers: int = 3
     clock_offsets: dict[str, float] = field(default_factory=lambda: {"frozen": 10.0, "cutoff": -10.0})
     store_url: str | None = None  # None: a PostgreSQL server of the rehearsal's own (it can be killed)
+    # More spark-submit options (after submit.sh's `--`), e.g. a bigger stack for the driver's threads.
+    submit_options: tuple[str, ...] = ()
 
 
 class Topology:
@@ -164,7 +166,8 @@ class Topology:
             "bash", str(ROOT / "deploy" / "spark" / "submit.sh"), "--master", master, "--config", str(self.config_path),
             "--metrics-port", str(self.metrics_port), "--", "--jars", jars,
             "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2", "--conf", "spark.driver.memory=768m",
-            "--conf", "spark.ui.enabled=false", "--conf", f"spark.executorEnv.PYTHONPATH={ROOT}"])
+            "--conf", "spark.ui.enabled=false", "--conf", f"spark.executorEnv.PYTHONPATH={ROOT}",
+            *self.plan.submit_options])
         cli = ("-m", "streaming.cli")
         for n in range(self.plan.probes):
             self.probes.append(self._service(f"probe-{n}", self._python(
@@ -192,7 +195,7 @@ class Topology:
         except OSError:
             return False
 
-    def wait_ready(self, timeout_s: float = 300) -> None:
+    def wait_ready(self, timeout_s: float = 600) -> None:
         """Until the job has committed batches that hold every target's probe answers."""
         from support.rehearsal.scoring import answered
 
