@@ -76,7 +76,7 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         self._run(str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                  "--no-sync", "-E", "UTF8", "--locale=C")
+                  "--no-sync", "-E", "UTF8", "--locale=C", timeout_s=180)  # 60 s was not enough at load 20
         return self.serve()
 
     def serve(self) -> PostgresServer:
