@@ -11,7 +11,6 @@ SIGTERM stops the job gracefully (exit 0, the application FINISHED on the master
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -21,13 +20,13 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import pyspark
 import pytest
 import yaml
 from kafka import KafkaProducer
 from sqlalchemy import func, select
 from support.postgres import PostgresServer, pg_binaries
 from support.processes import free_port, poll
+from support.spark_standalone import SPARK_HOME, Standalone, kill_session, session_alive
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
@@ -37,31 +36,7 @@ from streaming.store import Store, alerts, quarantine
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 ROOT = Path(__file__).resolve().parents[2]
-SPARK_HOME = Path(pyspark.__file__).parent
 START_MS = 1_764_000_000_000
-
-
-def _kill_session(sid: int) -> None:
-    """SIGKILL every process left in session `sid` (executors, Python workers, JVMs)."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if os.getsid(int(proc.name)) == sid:
-                os.kill(int(proc.name), signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            continue
-
-
-def _session_alive(sid: int) -> bool:
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if os.getsid(int(proc.name)) == sid and "Z" not in (proc / "stat").read_text().split(") ")[1][:1]:
-                    return True
-            except (ProcessLookupError, FileNotFoundError, PermissionError):
-                continue
-    return False
 
 
 def _produce(producer: KafkaProducer, events) -> None:
@@ -85,51 +60,6 @@ def _ran_an_executor_of(worker: dict, app_id: str) -> bool:
     return any(e["appid"] == app_id for e in state["executors"] + state["finishedexecutors"])
 
 
-class _Standalone:
-    """A Spark standalone master and `workers` workers (2 cores in all, 1 GiB each) on 127.0.0.1."""
-
-    def __init__(self, workdir: Path, workers: int = 1) -> None:
-        self.workdir = workdir
-        self.workers = workers
-        self.port, self.ui_port = free_port(), free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-                    "SPARK_DAEMON_MEMORY": "384m", "SPARK_WORKER_DIR": str(workdir / "work"),
-                    "SPARK_LOG_DIR": str(workdir / "logs"), "PYSPARK_PYTHON": sys.executable}
-
-    def _start(self, name: str, *args: str) -> None:
-        log = (self.workdir / f"{name}.log").open("wb")
-        self.procs.append(subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], env=self.env,
-                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-
-    def start(self) -> _Standalone:
-        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.port), "--webui-port", str(self.ui_port))
-        poll(lambda: self.state()["status"] == "ALIVE", 60, "the Spark master")
-        for n in range(self.workers):
-            self._start(f"worker-{n}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                        "--cores", str(2 // self.workers), "--memory", "1g", "--webui-port", str(free_port()),
-                        "--work-dir", str(self.workdir / f"work-{n}"))
-        poll(lambda: len([w for w in self.state()["workers"] if w["state"] == "ALIVE"]) == self.workers, 60,
-             f"{self.workers} ALIVE Spark workers")
-        return self
-
-    def state(self) -> dict:
-        return _json(f"http://127.0.0.1:{self.ui_port}/json/")
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):  # the worker first: it stops its executors
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in reversed(self.procs):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=20)
-            _kill_session(proc.pid)  # executors and Python workers of the worker's session
-            if proc.poll() is None:
-                proc.wait(timeout=10)
-
-
 @pytest.fixture
 def store_url():
     bin_dir = pg_binaries()
@@ -149,7 +79,7 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
     label = next(lbl for lbl in sim.labels() if lbl["rule"] == "broker.heartbeat_lost")
     store_url = store_url or f"sqlite:///{tmp_path / 'store.db'}"
     store = Store(store_url)
-    cluster = _Standalone(tmp_path).start()
+    cluster = Standalone(tmp_path).start()
     job = producer = None
     try:
         with EmbeddedBus(log_path=tmp_path / "tansu.log") as bus:
@@ -228,7 +158,7 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
             assert '"msg": "job stopped"' in log_text
             finished = poll(lambda: cluster.state()["completedapps"], 30, "the application to complete")
             assert finished[0]["name"] == "fleetwatch" and finished[0]["state"] == "FINISHED"
-            poll(lambda: not _session_alive(job.pid), 30, "every process of the job to exit")
+            poll(lambda: not session_alive(job.pid), 30, "every process of the job to exit")
             producer.close(timeout=5)
             producer = None
     finally:
@@ -238,11 +168,11 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(timeout=10)
         if job is not None:
-            _kill_session(job.pid)
+            kill_session(job.pid)
         cluster.stop()
         store.close()
     for proc in cluster.procs:
-        assert not _session_alive(proc.pid), "a Spark daemon or executor outlived the test"
+        assert not session_alive(proc.pid), "a Spark daemon or executor outlived the test"
 
 
 def test_two_standalone_workers_replay_exactly_the_alerts_of_local_mode(tmp_path):
@@ -253,7 +183,7 @@ def test_two_standalone_workers_replay_exactly_the_alerts_of_local_mode(tmp_path
                                seed=5, jitter_ms=800, first_fault_ms=20_000, fault_every_ms=30_000))
     events = tmp_path / "events.jsonl"
     write_events(sim, events)
-    cluster = _Standalone(tmp_path, workers=2).start()
+    cluster = Standalone(tmp_path, workers=2).start()
     try:
         lines = {}
         for name, master in (("local", "local[2]"), ("standalone", cluster.url)):

@@ -11,8 +11,10 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -30,6 +32,20 @@ def pg_binaries() -> Path | None:
         if Path(candidate, "pg_ctl").is_file() and Path(candidate, "initdb").is_file():
             return Path(candidate)
     return None
+
+
+def _parent(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(") ", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 class PostgresServer:
@@ -60,7 +76,11 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         self._run(str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                  "--no-sync", "-E", "UTF8", "--locale=C")
+                  "--no-sync", "-E", "UTF8", "--locale=C", timeout_s=180)  # 60 s was not enough at load 20
+        return self.serve()
+
+    def serve(self) -> PostgresServer:
+        """Start the server on the initialised data directory (again, after `crash`: crash recovery)."""
         options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
         try:
@@ -71,6 +91,19 @@ class PostgresServer:
             self.stop()
             raise RuntimeError(f"PostgreSQL did not start:\n{tail}") from None
         return self
+
+    def crash(self) -> None:
+        """SIGKILL the postmaster and every backend (the host lost power); `serve()` starts it again."""
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        family = [pid] + [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == pid]
+        for member in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{member}").exists() and not _zombie(member) for member in family):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"PostgreSQL processes {family} outlived SIGKILL for 30 s")
+            time.sleep(0.05)  # the kernel reaps them within milliseconds
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
