@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test check lint java jars startup system apt clean help
+.PHONY: demo test check rehearsal lint java jars startup system apt clean help
 
 help:
 	@echo "make demo   set up and run the whole product (dashboard on http://127.0.0.1:8050; REAL_KAFKA=0: no real cluster)"
@@ -69,13 +69,21 @@ endif
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# Two pytest lanes side by side (tests/lanes.py): most of the wall time is waiting on real parts.
+# The rehearsal of the production topology is `make rehearsal`: its start-up alone is minutes.
 test: $(STAMP) system jars startup lint
-	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest --headless --webdriver Chrome -p no:cacheprovider --durations=25
+	PYSPARK_PYTHON=$(BIN)/python $(BIN)/python tests/lanes.py --headless --webdriver Chrome -p no:cacheprovider \
+	  --durations=15 -m "not rehearsal"
+
+# The production topology on one machine (issue 26): its short test, then the bench's whole table.
+rehearsal: $(STAMP) system jars startup
+	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest -p no:cacheprovider -m rehearsal tests/pipeline/test_rehearsal.py
+	PYSPARK_PYTHON=$(BIN)/python $(BIN)/python bench/rehearsal.py
 
 # The edit-test loop: what runs without Spark, a broker, real Kafka, PostgreSQL or a browser
 # (the rules, the contract, the config, the notifier's planning, ...). `make test` proves the rest.
 check: $(STAMP) lint
-	$(BIN)/pytest -p no:cacheprovider -q -m "not spark and not broker and not browser and not real_kafka and not postgres"
+	$(BIN)/pytest -p no:cacheprovider -q -m "not spark and not broker and not browser and not real_kafka and not postgres and not rehearsal"
 
 clean:
 	rm -rf var artifacts .pytest_cache

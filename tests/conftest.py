@@ -1,11 +1,14 @@
 """Shared fixtures: one real local Spark session for the whole run (JVM start-up is slow), one real
-PostgreSQL server for the whole run, and a healthy real Kafka cluster watched for the whole run when
-it holds a `real_kafka` test."""
+PostgreSQL server for the whole run, and a healthy real Kafka cluster watched from the start of the
+run when it holds a test that uses it."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from support.postgres import PostgresServer, pg_binaries
@@ -21,6 +24,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.postgres)
         if "spark" in item.fixturenames:
             item.add_marker(pytest.mark.spark)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _start_healthy_watch(session.config, session.items)
 
 
 @pytest.fixture(scope="session")
@@ -53,17 +60,32 @@ def postgres():
     server.stop()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def healthy_real_kafka(request, tmp_path_factory):
-    """tests/support/healthy_kafka.py: started before the first test, so that its five minutes of
-    watching pass while the other tests run; None when no `real_kafka` test was selected."""
-    if not any(item.get_closest_marker("real_kafka") for item in request.session.items):
-        yield None
-        return
-    from support.healthy_kafka import HealthyWatch
+_HEALTHY = pytest.StashKey[object]()
+_HEALTHY_ROOT = pytest.StashKey[Path]()
 
-    watch = HealthyWatch(tmp_path_factory.mktemp("healthy-kafka")).start()
-    try:
-        yield watch
-    finally:
-        watch.stop()
+
+def _start_healthy_watch(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """tests/support/healthy_kafka.py: started once the tests are collected, before the first one
+    runs, when a selected test uses it, so that its five minutes of watching pass while the other
+    tests run (in this pytest process only: `make test` runs lanes, see tests/lanes.py)."""
+    if not config.option.collectonly and any("healthy_real_kafka" in item.fixturenames for item in items):
+        from support.healthy_kafka import HealthyWatch
+
+        config.stash[_HEALTHY_ROOT] = root = Path(tempfile.mkdtemp(prefix="fleetwatch-healthy-kafka-"))
+        config.stash[_HEALTHY] = HealthyWatch(root).start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    watch = session.config.stash.get(_HEALTHY, None)
+    if watch is not None:
+        watch.stop()  # type: ignore[attr-defined]
+        shutil.rmtree(session.config.stash[_HEALTHY_ROOT], ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def healthy_real_kafka(request):
+    """The healthy real cluster, watched since the start of the session (see `_start_healthy_watch`)."""
+    watch = request.config.stash.get(_HEALTHY, None)
+    if watch is None:
+        pytest.fail("the healthy real cluster was not started: its users are found at collection")
+    return watch

@@ -98,13 +98,6 @@ def test_a_store_url_bus_access_and_reader_options_never_show_a_password(tmp_pat
 # -- the probe still authenticates: a real Kafka 4.4 broker with SASL_SSL (SCRAM-SHA-512) -----------
 
 
-@pytest.fixture(scope="session")
-def healthy_real_kafka() -> None:
-    """This module's one real broker needs no 5-minute healthy watch (tests/conftest.py starts one
-    when a session holds a `real_kafka` test): run alone, the module starts none. In a session with
-    the other real-Kafka tests, theirs runs as ever."""
-    return None
-
 
 @pytest.fixture(scope="module")
 def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:

@@ -1,0 +1,59 @@
+"""`make test` as two pytest processes side by side (lanes), on one machine.
+
+Most of the suite's wall time is spent waiting on real parts (a JVM starting, an outage held for
+30 s, a lease running out, a demo watched for 90 s), one at a time: two lanes overlap those waits
+on CI's 2 cores. Each lane is a whole pytest session of its own (its Spark session, PostgreSQL
+server, healthy real cluster when it holds that cluster's users), on its own temporary folder.
+Lane A (the real-Kafka and streaming-job tests) writes to the terminal as it goes; lane B's output
+is kept in a file and printed when both are done. The exit status is the first failing lane's.
+
+    python tests/lanes.py [pytest arguments...]
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+# Lane A holds the modules that use the session's healthy real cluster (collect, pipeline) and the
+# other real-Kafka and job tests; lane B everything else. Balanced by the modules' measured times.
+LANE_A = ("bus", "collect", "pipeline", "source")
+NOT_TESTS = ("support", "fixtures", "__pycache__")
+
+
+def _lane_b() -> list[str]:
+    return sorted(str(path.relative_to(ROOT)) for path in TESTS.iterdir()
+                  if path.name not in LANE_A + NOT_TESTS
+                  and (path.is_dir() or (path.name.startswith("test_") and path.suffix == ".py")))
+
+
+def main(args: list[str]) -> int:
+    lanes = {"A": [f"tests/{name}" for name in LANE_A], "B": _lane_b()}
+    started = time.monotonic()
+    log_b = Path(tempfile.mkdtemp(prefix="fleetwatch-lane-b-")) / "pytest.log"
+    running = {}
+    with open(log_b, "wb") as out_b:
+        for name, paths in lanes.items():
+            basetemp = tempfile.mkdtemp(prefix=f"fleetwatch-lane-{name.lower()}-")
+            command = [sys.executable, "-m", "pytest", *args, f"--basetemp={basetemp}", *paths]
+            running[name] = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL,
+                                             stdout=None if name == "A" else out_b,
+                                             stderr=None if name == "A" else subprocess.STDOUT)
+        codes = {}
+        for name, proc in running.items():
+            codes[name] = proc.wait()
+            print(f"\n== lane {name} ({' '.join(lanes[name])}): exit {codes[name]} "
+                  f"after {time.monotonic() - started:.0f} s", flush=True)
+    sys.stdout.write(f"\n== lane B's output ({log_b})\n")
+    sys.stdout.write(log_b.read_text(errors="replace"))
+    print(f"\n== lanes: A exit {codes['A']}, B exit {codes['B']}; {time.monotonic() - started:.0f} s in all")
+    return next((code for code in codes.values() if code != 0), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
