@@ -135,9 +135,11 @@ class Advertisements:
     def forget_lapsed(self, now: int, ttl_ms: int) -> None:
         """Drop the pairs whose lease lapsed before `now`: every address has forgotten them, and
         a pair seen again starts over, whether it was dropped or not."""
-        for node in [node for node, advert in self.by_node.items() if _lapsed(advert, now, ttl_ms)]:
+        lapsed = [node for node, advert in self.by_node.items() if _lapsed(advert, now, ttl_ms)]
+        for node in lapsed:
             del self.by_node[node]
-        self._listed = None
+        if lapsed:
+            self._listed = None
 
     def _advertise(self, cluster_id: str, entries: list[tuple[int, frozenset[str]]], withdrawn: list[int],
                    at: int, ttl_ms: int, target: str | None, position: tuple[Any, ...],
