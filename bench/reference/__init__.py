@@ -21,7 +21,8 @@ How time works here (README, "Everything here is event time"):
   own events, the responses of its cluster that list it, answer as it, or report a new active
   controller; every response of a cluster for its controller; every response of a target. The
   lease end that ends a collision or a duplicate (README "Forgetting") fires at any event that
-  advertises or bootstraps after it: it changes nothing but its own address or id.
+  advertises, confirms an advertisement or bootstraps after it: it changes nothing but its own
+  address or id.
 
 Where the README leaves a choice open, the engine's behaviour on the tests decided; the notes
 marked "README:" in its modules say which.

@@ -13,6 +13,8 @@ from .defaults import (
     PARTITION_WINDOW,
     RESOLVE_AFTER,
     SESSION_TIMEOUT,
+    SEVERITY,
+    STATE_TTL,
     STOPPING_TIMEOUT,
 )
 from .incidents import Incidents, advance
@@ -37,6 +39,14 @@ class Broker:
         self.changes: list[int] = []
         self.last_illegal: int | None = None
         self.last_regression: int | None = None
+        self.last_heard = 0  # its latest event, broker list naming it, or answer
+
+    def forgotten(self, now: int) -> bool:
+        """README "Forgetting": heard of by nothing for longer than the TTL, with no alert of it open and
+        nothing due (a held session with a heartbeat is due once a controller is named again)."""
+        return (now - self.last_heard > STATE_TTL and not (self.held and self.last_hb is not None)
+                and not any(self.inc.firing(rule, self.subject) for rule in SEVERITY if rule.startswith("broker."))
+                and not self.deadlines())
 
     def fire(self, rule: str, at: int, summary: str, target: str | None = None, **details: Any) -> None:
         self.inc.fire(rule, self.subject, at, summary, cluster_id=self.cluster_id, broker_id=self.broker_id,

@@ -25,12 +25,17 @@ class Cluster:
         return [*self.brokers.values(), self.controller]
 
     def broker(self, broker_id: int, now: int) -> Broker:
-        """The broker, with what fell due before `now` fired."""
+        """The broker, heard of at `now`, with what fell due before `now` fired; quiet for longer than
+        the TTL with nothing open, it starts over."""
+        if broker_id in self.brokers:
+            self.brokers[broker_id].advance(now)
+            if self.brokers[broker_id].forgotten(now):
+                del self.brokers[broker_id]
         if broker_id not in self.brokers:
             self.brokers[broker_id] = Broker(self.cluster_id, broker_id, self.inc)
             self.brokers[broker_id].held = self.controller.none_since is not None
         broker = self.brokers[broker_id]
-        broker.advance(now)
+        broker.last_heard = max(broker.last_heard, now)
         return broker
 
     def on_broker_event(self, ev: dict[str, Any]) -> None:
@@ -47,8 +52,11 @@ class Cluster:
         takeover = self.controller.on_response(r)
         holds = self.controller.none_since is not None
         if takeover or held != holds:
-            for broker in self.brokers.values():
+            for broker_id, broker in list(self.brokers.items()):
                 broker.advance(ts)
+                if broker.forgotten(ts):
+                    del self.brokers[broker_id]  # as its next event would have: it starts over
+                    continue
                 broker.held = holds  # no active controller reported: nobody holds the sessions
                 if takeover:
                     # A new active controller: Kafka's gives every registered broker a full session from now.

@@ -66,12 +66,17 @@ class Detector:
                     fleet.on_bootstrap(ev)
                 if ev.get("brokers"):
                     fleet.advertise(ev["cluster_id"], [(e["node_id"], frozenset([address(e)])) for e in ev["brokers"]],
-                                    ts, ev["target"])
+                                    ts, ev["target"], listing=True)
             return
         self.cluster(ev["cluster_id"], ts).on_broker_event(ev)
+        fleet, cluster_id, broker_id = self.fleet.heard(ts), ev["cluster_id"], ev["broker_id"]
         if ev["type"] == "broker_heartbeat" and ev["kind"] == "registration" and ev.get("endpoints"):
             endpoints = frozenset(map(address, ev["endpoints"]))
-            self.fleet.heard(ts).advertise(ev["cluster_id"], [(ev["broker_id"], endpoints)], ts, None)
+            fleet.advertise(cluster_id, [(broker_id, endpoints)], ts, None, listing=False)
+        elif ev["type"] == "broker_state" and ev["state"] == "OFFLINE":
+            fleet.unregistered(cluster_id, broker_id, ts)
+        else:
+            fleet.confirmed(cluster_id, broker_id, ts)
 
     def finish(self, watermark: int) -> None:
         """The end of the input is not silence: timers fire up to the final watermark only."""

@@ -10,8 +10,8 @@ from .incidents import Alerts, Incidents, advance
 
 __all__ = ["Fleet", "address"]
 
-# README "Forgetting": a cluster's advertisement (a target's held id) stands until TTL after its
-# lease was last renewed, at the first advertisement (bootstrap) more than TTL/16 after that.
+# README "Forgetting": a pair's advertisement (a target's held id) stands until TTL after its
+# lease was last renewed, at the first confirmation (bootstrap) more than TTL/16 after that.
 RENEW_AFTER = STATE_TTL // 16
 
 
@@ -37,7 +37,8 @@ class Fleet:
         self.alerts = alerts
         self.inc = Incidents(alerts)
         self.adverts: dict[tuple[str, int], frozenset[str]] = {}  # (cluster id, node id) -> host:port set
-        self.advertised: dict[str, int] = {}  # cluster id -> when its advertisement's lease was last renewed
+        self.renewed: dict[tuple[str, int], int] = {}  # pair -> when its advertisement's lease was last renewed
+        self.listed: set[tuple[str, int]] = set()  # the pairs last seen in a broker list (not a registration)
         self.held_by: dict[str, tuple[str, frozenset[str]]] = {}  # target -> (id, endpoints) of its latest bootstrap
         self.bootstrapped: dict[str, int] = {}  # target -> when its held id's lease was last renewed
 
@@ -46,8 +47,10 @@ class Fleet:
 
     def advertisers(self, a: str, now: int) -> list[tuple[str, int]]:
         """The pairs whose current advertisement (lease not ended at `now`) holds `a`."""
-        return [p for p, addresses in self.adverts.items()
-                if a in addresses and self.advertised[p[0]] + STATE_TTL >= now]
+        return [p for p, addresses in self.adverts.items() if a in addresses and not self.lapsed(p, now)]
+
+    def lapsed(self, pair: tuple[str, int], now: int) -> bool:
+        return now - self.renewed[pair] > STATE_TTL
 
     def holders(self, cluster_id: str, now: int) -> dict[str, frozenset[str]]:
         return {t: eps for t, (held, eps) in self.held_by.items()
@@ -61,7 +64,7 @@ class Fleet:
         ends = []
         for rule, subject in self.inc.open:
             if rule == "endpoint.collision":
-                leases = sorted(self.advertised[p[0]] + STATE_TTL for p, a in self.adverts.items() if subject in a)
+                leases = sorted(self.renewed[p] + STATE_TTL for p, a in self.adverts.items() if subject in a)
                 ends.append(((rule, subject), leases[-2]))  # then one pair or none is left
             else:
                 leases = sorted({self.bootstrapped[t] + STATE_TTL for t, (h, _) in self.held_by.items()
@@ -96,22 +99,63 @@ class Fleet:
                 self.inc.resolve("cluster.id_duplicate", held_id, ts)
 
     def advertise(self, cluster_id: str, entries: list[tuple[int, frozenset[str]]], ts: int,
-                  target: str | None) -> None:
-        """The advertisement of (cluster id, node id) is the host:port set it was last seen advertising."""
+                  target: str | None, listing: bool) -> None:
+        """The advertisement of (cluster id, node id) is the host:port set it was last seen advertising;
+        a broker list (`listing`) also ends the advertisement of every listed pair of the cluster it omits."""
         self.advance(ts)
-        if cluster_id in self.advertised and ts - self.advertised[cluster_id] > STATE_TTL:
-            for pair in [p for p in self.adverts if p[0] == cluster_id]:  # its lease ended: it starts over
-                del self.adverts[pair]
-        renew(self.advertised, cluster_id, ts)
+        named = {(cluster_id, node_id) for node_id, _ in entries}
+        omitted = sorted(p for p in self.listed if p[0] == cluster_id and p not in named) if listing else []
+        # README: one event is one moment: every address a pair leaves is left before any is taken.
+        for pair in omitted:
+            self.withdraw(pair, ts)
+        olds = {}
         for node_id, new in entries:
             pair = (cluster_id, node_id)
-            old = self.adverts.get(pair, frozenset())
-            self.adverts[pair] = new
+            if pair in self.adverts and self.lapsed(pair, ts):
+                self.forget(pair)  # its lease ended: it starts over
+            olds[pair] = old = self.adverts.get(pair, frozenset())
+            self.adverts[pair] = old & new
             for a in sorted(old - new):
                 if len(self.advertisers(a, ts)) < 2:
                     self.inc.resolve("endpoint.collision", a, ts)
-            for a in sorted(new - old):
+        for node_id, new in entries:
+            pair = (cluster_id, node_id)
+            if pair not in self.renewed or ts - self.renewed[pair] > RENEW_AFTER:
+                self.renewed[pair] = ts
+            self.adverts[pair] = new
+            (self.listed.add if listing else self.listed.discard)(pair)
+            for a in sorted(new - olds[pair]):
                 names = sorted(f"{c}/{n}" for c, n in self.advertisers(a, ts))
                 if len(names) >= 2:
                     self.inc.fire("endpoint.collision", a, ts, f"{a} is advertised by {', '.join(names)}",
                                   cluster_id=cluster_id, target=target, endpoint=a, advertised_by=names)
+
+    def unregistered(self, cluster_id: str, node_id: int, ts: int) -> None:
+        """A broker_state OFFLINE: the broker is no longer registered and advertises nothing."""
+        self.advance(ts)
+        self.withdraw((cluster_id, node_id), ts)
+
+    def confirmed(self, cluster_id: str, node_id: int, ts: int) -> None:
+        """A heartbeat or another broker_state of the broker renews its advertisement's lease when due."""
+        pair = (cluster_id, node_id)
+        if pair not in self.adverts or ts - self.renewed[pair] <= RENEW_AFTER:
+            return
+        self.advance(ts)
+        if self.lapsed(pair, ts):
+            self.forget(pair)  # README: only a broker list or a registration advertises anew
+        else:
+            self.renewed[pair] = ts
+
+    def withdraw(self, pair: tuple[str, int], ts: int) -> None:
+        if pair not in self.adverts:
+            return
+        lapsed, old = self.lapsed(pair, ts), self.adverts[pair]
+        self.forget(pair)
+        if not lapsed:  # (a lapsed one advertises nothing already)
+            for a in sorted(old):
+                if len(self.advertisers(a, ts)) < 2:
+                    self.inc.resolve("endpoint.collision", a, ts)
+
+    def forget(self, pair: tuple[str, int]) -> None:
+        del self.adverts[pair], self.renewed[pair]
+        self.listed.discard(pair)

@@ -29,6 +29,7 @@ STUCK = "broker.stuck_stopping"
 EPOCH = "broker.epoch_regression"
 FLAPPING = "broker.flapping"
 ILLEGAL = "broker.illegal_transition"
+_RULES = (HEARTBEAT_LOST, FENCED, PARTITIONED, STUCK, EPOCH, FLAPPING, ILLEGAL)
 
 
 @dataclass
@@ -292,6 +293,22 @@ class BrokerTracker:
         self.advance_to(at, rules, incidents, out)
         if at > self.updated_ms:
             self.updated_ms = at
+
+    # -- forgetting (README "Forgetting") ------------------------------------------------------
+
+    def forgettable(self, now: int, ttl_ms: int, rules: RuleSettings, incidents: Incidents) -> bool:
+        """Heard of by nothing (its events, a broker list, an answer) for longer than the state TTL
+        before `now`, with no alert open and nothing due: the broker starts over. A held session
+        with a heartbeat keeps it: its deadline falls due when a controller is reported again."""
+        return (now - self.updated_ms > ttl_ms
+                and not (self.session_held_since is not None and self.last_hb is not None)
+                and not any((rule, self.subject) in incidents.open for rule in _RULES)
+                and not self.deadlines(rules, incidents))
+
+    def only_listed(self) -> bool:
+        """Known from broker lists alone, never fenced: it holds nothing any rule reads (no
+        heartbeat, state or answer; no alert can be open), only the rack and address of its rows."""
+        return self.last_hb is None and self.state is None and self.answered_at is None and self.fenced_since is None
 
     def snapshot(self) -> dict[str, Any]:
         return {

@@ -141,6 +141,7 @@ class ShardEngine(_Forgettable):
         self._listing: tuple[Broker, ...] | None = None
         self._listing_trackers: list[BrokerTracker] = []
         self._listing_ids: frozenset[int] = frozenset()
+        self._listing_ms = 0  # when a response last listed them: each was heard of since
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "cluster_id" and not k.startswith("_listing")}
@@ -199,6 +200,7 @@ class ShardEngine(_Forgettable):
     def process(self, events: Iterable[tuple[Position, Event]], watermark: int, book: RuleBook) -> ShardOutput:
         """Apply one micro-batch of this shard's events, after the timers the watermark passed."""
         result = self.advance(watermark, book)
+        self._forget_quiet_brokers(watermark, book)
         touched_brokers: set[int] = set()
         touched_targets: set[str] = set()
         touched_cluster = False
@@ -240,8 +242,28 @@ class ShardEngine(_Forgettable):
             self._start()
             self._derive()
 
-    def _broker(self, broker_id: int) -> BrokerTracker:
+    def _forget_quiet_brokers(self, now: int, book: RuleBook) -> None:
+        """Drop the brokers that would start over at their next event (after `now`): forgetting
+        them earlier changes nothing, and the state holds only the brokers of the last TTL."""
+        if not self.brokers:
+            return
+        rules, ttl = self._rules(book), book.defaults.state_ttl_ms
+        quiet = [b for b, tracker in self.brokers.items() if tracker.forgettable(now, ttl, rules, self.incidents)]
+        for broker_id in quiet:
+            del self.brokers[broker_id]
+        if not self._listing_ids.isdisjoint(quiet):
+            self._forget_listing()
+        self.advertisements.forget_lapsed(now, ttl)
+
+    def _broker(self, broker_id: int, at: int, rules: RuleSettings, ttl: int, timers: Emitter) -> BrokerTracker:
+        """The broker, with what fell due before `at` fired; started over when it was quiet for
+        longer than the state TTL with nothing open (README "Forgetting")."""
         tracker = self.brokers.get(broker_id)
+        if tracker is not None:
+            tracker.advance_to(at, rules, self.incidents, timers)
+            if tracker.forgettable(at, ttl, rules, self.incidents):
+                tracker = None
+                self._forget_listing()
         if tracker is None:
             tracker = self.brokers[broker_id] = BrokerTracker(self.cluster_id or None, broker_id)
             if self.cluster is not None and self.cluster.none_since is not None:
@@ -263,8 +285,12 @@ class ShardEngine(_Forgettable):
             holds = self.cluster.none_since is not None
             if takeover or held != holds:
                 # What fell due before this moment fires first (held deadlines stay held).
-                for broker in self.brokers.values():
+                for broker_id, broker in list(self.brokers.items()):
                     broker.advance_to(event.ts, rules, inc, timers)
+                    if broker.forgettable(event.ts, ttl, rules, inc):
+                        del self.brokers[broker_id]  # as if its last event had dropped it: it starts over
+                        self._forget_listing()
+                        continue
                     if holds:
                         # No active controller reported: nobody holds the brokers' sessions.
                         broker.hold_session(event.ts)
@@ -276,53 +302,64 @@ class ShardEngine(_Forgettable):
                     else:
                         broker.advance_to(event.ts, rules, inc, timers)  # the held deadline stands
             if event.brokers:
-                touched |= self._listed(event, rules, out, timers)
+                touched |= self._listed(event, rules, ttl, out, timers)
                 result.handoffs += self.advertisements.listed(self.cluster_id, event.brokers, event.ts, ttl,
                                                               event.target, position)
             if event.responder_node_id is not None:
-                broker = self._broker(event.responder_node_id)
-                broker.advance_to(event.ts, rules, inc, timers)
+                broker = self._broker(event.responder_node_id, event.ts, rules, ttl, timers)
                 broker.on_answer(event, rules, inc, out)
                 broker.updated_ms = max(broker.updated_ms, event.ts)
                 touched.add(event.responder_node_id)
             return touched, True
-        broker = self._broker(event.broker_id)
-        broker.advance_to(event.ts, rules, inc, timers)
+        broker = self._broker(event.broker_id, event.ts, rules, ttl, timers)
         broker.updated_ms = max(broker.updated_ms, event.ts)
+        adverts = self.advertisements
         if isinstance(event, BrokerHeartbeat):
             if event.rack is not None and event.rack != broker.rack:
                 self._forget_listing()
             broker.on_heartbeat(event, rules, inc, out)
             if event.kind == "registration" and event.endpoints:
-                result.handoffs += self.advertisements.registered(
+                result.handoffs += adverts.registered(
                     self.cluster_id, event.broker_id, frozenset(e.address for e in event.endpoints), event.ts, ttl,
                     position)
+            else:
+                result.handoffs += adverts.heard(self.cluster_id, event.broker_id, event.ts, ttl, position)
         else:
             assert isinstance(event, BrokerState)
             broker.on_state(event, rules, inc, out)
+            if event.state == "OFFLINE":  # no longer registered: it advertises nothing
+                result.handoffs += adverts.unregistered(self.cluster_id, event.broker_id, event.ts, ttl, position)
+            else:
+                result.handoffs += adverts.heard(self.cluster_id, event.broker_id, event.ts, ttl, position)
             result.transitions.append({
                 "cluster_id": self.cluster_id, "broker_id": event.broker_id, "ts": event.ts,
                 "state": event.state, "previous_state": event.previous_state, "reason": event.reason,
             })
         return {event.broker_id}, False
 
-    def _listed(self, event: MetadataResponse, rules: RuleSettings, out: Emitter, timers: Emitter) -> frozenset[int]:
+    def _listed(self, event: MetadataResponse, rules: RuleSettings, ttl: int, out: Emitter,
+                timers: Emitter) -> frozenset[int]:
         """The brokers a successful response lists: the ids of the brokers it touched."""
         brokers, ts = event.brokers or (), event.ts
-        if brokers == self._listing:
+        if brokers == self._listing and ts - self._listing_ms <= ttl:  # (none of them can be quiet for the TTL)
             for tracker in self._listing_trackers:
                 tracker.listed_again(ts, rules, self.incidents, timers)
+            self._listing_ms = max(self._listing_ms, ts)
             return self._listing_ids
         trackers = []
         for entry in brokers:
-            broker = self._broker(entry.node_id)
-            broker.advance_to(ts, rules, self.incidents, timers)
+            broker = self._broker(entry.node_id, ts, rules, ttl, timers)
             broker.on_listed(entry, ts, rules, self.incidents, out, event.target)
             broker.updated_ms = max(broker.updated_ms, ts)
             trackers.append(broker)
         ids = frozenset(entry.node_id for entry in brokers)
+        # A broker known from broker lists alone holds nothing a rule reads: once a list omits it,
+        # it goes (forgetting it at its TTL instead would change no alert, only keep it longer).
+        for broker_id in [b for b, tracker in self.brokers.items() if b not in ids and tracker.only_listed()]:
+            del self.brokers[broker_id]
         if all(entry.fenced is None for entry in brokers):
             self._listing, self._listing_trackers, self._listing_ids = brokers, trackers, ids
+            self._listing_ms = ts
         else:
             self._forget_listing()
         return ids

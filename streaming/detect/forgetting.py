@@ -9,9 +9,15 @@ The TTL is longer than every rule window (the configuration refuses anything els
 forgetting never cuts a rule short. It is checked at the events themselves, in event-time order,
 so a replay forgets exactly what the live job forgot, whatever its micro-batches.
 
+Within a cluster's shard, which hears from its cluster all the time, each broker is forgotten on
+its own by the same rule (`BrokerTracker.forgettable`), so the shard holds the brokers of the last
+TTL, not every node id it ever heard of.
+
 A cluster's advertisements and a target's held cluster id are kept by other shards than the
 ones that hear them (the address's, the id's: README.md, "Shards and scale-out"), which hear of
-them only when they change. A `Lease` tells those shards how long a holding stands without news.
+them only when they change. A lease tells those shards how long a holding stands without news:
+a `Lease` for a target's held id, a renewal time per pair for a cluster's advertisements
+(`misroutes.Advert`), both renewed every TTL / RENEWALS_PER_TTL at most.
 """
 
 from __future__ import annotations

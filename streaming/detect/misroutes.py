@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from streaming.contract import REBOOTSTRAP_REQUIRED, Broker, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
-from streaming.detect.forgetting import Lease
+from streaming.detect.forgetting import RENEWALS_PER_TTL
 
-__all__ = ["AddressChange", "AddressHolders", "Advertisements", "check_misrouted"]
+__all__ = ["AddressChange", "AddressHolders", "Advert", "Advertisements", "check_misrouted"]
 
 MISROUTED = "connection.misrouted"
 COLLISION = "endpoint.collision"
@@ -61,69 +61,122 @@ class AddressChange:
     seq: int
 
 
+class Advert(NamedTuple):
+    """What one pair (`cluster_id`, `node_id`) of a cluster advertises: the host:port set it was
+    last seen advertising, when its lease was last renewed, and whether it was seen in a broker
+    list (`listed`) or in a registration (README "Identity and routing rules")."""
+
+    addresses: frozenset[str]
+    renewed_ms: int
+    listed: bool
+
+
 @dataclass
 class Advertisements:
-    """What one cluster advertises (node id -> its host:port set), kept by the cluster's shard,
-    which hears every event that changes it; the changes go to the addresses' shards."""
+    """What one cluster advertises now (node id -> its `Advert`), kept by the cluster's shard,
+    which hears every event that changes it; the changes go to the addresses' shards.
 
-    by_node: dict[int, frozenset[str]] = field(default_factory=dict)
-    lease: Lease = field(default_factory=Lease)
-    # The broker list of the cluster's last response: nearly every response repeats it, and then
-    # it changes nothing. A cache: not pickled, rebuilt on the way.
+    A pair's advertisement ends when the source it came from says it ended (a broker list of the
+    cluster that omits a listed pair; a broker_state OFFLINE, the broker no longer registered) or
+    when its lease lapses: so it holds only what the cluster currently advertises."""
+
+    by_node: dict[int, Advert] = field(default_factory=dict)
+    # The broker list of the cluster's last response, and until when repeating it renews no lease:
+    # nearly every response repeats it, and then it changes nothing. A cache: not pickled.
     _listed: tuple[Broker, ...] | None = field(default=None, repr=False, compare=False)
+    _renew_after: int = field(default=0, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"by_node": self.by_node, "lease": self.lease}
+        return {"by_node": self.by_node}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _listed=None)
+        # (A layout of format 3 also carries `lease`: state_format.py upgrades it.)
+        self.__dict__.update(state, _listed=None, _renew_after=0)
 
     def listed(self, cluster_id: str, brokers: tuple[Broker, ...], at: int, ttl_ms: int,
                target: str | None, position: tuple[Any, ...]) -> list[AddressChange]:
-        """A response of the cluster (probing `target`) lists `brokers`, each at its one address."""
-        if brokers == self._listed and not self.lease.renew_due(at, ttl_ms):
+        """A response of the cluster (probing `target`) lists `brokers`, each at its one address:
+        every pair it lists advertises that address, and a listed pair it omits advertises nothing."""
+        if brokers == self._listed and at <= self._renew_after:
             return []
-        changes = self._advertise(cluster_id, [(b.node_id, frozenset((b.address,))) for b in brokers],
-                                  at, ttl_ms, target, position)
+        ids = {b.node_id for b in brokers}
+        omitted = [node for node, advert in self.by_node.items() if advert.listed and node not in ids]
+        changes = self._advertise(cluster_id, [(b.node_id, frozenset((b.address,))) for b in brokers], omitted,
+                                  at, ttl_ms, target, position, listed=True)
         self._listed = brokers
+        self._renew_after = min(self.by_node[b.node_id].renewed_ms for b in brokers) + ttl_ms // RENEWALS_PER_TTL
         return changes
 
     def registered(self, cluster_id: str, node_id: int, addresses: frozenset[str], at: int, ttl_ms: int,
                    position: tuple[Any, ...]) -> list[AddressChange]:
         """A broker registered with the endpoints `addresses`."""
         self._listed = None
-        return self._advertise(cluster_id, [(node_id, addresses)], at, ttl_ms, None, position)
+        return self._advertise(cluster_id, [(node_id, addresses)], [], at, ttl_ms, None, position, listed=False)
 
-    def _advertise(self, cluster_id: str, entries: list[tuple[int, frozenset[str]]], at: int, ttl_ms: int,
-                   target: str | None, position: tuple[Any, ...]) -> list[AddressChange]:
-        changes: list[AddressChange] = []
+    def unregistered(self, cluster_id: str, node_id: int, at: int, ttl_ms: int,
+                     position: tuple[Any, ...]) -> list[AddressChange]:
+        """The broker is no longer registered (broker_state OFFLINE): it advertises nothing."""
+        self._listed = None
+        return self._advertise(cluster_id, [], [node_id], at, ttl_ms, None, position, listed=False)
 
-        def change(address: str, node_id: int, until: int | None) -> None:
-            changes.append(AddressChange(address, at, cluster_id, node_id, until, target, position, len(changes)))
+    def heard(self, cluster_id: str, node_id: int, at: int, ttl_ms: int,
+              position: tuple[Any, ...]) -> list[AddressChange]:
+        """A heartbeat or a broker_state (other than OFFLINE) of the broker: it is still registered,
+        with what it advertises; its lease is renewed when due."""
+        advert = self.by_node.get(node_id)
+        if advert is None or not _renew_due(advert, at, ttl_ms):
+            return []
+        if _lapsed(advert, at, ttl_ms):
+            del self.by_node[node_id]  # only a broker list or a registration advertises anew
+            return []
+        return self._advertise(cluster_id, [(node_id, advert.addresses)], [], at, ttl_ms, None, position,
+                               listed=advert.listed)
 
-        if self.lease.lapsed(at, ttl_ms):
-            self.by_node = {}  # quiet for longer than the TTL: every address has forgotten it; it starts over
-        renew = self.lease.renew_due(at, ttl_ms)
-        if renew:
-            self.lease.renewed_ms = at
-        until = self.lease.until(ttl_ms)
-        held: set[tuple[int, str]] = set()
+    def forget_lapsed(self, now: int, ttl_ms: int) -> None:
+        """Drop the pairs whose lease lapsed before `now`: every address has forgotten them, and
+        a pair seen again starts over, whether it was dropped or not."""
+        lapsed = [node for node, advert in self.by_node.items() if _lapsed(advert, now, ttl_ms)]
+        for node in lapsed:
+            del self.by_node[node]
+        if lapsed:
+            self._listed = None
+
+    def _advertise(self, cluster_id: str, entries: list[tuple[int, frozenset[str]]], withdrawn: list[int],
+                   at: int, ttl_ms: int, target: str | None, position: tuple[Any, ...],
+                   listed: bool) -> list[AddressChange]:
+        """`entries` advertise what they say, `withdrawn` pairs nothing. Every address a pair stops
+        advertising is handed on before any it starts advertising: one event is one moment, and a
+        pair that takes the address another one leaves at that moment collides with nobody."""
+        ends: list[tuple[str, int]] = []
+        holds: list[tuple[str, int, int]] = []
+        for node_id in withdrawn:
+            advert = self.by_node.pop(node_id, None)
+            if advert is not None and not _lapsed(advert, at, ttl_ms):
+                ends += [(address, node_id) for address in sorted(advert.addresses)]
         for node_id, new in entries:
-            old = self.by_node.get(node_id, frozenset())
-            if new == old:
-                continue
-            self.by_node[node_id] = new
-            for address in sorted(old - new):
-                change(address, node_id, None)
-            for address in sorted(new - old):
-                change(address, node_id, until)
-                held.add((node_id, address))
-        if renew:
-            for node_id, addresses in sorted(self.by_node.items()):
-                for address in sorted(addresses):
-                    if (node_id, address) not in held:
-                        change(address, node_id, until)
-        return changes
+            advert = self.by_node.get(node_id)
+            if advert is not None and _lapsed(advert, at, ttl_ms):
+                advert = None  # its lease ended: every address has forgotten it; it starts over
+            old = advert.addresses if advert is not None else frozenset()
+            renewed = at if advert is None or _renew_due(advert, at, ttl_ms) else advert.renewed_ms
+            self.by_node[node_id] = Advert(new, renewed, listed)
+            ends += [(address, node_id) for address in sorted(old - new)]
+            resent = new if advert is None or renewed != advert.renewed_ms else new - old
+            holds += [(address, node_id, renewed + ttl_ms) for address in sorted(resent)]
+        changes = [AddressChange(address, at, cluster_id, node_id, None, target, position, seq)
+                   for seq, (address, node_id) in enumerate(ends)]
+        return changes + [AddressChange(address, at, cluster_id, node_id, until, target, position, seq)
+                          for seq, (address, node_id, until) in enumerate(holds, start=len(changes))]
+
+
+def _lapsed(advert: Advert, now: int, ttl_ms: int) -> bool:
+    return now - advert.renewed_ms > ttl_ms
+
+
+def _renew_due(advert: Advert, now: int, ttl_ms: int) -> bool:
+    # A lease is renewed at the first confirmation more than TTL / RENEWALS_PER_TTL after its last
+    # renewal (forgetting.py): one hand-off per address and sixteenth of the TTL.
+    return now - advert.renewed_ms > ttl_ms // RENEWALS_PER_TTL
 
 
 @dataclass

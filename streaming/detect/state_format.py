@@ -7,6 +7,11 @@ only here.
 
 - `_TAG`, one byte of version, then the engine's pickle.
 - Version 3: the two-pass job (README.md, "Shards and scale-out").
+- Version 4: a cluster's advertisements are kept per pair (`misroutes.Advert`: addresses, lease,
+  listed or registered) instead of one lease for the whole cluster (issue 27). A version 3
+  state is upgraded: each pair keeps the cluster's lease, and counts as listed, so the next
+  broker list of its cluster that omits it ends it (version 3 never forgot a pair a list
+  omitted; such pairs are what the upgrade lets go).
 - Versions 1 (untagged) and 2 were written by the job of one stateful stage, whose checkpoints
   Spark refuses to continue with two (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA;
   the job names the checkpoint to move aside before it starts: streaming/pipeline/session.py).
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STATE_FORMAT_VERSION", "dump_engine", "load_engine"]
 
-STATE_FORMAT_VERSION = 3
+STATE_FORMAT_VERSION = 4
 _TAG = b"fwds"  # never the start of a pickle (protocol 2 on begins with 0x80)
 _OLDEST_READ = 3  # the first version of the two-pass job
 
@@ -53,5 +58,17 @@ def load_engine(data: bytes) -> ShardEngine | HolderShard:
     return engine
 
 
+def _per_pair_advertisements(engine: ShardEngine | HolderShard) -> None:
+    """3 -> 4: `Advertisements` held `by_node` (node id -> addresses) and one `lease` for them all."""
+    from streaming.detect.misroutes import Advert
+
+    adverts = getattr(engine, "advertisements", None)
+    if adverts is None:
+        return  # a second-pass shard: its layout did not change
+    renewed = adverts.__dict__.pop("lease").renewed_ms
+    adverts.by_node = {} if renewed is None else {
+        node: Advert(addresses, renewed, True) for node, addresses in adverts.by_node.items()}
+
+
 # version -> the upgrade of an engine loaded in that version's layout to the next version's
-_UPGRADES: dict[int, Callable[[ShardEngine | HolderShard], None]] = {}
+_UPGRADES: dict[int, Callable[[ShardEngine | HolderShard], None]] = {3: _per_pair_advertisements}

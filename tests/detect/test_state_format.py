@@ -21,6 +21,7 @@ from streaming.detect import (
     load_engine,
     shard_of_handoff,
 )
+from streaming.detect.misroutes import Advert
 
 
 def held(engine: ShardEngine | HolderShard) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def test_the_engines_of_both_passes_round_trip_tagged_with_the_format_version():
         loaded = load_engine(data)
         assert held(loaded) == held(engine)
         assert loaded.next_deadline(book) == engine.next_deadline(book)
-    assert engines["cluster:" + C].advertisements.by_node == {1: frozenset({"x2:9092"})}
+    assert engines["cluster:" + C].advertisements.by_node == {1: Advert(frozenset({"x2:9092"}), t(0), listed=False)}
 
 
 @pytest.mark.parametrize("written", [pickle.dumps(ShardEngine("target:pay")),  # version 1: untagged

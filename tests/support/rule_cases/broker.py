@@ -326,3 +326,16 @@ case(ILLEGAL, "every lifecycle transition is legal",
 for _frm, _to in [("OFFLINE", "ONLINE"), ("OFFLINE", "STOPPING"), ("STOPPING", "ONLINE"), ("STOPPING", "FENCED")]:
     case(ILLEGAL, f"{_frm} -> {_to} is illegal",
          [state(t(0), 6, _to, _frm)], [F(ILLEGAL, B6, t(0))], "fires")
+
+
+# Forgetting one broker (README "Forgetting", issue 27): its cluster goes on (broker 2's reports),
+# but broker 1 is heard of by nothing for longer than the state TTL (one day), with nothing open.
+DAY_S = 86_400
+case(ILLEGAL, "a broker quiet for longer than the state TTL starts over: its last state is forgotten",
+     [state(t(0), 1, "OFFLINE"), *[state(t(s), 2, "ONLINE") for s in (0, DAY_S / 2, DAY_S)],
+      state(t(DAY_S + 1), 1, "ONLINE")],
+     [], "quiet", "tricky")
+case(ILLEGAL, "a broker quiet for the state TTL exactly still has its last state",
+     [state(t(0), 1, "OFFLINE"), *[state(t(s), 2, "ONLINE") for s in (0, DAY_S / 2)],
+      state(t(DAY_S), 1, "ONLINE")],
+     [F(ILLEGAL, B1, t(DAY_S))], "fires")

@@ -22,6 +22,7 @@ from support.rule_events import (
     merged,
     probe,
     resp,
+    state,
     t,
 )
 
@@ -108,3 +109,42 @@ case(COLLISION, "a registration moves a pair onto an address another pair holds"
       hb(t(8), 1, kind="registration", epoch=2, endpoints=["x3:9092"]),
       boot(10, "doc", D, "d1:9092", [bk(5, "x1:9092")])],
      [F(COLLISION, "x3:9092", t(8)), R(COLLISION, "x3:9092", t(8), t(10))], "fires", "resolves")
+
+
+# What "at the same time" means (issue 27, README "Identity and routing rules"): a pair listed by
+# its cluster advertises until a broker list of its cluster omits it; a registered pair until the
+# broker is no longer registered (OFFLINE) or registers elsewhere.
+def _listing(s: float, *nodes: tuple[int, str]) -> list:
+    """A bootstrap of pay (cluster C) listing these (node id, address) pairs."""
+    return [boot(s, "pay", C, "b1:9092", [bk(n, a) for n, a in nodes])]
+
+
+case(COLLISION, "a broker replaced by a new node id at its host:port is no collision",
+     [*(e for s in every(0, 60, 10) for e in _listing(s, (1, "b1:9092"), (3, "b3:9092"))),
+      *(e for s in every(70, 3000, 10) for e in _listing(s, (1, "b1:9092"), (7, "b3:9092")))],
+     [], "quiet", "tricky")
+case(COLLISION, "a new node registered at a listed node's address collides until a list omits the old node",
+     [*_listing(0, (1, "b1:9092"), (3, "b3:9092")), *_listing(10, (1, "b1:9092"), (3, "b3:9092")),
+      hb(t(15), 7, kind="registration", endpoints=["b3:9092"]),
+      *_listing(20, (1, "b1:9092"), (7, "b3:9092")), hb(t(22), 7), *_listing(30, (1, "b1:9092"), (7, "b3:9092"))],
+     [F(COLLISION, "b3:9092", t(15)), R(COLLISION, "b3:9092", t(15), t(20))], "fires", "resolves", "tricky")
+case(COLLISION, "a list that omits a pair another cluster lists does not end the other's",
+     [boot(0, "pay", C, "b1:9092", [bk(1, "x1:9092")]), boot(5, "doc", D, "d1:9092", [bk(5, "x1:9092")]),
+      boot(10, "pay", C, "b1:9092", [bk(2, "x2:9092")]), boot(15, "pay", C, "b1:9092", [bk(1, "x1:9092")])],
+     [F(COLLISION, "x1:9092", t(5)), R(COLLISION, "x1:9092", t(5), t(10)), F(COLLISION, "x1:9092", t(15))],
+     "fires", "resolves")
+case(COLLISION, "two nodes of one cluster that swap addresses in one list do not collide",
+     [*_listing(0, (1, "x1:9092"), (2, "x2:9092")), *_listing(5, (1, "x2:9092"), (2, "x1:9092"))],
+     [], "quiet", "tricky")
+case(COLLISION, "registrations: the collision ends when a broker is no longer registered (OFFLINE)",
+     [hb(t(0), 1, kind="registration", endpoints=["x1:9092"]),
+      hb(t(5), 5, kind="registration", cluster=D, endpoints=["x1:9092"]),
+      *merged([hb(t(s), 1) for s in every(7, 19, 4)], [hb(t(s), 5, cluster=D) for s in every(9, 17, 4)]),
+      state(t(20), 5, "OFFLINE", "FENCED", cluster=D)],
+     [F(COLLISION, "x1:9092", t(5)), R(COLLISION, "x1:9092", t(5), t(20))], "fires", "resolves")
+case(COLLISION, "a registered pair that its cluster's lists omit (fenced: Metadata leaves it out) still advertises",
+     [*_listing(0, (1, "b1:9092"), (2, "b2:9092")), boot(3, "doc", D, "d1:9092", [bk(5, "x5:9092")]),
+      hb(t(5), 2, kind="registration", epoch=2, endpoints=["x5:9092"]), state(t(5), 2, "FENCED", "ONLINE"),
+      *merged(_listing(10, (1, "b1:9092")), _listing(20, (1, "b1:9092")), [hb(t(s), 2, epoch=2) for s in (11, 19)]),
+      hb(t(25), 2, kind="registration", epoch=3, endpoints=["b2:9092"])],
+     [F(COLLISION, "x5:9092", t(5)), R(COLLISION, "x5:9092", t(5), t(25))], "fires", "resolves", "tricky")
