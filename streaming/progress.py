@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pyspark.sql.streaming import StreamingQueryListener
 from sqlalchemy.exc import SQLAlchemyError
 
+from streaming.bus_loss import records_lost
 from streaming.clock import now_ms
+from streaming.ops import increment
 from streaming.resilience import Throttle, one_line
 from streaming.store import Store
 
@@ -90,6 +92,19 @@ class ProgressRecorder(StreamingQueryListener):
             self.changed.notify_all()
         log.info("batch progress", extra={"query": name, "batch_id": p.batchId, "rows": p.numInputRows,
                                           "duration_ms": duration, "watermark_ms": watermark_ms})
+        self._count_bus_loss(p, name)
+
+    def _count_bus_loss(self, p, name: str) -> None:
+        """What the batch's Kafka sources planned and did not read: the bus had dropped it
+        (streaming/bus_loss.py). Counted, and said in one line per batch that met it."""
+        for source in p.sources:
+            lost = records_lost(source.startOffset, source.endOffset, source.numInputRows)
+            if lost:
+                increment("fleetwatch_bus_records_lost_total", lost)
+                log.warning("bus data loss: records the job had not read are gone from the bus; reading goes on "
+                            "from what it holds", extra={"query": name, "batch_id": p.batchId, "lost": lost,
+                                                         "source": source.description,
+                                                         "from": source.startOffset, "to": source.endOffset})
 
     def _write_progress(self, p, name: str, watermark_ms: int | None, duration: int, state_rows: int) -> None:
         """One pipeline_progress row; best effort: while the store is away, progress rows are lost

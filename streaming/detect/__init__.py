@@ -13,6 +13,9 @@ Its interface, as the pipeline (streaming/pipeline/) and the others use it:
   `forgotten(watermark, book)` says when the job drops its state (state TTL, forgetting.py).
 - `dump_engine(engine)` / `load_engine(data)`: an engine as bytes for the checkpoint's state
   store, in the format STATE_FORMAT_VERSION; every earlier format loads (state_format.py).
+- `is_carried_over(starts_at, evidence_since)`, `carried_over_ends(carried, fired, snapshots)`:
+  which alerts open before a reset of the detection state outlive it, and when the new state ends
+  them (carried.py).
 - `detect(events, book)`: the same engines over a list of events, cut into micro-batches as
   the job does, for replays in tests and benchmarks.
 - The alerts it fires are `streaming.alert.Alert` records (SPEC section 4), the rule table is
@@ -23,6 +26,7 @@ The rules themselves (README.md beside this file) are plain Python over contract
 """
 
 
+from streaming.detect.carried import carried_over_ends, is_carried_over
 from streaming.detect.engine import (
     Handoff,
     HolderShard,
@@ -48,9 +52,11 @@ __all__ = [
     "Position",
     "ShardEngine",
     "ShardOutput",
+    "carried_over_ends",
     "detect",
     "dump_engine",
     "engine_for",
+    "is_carried_over",
     "load_engine",
     "redundant_heartbeats",
     "shard_of_handoff",

@@ -109,6 +109,8 @@ COUNTERS: dict[str, str] = {
     "fleetwatch_alert_publish_failures_total":
         "Alerts not published to the alerts topic (best effort: the store and the outbox have them).",
     "fleetwatch_retention_deleted_rows_total": "Rows the job deleted because they were older than the retention.",
+    "fleetwatch_bus_records_lost_total":
+        "Telemetry records the bus dropped before the job read them (retention, DeleteRecords, a deleted topic).",
 }
 _COUNTS: dict[str, float] = dict.fromkeys(COUNTERS, 0.0)
 _COUNTS_LOCK = threading.Lock()

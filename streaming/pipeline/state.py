@@ -46,8 +46,9 @@ from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, buc
 __all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "DetectorProcessor", "HolderProcessor"]
 
 # One output row: an alert, a state snapshot for the store, a quarantined message, a source's
-# clock reading (kind "source_clock": key the source, payload its lead, events and refusals), or
-# the watermark a bucket was processed with.
+# clock reading (kind "source_clock": key the source, payload its lead, events and refusals), the
+# watermark a bucket was processed with, or the event time of the oldest event a bucket read in
+# the micro-batch (kind "earliest_event": how far back the telemetry a reset state reads goes).
 OUTPUT_SCHEMA = StructType([
     StructField("kind", StringType()),
     StructField("key", StringType()),
@@ -206,20 +207,25 @@ class DetectorProcessor(_BucketsOfShards):
     def _detect(self, bucket: int, frames: list[pd.DataFrame], watermark: int) -> pd.DataFrame:
         # A function of its own, so that its events are gone when the collector comes back.
         by_shard: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
+        earliest: int | None = None
         for frame in frames:
             for packed in frame["events"].tolist():
                 for shard, src, pos, event in unpack(packed):
                     by_shard[shard].append(((src, pos), event))
-        return self._passed_on(bucket, self._run(by_shard, watermark), watermark)
+                    earliest = event.ts if earliest is None else min(earliest, event.ts)
+        extra = [] if earliest is None else [("earliest_event", None, earliest, None)]
+        return self._passed_on(bucket, self._run(by_shard, watermark), watermark, extra)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         (bucket,) = key
         watermark = timerValues.getCurrentWatermarkInMs()
         yield self._passed_on(bucket, self._expired(watermark), watermark)
 
-    def _passed_on(self, bucket: int, outputs: list[ShardOutput], watermark: int) -> pd.DataFrame:
-        """What the bucket's shards produced, with the watermark they ran with, for the second pass."""
-        rows = _rows_of(outputs)
+    def _passed_on(self, bucket: int, outputs: list[ShardOutput], watermark: int,
+                   extra: list[tuple[Any, ...]] | None = None) -> pd.DataFrame:
+        """What the bucket's shards produced, with the watermark they ran with (and `extra` rows),
+        for the second pass."""
+        rows = _rows_of(outputs) + (extra or [])
         rows.append(_watermark_row(watermark))
         return self._handing_on(bucket, rows, [change for out in outputs for change in out.handoffs], watermark)
 

@@ -7,8 +7,9 @@ best effort, a failure is logged and counted and never fails the batch). Every w
 idempotent, so a micro-batch that Spark re-runs after a crash changes nothing. Every
 `retention.every_batches` batches the writer deletes what is older than the retention (best
 effort as well). After a reset of the detection state, once the new state's watermark has passed
-the moment of the reset, it resolves the alerts the new state did not fire again
-(streaming/detect/README.md, "Checkpoint reset").
+the moment of the reset, it resolves the alerts the new state did not fire again, unless they
+started before the oldest telemetry the new state read: those are carried over, firing, until the
+new state ends them (streaming/detect/README.md, "Checkpoint reset").
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from streaming.alert import Alert, SortKey, decode_output
 from streaming.clock import now_ms
 from streaming.config import RetentionConfig
 from streaming.contract import MAX_TRACKED_SOURCES
+from streaming.detect import carried_over_ends
 from streaming.ops import increment
 from streaming.resilience import Throttle, one_line, retry_store
 from streaming.store import Store
@@ -83,7 +85,10 @@ class BatchWriter:
     `checkpoint`: (query name, a function giving the checkpoint's id) to record with the first
     batch, so that a later start on another checkpoint knows the open alerts are orphaned.
     `orphaned_since`: when open alerts were orphaned by a reset (`Store.orphaned_since`); they are
-    resolved in the first batch that detection ran with a watermark past it (its `watermark` rows).
+    settled in the first batch that detection ran with a watermark past it (its `watermark` rows):
+    resolved, or carried over when they started before the oldest event detection read since this
+    writer started (its `earliest_event` rows). Carried-over alerts end when a batch's alerts and
+    snapshots say so (`streaming.detect.carried_over_ends`).
     """
 
     def __init__(self, store: Store | None, *,
@@ -99,6 +104,8 @@ class BatchWriter:
         self.checkpoint = checkpoint
         self.orphaned_since = orphaned_since
         self.watermark: int | None = None  # the largest detection ran with so far
+        self.earliest_event: int | None = None  # the oldest event detection read so far
+        self._carried: list[Alert] | None = None  # carried-over alerts, once read from the store
         self.quarantined: Counter[str] = Counter()
         self.batches = 0
         self._checkpoint_pending = checkpoint is not None
@@ -112,6 +119,8 @@ class BatchWriter:
             by_kind.setdefault(kind, []).append({"key": key, "ts": ts, "payload": payload})
         for row in by_kind.get("watermark", []):
             self.watermark = max(self.watermark or int(row["ts"]), int(row["ts"]))
+        for row in by_kind.get("earliest_event", []):
+            self.earliest_event = min(self.earliest_event or int(row["ts"]), int(row["ts"]))
         keyed = sorted((decode_output(r["payload"]) for r in by_kind.get("alert", [])), key=lambda k: k[0])
         alerts = [alert for _, alert in keyed]
         now = now_ms()
@@ -152,6 +161,7 @@ class BatchWriter:
         if keyed and self.on_alerts is not None:
             self._hand_on(keyed, batch_id)
         self._resolve_orphans(batch_id)
+        self._end_carried(alerts, {kind: snapshots(kind) for kind in ("broker", "cluster", "target")}, batch_id)
         self.batches += 1
         if self.store is not None and self.retention is not None and self.batches % self.retention.every_batches == 0:
             self._delete_expired()
@@ -166,19 +176,49 @@ class BatchWriter:
 
     def _resolve_orphans(self, batch_id: int) -> None:
         """Once the new detection state has processed everything up to the reset (its watermark is
-        past it), the alerts orphaned by the reset that it did not fire again are resolved."""
+        past it), the alerts orphaned by the reset that it did not fire again are resolved, but
+        those that started before the oldest telemetry it read: the bus no longer holds their
+        evidence, the new state cannot fire them again, and they are carried over."""
         since, watermark = self.orphaned_since, self.watermark
         if self.store is None or since is None or watermark is None or watermark <= since:
             return
-        store = self.store
-        resolved = self._store(lambda: store.resolve_orphaned_alerts(RESET_REASON, ends_at=since),
-                               "resolve orphaned alerts")
+        store, evidence_since = self.store, self.earliest_event
+        resolved, carried = self._store(
+            lambda: store.resolve_orphaned_alerts(RESET_REASON, ends_at=since, evidence_since=evidence_since),
+            "resolve orphaned alerts")
         self.orphaned_since = None
+        self._carried = None  # read again: the carried-over alerts changed
+        if carried:
+            log.warning("detection state reset: alerts older than the telemetry the bus still holds carried over, "
+                        "firing, until the new state ends them",
+                        extra={"carried_over": carried, "orphaned_since": since, "evidence_since": evidence_since})
         if resolved:
             log.warning("detection state reset: alerts it no longer shows resolved",
                         extra={"resolved": len(resolved), "orphaned_since": since, "watermark": watermark})
             if self.on_alerts is not None:
                 self._hand_on([(alert.sort_key(), alert) for alert in resolved], batch_id)
+
+    def _end_carried(self, fired: list[Alert], snapshots: dict[str, list[dict[str, Any]]], batch_id: int) -> None:
+        """Resolve the carried-over alerts that this batch's alerts or snapshots end."""
+        if self.store is None or self.orphaned_since is not None:
+            return  # none carried over yet: the reset is not settled
+        store = self.store
+        if self._carried is None:
+            self._carried = self._store(store.carried_over_alerts, "read carried-over alerts")
+        fired_ids = {alert.alert_id for alert in fired}  # fired again with its id: no longer carried over
+        self._carried = [alert for alert in self._carried if alert.alert_id not in fired_ids]
+        if not self._carried:
+            return
+        ended = carried_over_ends(self._carried, fired, snapshots)
+        if not ended:
+            return
+        self._store(lambda: store.record_alerts(ended), "resolve carried-over alerts")
+        done = {alert.alert_id for alert in ended}
+        self._carried = [alert for alert in self._carried if alert.alert_id not in done]
+        log.warning("carried-over alerts ended by the new detection state",
+                    extra={"resolved": sorted(done), "reasons": sorted({a.details.get("reason") for a in ended})})
+        if self.on_alerts is not None:
+            self._hand_on([(alert.sort_key(), alert) for alert in ended], batch_id)
 
     def _hand_on(self, alerts: list[KeyedAlert], batch_id: int) -> None:
         assert self.on_alerts is not None

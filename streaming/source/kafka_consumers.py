@@ -38,7 +38,7 @@ def drop_executor_consumer(options: KafkaReaderOptions) -> None:
 
 def new_consumer(options: KafkaReaderOptions, *, client_id: str, **config: Any) -> KafkaConsumer:
     try:
-        return KafkaConsumer(
+        consumer = KafkaConsumer(
             bootstrap_servers=options.bootstrap_servers.split(","),
             client_id=client_id,
             group_id=None,  # assign() + seek() only: Tansu never completes a group join
@@ -54,3 +54,17 @@ def new_consumer(options: KafkaReaderOptions, *, client_id: str, **config: Any) 
         )
     except KafkaError as exc:
         raise KafkaSourceError(f"{SHORT_NAME}: cannot connect to {options.bootstrap_servers}: {exc}") from exc
+    _never_create_topics(consumer)
+    return consumer
+
+
+def _never_create_topics(consumer: KafkaConsumer) -> None:
+    """A reader must not bring back a topic deleted under it: its Metadata requests for an assigned
+    topic would create it again on a bus with `auto.create.topics.enable` (Kafka's default), empty,
+    under a new id. kafka-python 3.0.12 drops the consumer's `allow_auto_create_topics` (its cluster
+    view is built without it: every Metadata request asks for creation, measured on Kafka 4.4), so
+    it is set on that view."""
+    cluster = getattr(consumer, "_cluster", None)
+    config = getattr(cluster, "config", None)
+    if isinstance(config, dict) and "allow_auto_create_topics" in config:
+        config["allow_auto_create_topics"] = False

@@ -35,7 +35,12 @@ Outages (deploy/README.md, "The streaming job"): while the bus does not answer,
 warns at most twice a minute; reading resumes when the bus is back. A partition that restarted
 (its topic got a new topic id, or its end is below the offset already read: a recreated topic, an
 in-memory bus that was restarted) is read again from its beginning, with a warning: what the bus
-lost is lost, what it holds now is read once.
+lost is lost, what it holds now is read once. A range whose records the bus dropped after it was
+planned (its topic deleted, recreated or truncated; DeleteRecords or retention) is read as far as
+the bus still holds it, without failing the query: the job counts what was skipped from the batch's
+progress (`fleetwatch_bus_records_lost_total`, streaming/bus_loss.py), as it does for Spark's
+connector with `failOnDataLoss=false`. A deleted topic is not created again by the reader (its
+clients never ask for auto-creation); its partitions are read again once it exists again.
 
 Values that are not valid UTF-8 are decoded with U+FFFD replacement characters (an Arrow
 string column cannot carry the raw bytes); they are never valid event JSON, so the parser
@@ -80,6 +85,10 @@ _POLL_MS = 200
 _POLL_RECORDS = 5_000
 # A Fetch at the last batch returns within fetch_max_wait_ms; this only bounds a sick broker.
 _HIGHWATER_WAIT_S = 2.0
+# Polls that come back empty for this long make the reader look whether the range is still on the
+# bus (its topic deleted, or recreated or truncated below the offset): then it ends the range at
+# once instead of failing the query after `timeout_ms`, which the query's restart would meet again.
+_GONE_CHECK_S = 1.0
 # kafka-python rate-limits metadata refreshes (~100 ms each), and Spark asks for the latest
 # offsets every few milliseconds when idle: look for new topics and partitions less often.
 _DISCOVERY_INTERVAL_S = 2.0
@@ -320,6 +329,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             consumer.assign([tp])
             consumer.seek(tp, partition.start)
             deadline = time.monotonic() + timeout_s
+            check_at = time.monotonic() + _GONE_CHECK_S
             expected = partition.start
             while (position := consumer.position(tp)) < partition.end:
                 # Never ask for records past the range: kafka-python decodes every record it
@@ -327,6 +337,14 @@ class KafkaStreamReader(DataSourceStreamReader):
                 wanted_at_most = min(_POLL_RECORDS, partition.end - position)
                 records = consumer.poll(timeout_ms=_POLL_MS, max_records=wanted_at_most).get(tp, [])
                 if not records:
+                    if time.monotonic() >= check_at:
+                        gone = self._gone_from_bus(consumer, tp, position)
+                        if gone is not None:
+                            # Counted (with the rest of what the bus lost) from the batch's progress.
+                            log.warning("range gone from the bus: left short", extra={
+                                "range": repr(partition), "offset": position, "reason": gone})
+                            return
+                        check_at = time.monotonic() + _GONE_CHECK_S
                     if time.monotonic() > deadline:
                         raise KafkaSourceError(
                             f"{SHORT_NAME}: no records from {self.options.bootstrap_servers} for "
@@ -353,6 +371,21 @@ class KafkaStreamReader(DataSourceStreamReader):
             if isinstance(exc, KafkaError):
                 raise KafkaSourceError(f"{SHORT_NAME}: reading {partition!r} failed: {exc}") from exc
             raise
+
+
+    def _gone_from_bus(self, consumer: KafkaConsumer, tp: TopicPartition, position: int) -> str | None:
+        """Why the bus holds nothing of `tp` from `position` on, or None when it may (or does not
+        answer: then the read's deadline decides)."""
+        try:
+            if tp.topic not in consumer.topics():  # a metadata round trip: the bus's view now
+                return "its topic was deleted"
+            listed = consumer.end_offsets([tp], timeout_ms=min(self.options.timeout_ms, 5_000))[tp]
+        except KafkaError:
+            return None
+        # On Tansu ListOffsets answers below the high watermark; a Fetch's high watermark is right.
+        if max(listed, consumer.highwater(tp) or 0) <= position:
+            return "the partition ends before this offset (its topic was recreated, or its records deleted)"
+        return None
 
 
 class FleetwatchKafkaDataSource(DataSource):

@@ -26,6 +26,7 @@ from streaming import clock
 from streaming.alert import Alert
 from streaming.config import RetentionConfig
 from streaming.contract import MAX_TRACKED_SOURCES
+from streaming.detect import is_carried_over
 from streaming.resilience import is_transient
 
 # The notifier's tables join `metadata` when their module is imported: the store creates them too.
@@ -190,7 +191,9 @@ class Store:
                 current[alert.alert_id] = {
                     **{k: v for k, v in alert.to_dict().items() if k != "schema"},
                     "recorded_at": now,
-                    "orphaned_at": None,  # fired (again) or resolved by the detection state now running
+                    # Fired (again) or resolved by the detection state now running.
+                    "orphaned_at": None,
+                    "carried_over_at": None,
                 }
         # Resolved rows must not be turned back into firing by a replayed firing line.
         resolved_ids = set()
@@ -234,17 +237,37 @@ class Store:
         with self.engine.connect() as conn:
             return conn.scalar(select(func.min(alerts.c.orphaned_at)).where(alerts.c.status == "firing"))
 
-    def resolve_orphaned_alerts(self, reason: str, ends_at: int) -> list[Alert]:
-        """Resolve the firing alerts still orphaned (current state, history and outbox, so receivers
-        get the resolve), at `ends_at` with `details.reason`; returns the resolutions."""
+    def resolve_orphaned_alerts(self, reason: str, ends_at: int, *,
+                                evidence_since: int | None) -> tuple[list[Alert], int]:
+        """Settle the firing alerts still orphaned: those that started at or after `evidence_since`
+        (the oldest telemetry the new detection state read) are resolved (current state, history
+        and outbox, so receivers get the resolve) at `ends_at` with `details.reason`; the older ones
+        are carried over (`carried_over_at` = `ends_at`): stay firing. Returns the resolutions and
+        how many were carried over."""
+        orphaned = (alerts.c.status == "firing") & alerts.c.orphaned_at.is_not(None)
         with self.engine.begin() as conn:
-            orphans = conn.execute(select(alerts)
-                                   .where(alerts.c.status == "firing", alerts.c.orphaned_at.is_not(None))
+            orphans = conn.execute(select(alerts).where(orphaned)
                                    .order_by(alerts.c.starts_at, alerts.c.alert_id)).mappings().all()
-            resolved = [Alert.from_dict({**row, "details": row["details"] or {}}).resolved_at(ends_at, reason=reason)
-                        for row in orphans]
+            resolved, carried = [], []
+            for row in orphans:
+                alert = _alert_of(row)
+                if is_carried_over(alert.starts_at, evidence_since):
+                    carried.append(alert.alert_id)
+                else:
+                    resolved.append(alert.resolved_at(ends_at, reason=reason))
             self._record_alerts(conn, resolved)
-        return resolved
+            if carried:
+                conn.execute(alerts.update().where(alerts.c.alert_id.in_(carried)).values(
+                    orphaned_at=None, carried_over_at=func.coalesce(alerts.c.carried_over_at, ends_at)))
+        return resolved, len(carried)
+
+    def carried_over_alerts(self) -> list[Alert]:
+        """The firing alerts carried over a reset of the detection state (`resolve_orphaned_alerts`)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(alerts).where(alerts.c.status == "firing",
+                                                     alerts.c.carried_over_at.is_not(None))
+                                .order_by(alerts.c.starts_at, alerts.c.alert_id)).mappings().all()
+        return [_alert_of(row) for row in rows]
 
     # -- retention --------------------------------------------------------------------------
 
@@ -300,6 +323,10 @@ class Store:
                     break
             deleted[table.name] = total
         return deleted
+
+
+def _alert_of(row: Mapping[str, Any]) -> Alert:
+    return Alert.from_dict({**row, "details": row["details"] or {}})
 
 
 def _keep_newest_sources(conn) -> None:

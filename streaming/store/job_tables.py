@@ -59,6 +59,9 @@ alerts = Table(
     # Set when the detection state was reset while the alert was open (`orphan_open_alerts`);
     # cleared when the new state fires it again.
     Column("orphaned_at", BigInteger),
+    # Set when the reset was settled and the alert had started before the oldest telemetry the new
+    # state read: it stays firing until the new state ends it (streaming/detect/carried.py).
+    Column("carried_over_at", BigInteger),
     # The resolved list (newest ended first) and the retention of resolved alerts.
     Index("ix_alerts_status_ends_at", "status", "ends_at"),
 )

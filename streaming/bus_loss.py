@@ -1,0 +1,68 @@
+"""Records the bus dropped before the job read them, told from a micro-batch's progress.
+
+Both telemetry sources (Spark's kafka connector with `failOnDataLoss=false`, and the Python reader)
+skip what the bus no longer holds and carry on: retention or DeleteRecords moved a partition's
+start past the offset the job was at, or its topic was deleted (and perhaps created again). What
+was skipped shows in the progress of the batch that met it: the source's offsets say how many
+records the batch planned to read, `numInputRows` how many it read. The difference is what the
+bus lost. Offsets count records one by one on the telemetry topics (no transactions, no
+compaction: collectors send plain records), so nothing else makes them differ.
+
+The two offset formats:
+- Spark's connector: `{"<topic>": {"<partition>": <offset>}}`;
+- the Python reader (`streaming.source`): `{"<topic>:<partition>": <offset>, "topic_ids": {...}}`.
+A partition that went back, or whose topic got another id, was read from its beginning (0) by
+both sources: it planned `end` records. A partition new in a batch is read from 0 as well.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["planned_records", "records_lost"]
+
+_TOPIC_IDS = "topic_ids"
+
+
+def _by_partition(offsets: dict[str, Any]) -> tuple[dict[str, int], dict[str, str]]:
+    """Offsets by "topic:partition", and the topic ids (Python reader only)."""
+    flat: dict[str, int] = {}
+    for key, value in offsets.items():
+        if key == _TOPIC_IDS:
+            continue
+        if isinstance(value, dict):  # Spark's connector: per topic, per partition
+            flat.update({f"{key}:{partition}": int(offset) for partition, offset in value.items()})
+        else:
+            flat[key] = int(value)
+    return flat, dict(offsets.get(_TOPIC_IDS) or {})
+
+
+def _parsed(offsets: Any) -> dict[str, Any] | None:
+    if offsets is None:
+        return None
+    if isinstance(offsets, str):
+        offsets = json.loads(offsets)
+    return offsets if isinstance(offsets, dict) else None
+
+
+def planned_records(start: Any, end: Any) -> int | None:
+    """How many records a batch planned to read between two offsets of a Kafka source (JSON text
+    or parsed), or None when they are not a Kafka source's (or the batch is a query's first)."""
+    begin, until = _parsed(start), _parsed(end)
+    if begin is None or until is None:
+        return None
+    begin_at, begin_ids = _by_partition(begin)
+    until_at, until_ids = _by_partition(until)
+    total = 0
+    for key, stop in until_at.items():
+        topic = key.rsplit(":", 1)[0]
+        restarted = begin_ids.get(topic) not in (None, until_ids.get(topic)) or stop < begin_at.get(key, 0)
+        total += stop if restarted else stop - begin_at.get(key, 0)
+    return total
+
+
+def records_lost(start: Any, end: Any, read: int) -> int:
+    """Records a batch planned and did not read: the bus no longer held them."""
+    planned = planned_records(start, end)
+    return 0 if planned is None else max(0, planned - read)
