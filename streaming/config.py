@@ -70,7 +70,7 @@ class RuleSettings(_Strict):
     # broker.heartbeat_late (issue 31): a warning once a broker's heartbeat is this share of
     # session_timeout_ms old, before the controller fences it. Off (None) unless set: the SPEC's
     # worked examples and the simulator's ground truth predate it.
-    heartbeat_late_ratio: float | None = Field(None, ge=0.1, le=0.95)
+    heartbeat_late_ratio: float | None = Field(None, ge=0.1, le=0.95, allow_inf_nan=False)
     # Kafka's broker.heartbeat.interval.ms: an answer this long after the last heartbeat shows a
     # broker that serves clients but missed a heartbeat (broker.partitioned, streaming/detect/README.md).
     heartbeat_interval_ms: int = Field(2000, gt=0, le=MAX_DURATION_MS)
@@ -100,7 +100,7 @@ class RuleOverrides(_Strict):
     skew, the source lead and the state TTL (all four are the job's, not a cluster's)."""
 
     session_timeout_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
-    heartbeat_late_ratio: float | None = Field(None, ge=0.1, le=0.95)
+    heartbeat_late_ratio: float | None = Field(None, ge=0.1, le=0.95, allow_inf_nan=False)
     heartbeat_interval_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
     fenced_grace_ms: int | None = Field(None, ge=0, le=MAX_DURATION_MS)
     partition_window_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
