@@ -81,7 +81,8 @@ that the answer itself lists at the address we connected to (null when none or s
 
 The rooms: targets (configured clusters, addresses, options), exchange (one connection's
 requests and what they answer), kraft_readings (DescribeQuorum heartbeats and registrations as
-events), controller_view (the controllers' Prometheus metrics as events), prober (rounds and the live loop), publish (JSONL file or the bus) and cli
+events), controller_view (the controllers' Prometheus metrics as events), prober (rounds and
+the live loop), publish (JSONL file or the bus) and cli
 (`fleetwatch probe`).
 """
 
