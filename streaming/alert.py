@@ -48,6 +48,7 @@ class RuleKind(NamedTuple):
 
 RULES: dict[str, RuleKind] = {
     "broker.heartbeat_lost": RuleKind("critical", "broker"),
+    "broker.heartbeat_late": RuleKind("warning", "broker"),
     "broker.fenced": RuleKind("warning", "broker"),
     "broker.partitioned": RuleKind("critical", "broker"),
     "broker.stuck_stopping": RuleKind("warning", "broker"),

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from streaming.alert import RULES
@@ -67,6 +67,10 @@ class RuleSettings(_Strict):
     # well under it (streaming/detect/README.md, "Input bounds"). The job's, not a cluster's.
     max_source_lead_ms: int = Field(DEFAULT_MAX_SOURCE_LEAD_MS, ge=0, le=MAX_DURATION_MS)
     session_timeout_ms: int = Field(9000, gt=0, le=MAX_DURATION_MS)
+    # broker.heartbeat_late (issue 31): a warning once a broker's heartbeat is this share of
+    # session_timeout_ms old, before the controller fences it. Off (None) unless set: the SPEC's
+    # worked examples and the simulator's ground truth predate it.
+    heartbeat_late_ratio: float | None = Field(None, ge=0.1, le=0.95, allow_inf_nan=False)
     # Kafka's broker.heartbeat.interval.ms: an answer this long after the last heartbeat shows a
     # broker that serves clients but missed a heartbeat (broker.partitioned, streaming/detect/README.md).
     heartbeat_interval_ms: int = Field(2000, gt=0, le=MAX_DURATION_MS)
@@ -85,12 +89,18 @@ class RuleSettings(_Strict):
     # How long detection keeps what it is no longer told about (streaming/detect/forgetting.py).
     state_ttl_ms: int = Field(86_400_000, gt=0, le=MAX_STATE_TTL_MS)
 
+    @property
+    def heartbeat_late_ms(self) -> int | None:
+        """How old a heartbeat is when broker.heartbeat_late fires (None: the rule is off)."""
+        return None if self.heartbeat_late_ratio is None else int(self.heartbeat_late_ratio * self.session_timeout_ms)
+
 
 class RuleOverrides(_Strict):
     """Per-cluster overrides: any field of RuleSettings but the watermark's lateness, the clock
     skew, the source lead and the state TTL (all four are the job's, not a cluster's)."""
 
     session_timeout_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
+    heartbeat_late_ratio: float | None = Field(None, ge=0.1, le=0.95, allow_inf_nan=False)
     heartbeat_interval_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
     fenced_grace_ms: int | None = Field(None, ge=0, le=MAX_DURATION_MS)
     partition_window_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
@@ -134,6 +144,11 @@ class ClusterConfig(_Strict):
     tags: dict[str, str] = Field(default_factory=dict)
     rules: RuleOverrides = Field(default_factory=RuleOverrides)
     security: SecurityConfig = Field(default_factory=SecurityConfig)
+    # The KRaft controllers' Prometheus endpoints (the JMX exporter agent), read by the probe for the
+    # controller's own view of each broker (streaming/collect/probe/controller_view.py).
+    controller_metrics: list[Annotated[str, StringConstraints(pattern=r"^http://[^\s/]+(/\S*)?$",
+                                                              max_length=512)]] = Field(
+        default_factory=list, max_length=16)
 
 
 class Receiver(_Strict):

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from pyspark.version import __version__ as _SPARK_VERSION
 
-__all__ = ["BUNDLES", "SPARK_KAFKA", "Bundle", "JarsUnavailable", "cache_dir", "classpath", "connector_jars", "fetch",
-           "main"]
+__all__ = ["BUNDLES", "JMX_EXPORTER", "SPARK_KAFKA", "Bundle", "JarsUnavailable", "agent_jar", "cache_dir", "classpath",
+           "connector_jars", "fetch", "main"]
 
 _COMPLETE = ".complete"
 
@@ -63,6 +63,7 @@ _KAFKA_LOGGING = ("org.slf4j:slf4j-api:2.0.17", "org.apache.logging.log4j:log4j-
 # Spark's kafka connector must be of the installed PySpark's exact version (it links against
 # Spark's internals); pyproject pins PySpark to a version whose connector Maven Central serves.
 SPARK_KAFKA = f"spark-sql-kafka-{_SPARK_VERSION}"
+JMX_EXPORTER = "jmx-exporter-1.0.1"
 
 BUNDLES: dict[str, Bundle] = {
     b.name: b for b in (
@@ -72,6 +73,10 @@ BUNDLES: dict[str, Bundle] = {
                "Apache Kafka 4.3 (no ApiVersions v5): a real broker for the Metadata fallback"),
         Bundle(SPARK_KAFKA, (f"org.apache.spark:spark-sql-kafka-0-10_2.13:{_SPARK_VERSION}",),
                "Spark's kafka connector: the job's source for a configured bus"),
+        # The newest version Maven Central serves here (its metadata lists nothing after 1.0.1; 1.1.0
+        # to 1.5.0 are refused): one shaded jar, loaded with -javaagent into the controllers' JVMs.
+        Bundle(JMX_EXPORTER, ("io.prometheus.jmx:jmx_prometheus_javaagent:1.0.1",),
+               "Prometheus JMX exporter agent: the controllers' metrics over HTTP (the controller's view)"),
     )
 }
 
@@ -126,6 +131,14 @@ def classpath(bundle: str) -> str:
 def _artifact(jar: str) -> str:
     """`kafka-clients-3.9.1.jar` -> `kafka-clients`."""
     return re.sub(r"-\d+(\.\w+)*\.jar$", "", jar)
+
+
+def agent_jar(bundle: str = JMX_EXPORTER) -> Path:
+    """The one jar of an agent bundle (fetched on first use), for `-javaagent:`."""
+    jars = sorted(fetch(bundle).glob("*.jar"))
+    if len(jars) != 1:
+        raise JarsUnavailable(f"{bundle}: expected one agent jar in {_lib(bundle)}, found {len(jars)}")
+    return jars[0]
 
 
 def connector_jars() -> list[Path]:

@@ -23,8 +23,10 @@ __all__ = ["Broker"]
 
 
 class Broker:
-    def __init__(self, cluster_id: str | None, broker_id: int, incidents: Incidents) -> None:
+    def __init__(self, cluster_id: str | None, broker_id: int, incidents: Incidents,
+                 late_after: int | None = None) -> None:
         self.cluster_id, self.broker_id, self.inc = cluster_id, broker_id, incidents
+        self.late_after = late_after  # broker.heartbeat_late: a heartbeat this old (None: the rule is off)
         self.subject = f"{cluster_id}/{broker_id}"  # a broker without a cluster id is "None/<id>"
         self.last_hb: int | None = None
         self.takeover: int | None = None  # a new active controller's first report, for every known broker
@@ -62,6 +64,9 @@ class Broker:
         start = self.session_start()
         if start is not None and not self.held and not firing("broker.heartbeat_lost", s):
             out.append(start + SESSION_TIMEOUT)
+        if (self.late_after is not None and start is not None and not self.held
+                and not firing("broker.heartbeat_late", s)):
+            out.append(start + self.late_after)
         if self.fenced and self.fenced_since is not None and not firing("broker.fenced", s):
             out.append(self.fenced_since + FENCED_GRACE)
         if firing("broker.partitioned", s):
@@ -84,6 +89,12 @@ class Broker:
         if start is not None and not self.held and now == start + SESSION_TIMEOUT:
             self.fire("broker.heartbeat_lost", now,
                       f"broker {self.broker_id} sent no heartbeat for {SESSION_TIMEOUT} ms",
+                      last_heartbeat_ms=self.last_hb)
+        if (self.late_after is not None and start is not None and not self.held and now == start + self.late_after
+                and not self.inc.firing("broker.heartbeat_late", self.subject)):
+            self.fire("broker.heartbeat_late", now,
+                      f"broker {self.broker_id} sent no heartbeat for {self.late_after} ms "
+                      f"({self.late_after / SESSION_TIMEOUT:g} of the {SESSION_TIMEOUT} ms session)",
                       last_heartbeat_ms=self.last_hb)
         if self.fenced and now == self.fenced_since + FENCED_GRACE:
             self.fire("broker.fenced", now, f"broker {self.broker_id} fenced for more than {FENCED_GRACE} ms",
@@ -141,6 +152,7 @@ class Broker:
         if self.last_hb is None or ts > self.last_hb:
             self.last_hb, self.counting_since = ts, None
             self.inc.resolve("broker.heartbeat_lost", self.subject, ts)
+            self.inc.resolve("broker.heartbeat_late", self.subject, ts)
         if hb.get("fenced") is not None:
             self.observe_fenced(hb["fenced"], ts)
         self.check_partitioned(ts)

@@ -15,8 +15,9 @@ __all__ = ["Cluster"]
 class Cluster:
     """Broker and controller rules of one cluster id (README "Forgetting": a cluster shard)."""
 
-    def __init__(self, cluster_id: str | None, alerts: Alerts) -> None:
+    def __init__(self, cluster_id: str | None, alerts: Alerts, heartbeat_late_ms: int | None = None) -> None:
         self.cluster_id = cluster_id
+        self.heartbeat_late_ms = heartbeat_late_ms
         self.inc = Incidents(alerts)
         self.brokers: dict[int, Broker] = {}
         self.controller = Controller(cluster_id or "", self.inc)
@@ -32,7 +33,7 @@ class Cluster:
             if self.brokers[broker_id].forgotten(now):
                 del self.brokers[broker_id]
         if broker_id not in self.brokers:
-            self.brokers[broker_id] = Broker(self.cluster_id, broker_id, self.inc)
+            self.brokers[broker_id] = Broker(self.cluster_id, broker_id, self.inc, self.heartbeat_late_ms)
             self.brokers[broker_id].held = self.controller.none_since is not None
         broker = self.brokers[broker_id]
         broker.last_heard = max(broker.last_heard, now)

@@ -31,7 +31,8 @@ FORGET_VIEWS_AFTER = 600000
 STATE_TTL = 86_400_000
 
 SEVERITY = {
-    "broker.heartbeat_lost": "critical", "broker.fenced": "warning", "broker.partitioned": "critical",
+    "broker.heartbeat_lost": "critical", "broker.heartbeat_late": "warning", "broker.fenced": "warning",
+    "broker.partitioned": "critical",
     "broker.stuck_stopping": "warning", "broker.epoch_regression": "critical", "broker.flapping": "warning",
     "broker.illegal_transition": "info", "cluster.no_controller": "critical",
     "cluster.controller_flapping": "warning", "cluster.controller_disagreement": "warning",
@@ -39,6 +40,7 @@ SEVERITY = {
     "cluster.unreachable": "critical", "connection.misrouted": "critical", "endpoint.collision": "critical",
 }
 LEGAL = {("OFFLINE", "FENCED"), ("FENCED", "ONLINE"), ("ONLINE", "FENCED"), ("ONLINE", "STOPPING"),
-         ("FENCED", "STOPPING"), ("ONLINE", "OFFLINE"), ("FENCED", "OFFLINE"), ("STOPPING", "OFFLINE")}
+         ("FENCED", "STOPPING"), ("ONLINE", "OFFLINE"), ("FENCED", "OFFLINE"), ("STOPPING", "OFFLINE"),
+         ("STOPPING", "FENCED")}  # README "Real Kafka": a controlled shutdown ends fenced
 VALID_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 EVENT_TYPES = ("metadata_response", "broker_state", "broker_heartbeat")

@@ -37,7 +37,8 @@ class Part:
 
 
 class Detector:
-    def __init__(self) -> None:
+    def __init__(self, heartbeat_late_ms: int | None = None) -> None:
+        self.heartbeat_late_ms = heartbeat_late_ms
         self.alerts = Alerts()
         self.clusters: dict[str, Part] = {}
         self.targets: dict[str, Part] = {}
@@ -46,7 +47,7 @@ class Detector:
     def cluster(self, cluster_id: str | None, ts: int) -> Cluster:
         key = cluster_id or ""  # null and "" are one cluster without an id
         if key not in self.clusters:
-            self.clusters[key] = Part(lambda: Cluster(cluster_id or None, self.alerts))
+            self.clusters[key] = Part(lambda: Cluster(cluster_id or None, self.alerts, self.heartbeat_late_ms))
         return self.clusters[key].heard(ts)
 
     def target(self, name: str, ts: int) -> Target:
@@ -106,10 +107,11 @@ def read_events(lines: Iterable[bytes | str]) -> tuple[list[tuple[int, int, dict
     return events, late, skipped
 
 
-def detect(lines: Iterable[bytes | str]) -> tuple[list[dict[str, Any]], int, int]:
-    """The alert lines for a stream of JSONL lines, in output order; and the late and skipped counts."""
+def detect(lines: Iterable[bytes | str], heartbeat_late_ms: int | None = None) -> tuple[list[dict[str, Any]], int, int]:
+    """The alert lines for a stream of JSONL lines, in output order; and the late and skipped counts.
+    `heartbeat_late_ms`: broker.heartbeat_late's age (off by default, as `rules.heartbeat_late_ratio`)."""
     events, late, skipped = read_events(lines)
-    detector = Detector()
+    detector = Detector(heartbeat_late_ms)
     for _, line_no, ev in sorted(events, key=lambda e: (e[0], e[1])):
         detector.apply(ev, line_no)
     if events:

@@ -20,9 +20,13 @@ LEGAL_TRANSITIONS = frozenset({
     ("OFFLINE", "FENCED"), ("FENCED", "ONLINE"), ("ONLINE", "FENCED"),
     ("ONLINE", "STOPPING"), ("FENCED", "STOPPING"),
     ("ONLINE", "OFFLINE"), ("FENCED", "OFFLINE"), ("STOPPING", "OFFLINE"),
+    # Real Kafka 4.4: the controller fences a broker when its controlled shutdown is done and keeps it
+    # registered, fenced, while it is down (measured; README "Real Kafka").
+    ("STOPPING", "FENCED"),
 })
 
 HEARTBEAT_LOST = "broker.heartbeat_lost"
+HEARTBEAT_LATE = "broker.heartbeat_late"
 FENCED = "broker.fenced"
 PARTITIONED = "broker.partitioned"
 STUCK = "broker.stuck_stopping"
@@ -100,6 +104,10 @@ class BrokerTracker:
         # before every event of the broker, and most brokers have nothing open.
         if self.last_hb is not None and self.session_held_since is None and (HEARTBEAT_LOST, s) not in firing:
             out.append(self.session_start + rules.session_timeout_ms)
+        late_ms = rules.heartbeat_late_ms
+        if (late_ms is not None and self.last_hb is not None and self.session_held_since is None
+                and (HEARTBEAT_LATE, s) not in firing):
+            out.append(self.session_start + late_ms)
         if self.fenced and self.fenced_since is not None and (FENCED, s) not in firing:
             out.append(self.fenced_since + rules.fenced_grace_ms)
         if self.answered_at is not None and (PARTITIONED, s) in firing:
@@ -126,6 +134,13 @@ class BrokerTracker:
                 and self.session_held_since is None and not incidents.is_firing(HEARTBEAT_LOST, s)):
             self._fire(incidents, out, HEARTBEAT_LOST, now,
                        f"broker {self.broker_id} sent no heartbeat for {rules.session_timeout_ms} ms",
+                       last_heartbeat_ms=self.last_hb)
+        late_ms = rules.heartbeat_late_ms
+        if (late_ms is not None and self.last_hb is not None and now == self.session_start + late_ms
+                and self.session_held_since is None and not incidents.is_firing(HEARTBEAT_LATE, s)):
+            self._fire(incidents, out, HEARTBEAT_LATE, now,
+                       f"broker {self.broker_id} sent no heartbeat for {late_ms} ms "
+                       f"({rules.heartbeat_late_ratio:g} of the {rules.session_timeout_ms} ms session)",
                        last_heartbeat_ms=self.last_hb)
         if (self.fenced and self.fenced_since is not None
                 and now == self.fenced_since + rules.fenced_grace_ms):
@@ -215,6 +230,7 @@ class BrokerTracker:
             self.last_hb = hb.ts
             self.counting_since = None
             incidents.resolve(out, HEARTBEAT_LOST, s, hb.ts)
+            incidents.resolve(out, HEARTBEAT_LATE, s, hb.ts)
         if hb.fenced is not None:
             self._observe_fenced(hb.fenced, hb.ts, rules, incidents, out)
         if hb.rack is not None:

@@ -23,6 +23,11 @@ A node can run with its wall clock shifted (`clock_offsets`, or a node's `clock_
 restart; libfaketime, only for that JVM): a controller whose clock is ahead or behind stamps
 DescribeQuorum's LastFetchTimestamps on its own clock.
 
+With `metrics_exporter`, every controller runs the Prometheus JMX exporter agent
+(`io.prometheus.jmx:jmx_prometheus_javaagent`, `streaming.jars.JMX_EXPORTER`) on its own HTTP port
+(`controller_metrics`), exporting the `kafka.controller:type=KafkaController` MBeans with the
+exporter's default names: what the probe's controller view reads.
+
 Faults act on processes: `stop` (SIGTERM, controlled shutdown), `kill` (SIGKILL), `freeze`
 (SIGSTOP) and `thaw` (SIGCONT). Every node logs to `<workdir>/<node>/server.log`; `stop_all`
 leaves the work folder in place, so logs survive a failed test.
@@ -42,7 +47,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from streaming.jars import classpath
+from streaming.jars import agent_jar, classpath
 from streaming.kraft.kafka_view import active_controller, describe_brokers
 from streaming.kraft.node import KafkaNode, NodeFailed, clock_environment
 from streaming.kraft.proxy import TcpProxy
@@ -73,6 +78,9 @@ Configuration:
       - name: kafka.request.logger
         level: WARN
 """
+# The exporter agent's configuration: only the controller's own MBeans (the registration states,
+# heartbeat ages and counts), named by the exporter's defaults (no rules).
+_EXPORTER = 'includeObjectNames: ["kafka.controller:type=KafkaController,*"]\n'
 
 
 def new_cluster_id() -> str:
@@ -107,9 +115,11 @@ class KRaftCluster:
                  cluster_id: str | None = None, bundle: str = "kafka-4.4.0",
                  session_timeout_ms: int = 3000, heartbeat_interval_ms: int = 500,
                  partitionable: Iterable[int] = (), extra: Mapping[str, str] | None = None,
-                 secure: SecureListener | None = None, clock_offsets: Mapping[int, float] | None = None) -> None:
+                 secure: SecureListener | None = None, clock_offsets: Mapping[int, float] | None = None,
+                 metrics_exporter: bool = False) -> None:
         """`controllers=0` is the combined layout (each broker is also a controller and a voter).
         `secure`: brokers also listen with SASL_SSL (SCRAM-SHA-512) on `secure_port`.
+        `metrics_exporter`: every controller serves its metrics to Prometheus (`controller_metrics`).
         `clock_offsets`: {node id: seconds its wall clock runs ahead (negative: behind)}."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -131,6 +141,9 @@ class KRaftCluster:
             cid = CONTROLLER_ID_BASE + i
             self.nodes[cid] = KafkaNode(cid, ("controller",), self.workdir / f"node-{cid}",
                                         controller_port=_free_port())
+        if metrics_exporter:
+            for node in self.controllers:
+                node.metrics_port = _free_port()
         for node_id, offset_s in (clock_offsets or {}).items():
             self.nodes[node_id].clock_offset_s = offset_s
         self.partitionable = set(partitionable)
@@ -162,6 +175,11 @@ class KRaftCluster:
     @property
     def controller_addresses(self) -> list[str]:
         return [f"127.0.0.1:{n.controller_port}" for n in self.controllers]
+
+    @property
+    def controller_metrics(self) -> list[str]:
+        """The controllers' Prometheus endpoints (`metrics_exporter`), as `http://host:port/metrics`."""
+        return [n.metrics_url for n in self.controllers if n.metrics_url]
 
     @staticmethod
     def _controller_host(node: KafkaNode) -> str:
@@ -222,12 +240,17 @@ class KRaftCluster:
         path.write_text("".join(f"{k}={v}\n" for k, v in self._properties(node).items()), encoding="utf-8")
         (node.workdir / "log4j2.yaml").write_text(_LOG4J2.format(log=node.log_path), encoding="utf-8")
         (node.workdir / "hosts").write_text(self._hosts_file(node), encoding="utf-8")
+        if node.metrics_port is not None:
+            (node.workdir / "exporter.yaml").write_text(_EXPORTER, encoding="utf-8")
         return path
 
     # ------------------------------------------------------------------ lifecycle
 
     def _java(self, node: KafkaNode, main: str, *args: str) -> list[str]:
-        return ["java", *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={node.workdir / 'log4j2.yaml'}",
+        agent = []
+        if node.metrics_port is not None and main == "kafka.Kafka":
+            agent = [f"-javaagent:{agent_jar()}=127.0.0.1:{node.metrics_port}:{node.workdir / 'exporter.yaml'}"]
+        return ["java", *_JVM_OPTIONS, *agent, f"-Dlog4j2.configurationFile={node.workdir / 'log4j2.yaml'}",
                 f"-Djdk.net.hosts.file={node.workdir / 'hosts'}",
                 "-cp", classpath(self.bundle), main, *args]
 

@@ -31,6 +31,7 @@ class KafkaNode:
     client_port: int | None = None  # PLAINTEXT listener (brokers)
     secure_port: int | None = None  # SASL_SSL listener (brokers of a cluster with `secure`)
     controller_port: int | None = None  # CONTROLLER listener (controllers)
+    metrics_port: int | None = None  # the Prometheus JMX exporter agent's HTTP port (controllers of `metrics_exporter`)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     started_s: float | None = None  # seconds from spawn to "Kafka Server started", last start
     # Seconds the node's wall clock (System.currentTimeMillis) runs ahead (negative: behind) of the
@@ -48,6 +49,10 @@ class KafkaNode:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        return None if self.metrics_port is None else f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
     def log_path(self) -> Path:

@@ -12,6 +12,7 @@ from streaming.config import ClusterConfig, ConfigError, RuleBook, RuleSettings,
 SPEC_DEFAULTS = {
     "allowed_lateness_ms": 5000,
     "session_timeout_ms": 9000,
+    "heartbeat_late_ratio": None,  # issue 31: broker.heartbeat_late is off unless set
     "heartbeat_interval_ms": 2000,  # SPEC section 1: Kafka's broker.heartbeat.interval.ms default
     "fenced_grace_ms": 30000,
     "partition_window_ms": 15000,

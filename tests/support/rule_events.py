@@ -38,6 +38,7 @@ UNREACHABLE = 30000
 
 SPEC_RULES = {
     "broker.heartbeat_lost": ("critical", "broker"),
+    "broker.heartbeat_late": ("warning", "broker"),  # issue 31
     "broker.fenced": ("warning", "broker"),
     "broker.partitioned": ("critical", "broker"),
     "broker.stuck_stopping": ("warning", "broker"),
@@ -56,6 +57,7 @@ SPEC_RULES = {
 }
 
 HB_LOST = "broker.heartbeat_lost"
+HB_LATE = "broker.heartbeat_late"
 FENCED = "broker.fenced"
 PARTITIONED = "broker.partitioned"
 STUCK = "broker.stuck_stopping"

@@ -40,6 +40,14 @@ Per target, every `interval_ms` (a *round*):
    answered) speaks for registrations and fencing; a cut-off broker's view is stale, so its
    `fenced` flags are dropped from the event.
 
+5. The controller's own view (issue 31), for a cluster with `controller_metrics` (the
+   controllers' Prometheus endpoints, served by the JMX exporter agent): each round reads every
+   controller's metrics alongside the endpoints; the active one's per-broker registration state
+   (STOPPING for a controlled shutdown) and heartbeat age become `broker_state` and
+   `broker_heartbeat` events, on the probe's clock, deduplicated with 3 and 4 (a state published
+   once whoever saw it; a heartbeat only when later than every one already published). While it
+   answers it replaces DescribeCluster for registrations. See controller_view.py.
+
 Only versions the broker advertises are sent. Every exchange (connect, TLS, SASL, all
 requests) is bounded by `timeout_ms`, and in a live run a target still busy from the previous
 tick is skipped.
@@ -82,7 +90,8 @@ that the answer itself lists at the address we connected to (null when none or s
 
 The rooms: targets (configured clusters, addresses, options), exchange (one connection's
 requests and what they answer), kraft_readings (DescribeQuorum heartbeats and registrations as
-events), prober (rounds and the live loop), publish (JSONL file or the bus) and cli
+events), controller_view (the controllers' Prometheus metrics as events), prober (rounds and
+the live loop), publish (JSONL file or the bus) and cli
 (`fleetwatch probe`).
 """
 

@@ -24,10 +24,12 @@ UNKNOWN_EPOCH = -1  # Kafka's "no broker epoch"; DescribeQuorum does not report 
 class LastReadings:
     """What earlier rounds read of a target's brokers, keyed by (cluster id, node id): the last
     fetch already reported, as (leader epoch, LastFetchTimestamp on that leader's clock), and the
-    registration (ONLINE or FENCED) last seen."""
+    registration (ONLINE or FENCED; STOPPING from the controller's view) last published, and the latest
+    heartbeat `ts` published, by either reading (controller_view.py deduplicates against both)."""
 
     last_fetch: dict[tuple[str | None, int], tuple[int, int]] = field(default_factory=dict)
     registrations: dict[tuple[str | None, int], str] = field(default_factory=dict)
+    last_heartbeat: dict[tuple[str | None, int], int] = field(default_factory=dict)
 
 
 def heartbeats(boot: Answer, answers: list[Answer], seen: LastReadings, source: str,
@@ -69,6 +71,7 @@ def heartbeats(boot: Answer, answers: list[Answer], seen: LastReadings, source: 
         if seen.last_fetch.get(key, (-1, -1)) >= mark:
             continue  # no fetch since the last round: not a new heartbeat
         seen.last_fetch[key] = mark
+        seen.last_heartbeat[key] = max(ts, seen.last_heartbeat.get(key, ts))
         out.append(event_to_dict(BrokerHeartbeat(
             ts=ts, source=source, cluster_id=boot.cluster_id, broker_id=replica, kind="heartbeat",
             broker_epoch=UNKNOWN_EPOCH, metadata_offset=offset if offset >= 0 else None, fenced=None, rack=None,
@@ -80,11 +83,15 @@ def registrations(boot: Answer, seen: LastReadings, ts: int, source: str) -> lis
     """`broker_state` events for the registrations that changed since the last current view.
 
     Only DescribeCluster v2 (which lists fenced brokers) from a broker in touch with the
-    controller is a current view of the registrations; anything else says nothing.
+    controller is a current view of the registrations; anything else says nothing. An unfenced
+    broker that the controller's view last saw STOPPING is still STOPPING for DescribeCluster,
+    which cannot tell a controlled shutdown from ONLINE.
     """
     if boot.quorum is None or not boot.brokers or any(b.fenced is None for b in boot.brokers):
         return []
     now = {(boot.cluster_id, b.node_id): "FENCED" if b.fenced else "ONLINE" for b in boot.brokers}
+    now |= {key: "STOPPING" for key, state in now.items()
+            if state == "ONLINE" and seen.registrations.get(key) == "STOPPING"}
     out = []
     gone = [key for key in seen.registrations if key[0] == boot.cluster_id and key not in now]
     for key in sorted(now, key=lambda k: k[1]):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming import clock
+from streaming.collect.probe.controller_view import ViewMemory, read_controllers, view_events
 from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
 from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
@@ -51,6 +52,8 @@ class TargetState:
     failing: bool | None = None
     refused: dict[str, int] = field(default_factory=dict)  # invalid advertised address -> last seen (ms)
     over_cap: bool = False  # advertised more endpoints than the cap at the last bootstrap (said once)
+    controller_view: ViewMemory = field(default_factory=ViewMemory)
+    view_failing: bool = False  # the controller view gave no reading last round (said once)
 
 
 @dataclass
@@ -217,12 +220,28 @@ class Prober:
             expected = Expected(advert.cluster_id, advert.node_id)
             probes.append(self._exchange(target, advert.host, advert.port, expected, slots, bootstrap=False,
                                          identity=expected))
-        answers = await asyncio.gather(*probes)
+        view = None
+        if target.controller_metrics and boot is not None:
+            def received_ms() -> int:
+                return now_ms + max(0, int((loop.time() - started) * 1000))
+
+            (view, failures), *answers = await asyncio.gather(
+                read_controllers(target.controller_metrics, self._timeout_s, self.options.max_response_bytes,
+                                 received_ms), *probes)
+            self._note_view(target, state, view, failures)
+        else:
+            answers = list(await asyncio.gather(*probes))
         for answer in answers:
             events.append(response_event(answer, target.name, ts(answer), self.options.source))
         if boot is not None:
-            events.extend(registrations(boot, state.seen, ts(boot), self.options.source))
+            if view is None:
+                events.extend(registrations(boot, state.seen, ts(boot), self.options.source))
             events.extend(heartbeats(boot, [boot, *answers], state.seen, self.options.source, ts))
+            if view is not None:
+                # The controller's registrations replace DescribeCluster's (they tell STOPPING apart).
+                events.extend(view_events(view, boot.cluster_id, state.seen, state.controller_view,
+                                          self.options.source, target.session_timeout_ms,
+                                          target.heartbeat_interval_ms))
         self._note_health(target, events)
         return events
 
@@ -273,6 +292,16 @@ class Prober:
         if answered or over > 0:
             state.over_cap = over > 0
         return max(over, 0)
+
+    @staticmethod
+    def _note_view(target: Target, state: TargetState, view: Any, failures: list[str]) -> None:
+        failing = view is None
+        if failing and not state.view_failing:
+            log.warning("controller view: no active controller's metrics; DescribeCluster speaks for registrations",
+                        extra={"target": target.name, "errors": failures[:5]})
+        elif not failing and state.view_failing:
+            log.info("controller view answers again", extra={"target": target.name})
+        state.view_failing = failing
 
     def _note_health(self, target: Target, events: list[dict[str, Any]]) -> None:
         responses = [ev for ev in events if ev["type"] == "metadata_response"]

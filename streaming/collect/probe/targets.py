@@ -55,6 +55,12 @@ class Target:
     security: Security = field(default_factory=Security)
     forget_after_ms: int = RuleSettings().forget_after_ms
     expected_cluster_id: str | None = None
+    # The controllers' Prometheus endpoints (`clusters[].controller_metrics`): the controller's view.
+    controller_metrics: tuple[str, ...] = ()
+    # Kafka's session timeout and heartbeat interval as the rules know them: an age at the session
+    # timeout is the controller's cap, and heartbeats closer than half an interval are one.
+    session_timeout_ms: int = RuleSettings().session_timeout_ms
+    heartbeat_interval_ms: int = RuleSettings().heartbeat_interval_ms
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -138,8 +144,11 @@ def targets_from_config(config: FleetwatchConfig, *, only: Iterable[str] | None 
             bootstrap = tuple(parse_address(a) for a in cluster.bootstrap)
         except ValueError as exc:
             raise ConfigError(f"{where}.bootstrap: {exc}") from None
+        rules = book.for_target(cluster.name)
         out.append(Target(name=cluster.name, bootstrap=bootstrap,
                           security=_security(cluster, where, environ),
-                          forget_after_ms=book.for_target(cluster.name).forget_after_ms,
+                          forget_after_ms=rules.forget_after_ms, controller_metrics=tuple(cluster.controller_metrics),
+                          session_timeout_ms=rules.session_timeout_ms,
+                          heartbeat_interval_ms=rules.heartbeat_interval_ms,
                           expected_cluster_id=cluster.expected_cluster_id))
     return out

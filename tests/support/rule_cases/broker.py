@@ -14,6 +14,7 @@ from support.rule_events import (
     FENCED_GRACE,
     FLAP_WINDOW,
     FLAPPING,
+    HB_LATE,
     HB_LOST,
     ILLEGAL,
     LATENESS,
@@ -67,6 +68,30 @@ case(HB_LOST, "resolves at the next heartbeat",
 case(HB_LOST, "resolves after the watermark already fired it",
      [hb(t(0), 1), later(past(t(9))), hb(t(30), 1)],
      [F(HB_LOST, B1, t(9)), R(HB_LOST, B1, t(9), t(30))], "resolves", "watermark")
+# broker.heartbeat_late (issue 31; off unless rules.heartbeat_late_ratio is set) ------------------
+LATE = book_with(heartbeat_late_ratio=0.5)  # 4.5 s of the 9 s session
+case(HB_LATE, "fires at the share of the session, before heartbeat_lost; resolves at the next heartbeat",
+     [hb(t(0), 1), hb(t(2), 1), later(past(t(2) + 4500)), hb(t(13), 1)],
+     [F(HB_LATE, B1, t(2) + 4500), F(HB_LOST, B1, t(2) + SESSION),
+      R(HB_LATE, B1, t(2) + 4500, t(13)), R(HB_LOST, B1, t(2) + SESSION, t(13))], "fires", "resolves", book=LATE)
+case(HB_LATE, "a heartbeat exactly at the share is not late; nor are regular ones",
+     [*[hb(t(s), 1) for s in every(0, 20, 2)], hb(t(24.5), 1), later(past(t(24.5)))],
+     [], "quiet", book=LATE)
+case(HB_LATE, "late, then a heartbeat before the session ends: only the warning",
+     [hb(t(0), 1), hb(t(6), 1), later(past(t(6)))],
+     [F(HB_LATE, B1, t(4.5)), R(HB_LATE, B1, t(4.5), t(6))], "fires", "resolves", book=LATE)
+case(HB_LATE, "off by default: the SPEC's rules only",
+     [hb(t(0), 1), hb(t(6), 1), later(past(t(6)))],
+     [], "quiet")
+case(HB_LATE, "a new active controller starts the late clock afresh too",
+     [hb(t(0), 1), resp(t(2), "pay", "b2:9092", C, responder=2, controller=3000),
+      resp(t(4), "pay", "b2:9092", C, responder=2, controller=3001), hb(t(8), 1), later(past(t(8)))],
+     [], "quiet", book=LATE)
+case(HB_LATE, "no active controller holds the late deadline as well",
+     [hb(t(0), 1), resp(t(1), "pay", "b2:9092", C, responder=2, controller=-1),
+      resp(t(7), "pay", "b2:9092", C, responder=2, controller=-1), hb(t(8), 1), later(past(t(8)))],
+     [], "quiet", book=LATE)
+
 # Kafka's new active controller gives every registered broker a full session from the moment it
 # takes over (ClusterControlManager.activate): the failover pause is not a lost heartbeat.
 case(HB_LOST, "a new active controller starts the session afresh",
@@ -323,7 +348,11 @@ case(ILLEGAL, "every lifecycle transition is legal",
          ["FENCED", "ONLINE", "FENCED", "STOPPING", "OFFLINE", "FENCED", "ONLINE", "STOPPING", "OFFLINE",
           "FENCED", "ONLINE", "OFFLINE", "FENCED", "OFFLINE"])],
      [], "quiet", book=book_with(flap_threshold=100))
-for _frm, _to in [("OFFLINE", "ONLINE"), ("OFFLINE", "STOPPING"), ("STOPPING", "ONLINE"), ("STOPPING", "FENCED")]:
+# Real Kafka 4.4 fences a broker when its controlled shutdown is done (issue 31, measured): legal.
+case(ILLEGAL, "STOPPING -> FENCED: a controlled shutdown that finished",
+     [state(t(0), 6, "ONLINE", "FENCED"), state(t(1), 6, "STOPPING"), state(t(5), 6, "FENCED")],
+     [], "quiet")
+for _frm, _to in [("OFFLINE", "ONLINE"), ("OFFLINE", "STOPPING"), ("STOPPING", "ONLINE")]:
     case(ILLEGAL, f"{_frm} -> {_to} is illegal",
          [state(t(0), 6, _to, _frm)], [F(ILLEGAL, B6, t(0))], "fires")
 
