@@ -279,6 +279,10 @@ class RestartSettings(_Strict):
     healthy_after_ms: StrictInt = Field(300_000, gt=0, le=MAX_DURATION_MS)
     give_up_after: StrictInt = Field(10, ge=1, le=10_000)
     give_up_window_ms: StrictInt = Field(600_000, gt=0, le=MAX_DURATION_MS)
+    # A query whose micro-batch runs this long, or whose execution thread died without failing it
+    # (a JVM Error such as StackOverflowError is not caught by Spark), is stuck: it is stopped and
+    # restarted as a failed one. Longer than the slowest first batch of a backlog.
+    stalled_after_ms: StrictInt = Field(600_000, ge=10_000, le=MAX_DURATION_MS)
 
     @model_validator(mode="after")
     def _delays_grow(self) -> RestartSettings:

@@ -7,10 +7,17 @@ the batch that failed is not committed, so it runs again (every sink write is id
 batch whose commit was written before it threw (SPARK-55271's NullPointerException after a kill)
 is simply not run again.
 
+A query can also hang without failing: a micro-batch waiting forever on a Python worker that
+stopped answering, or the query's execution thread dead of a JVM Error Spark does not catch
+(StackOverflowError, seen on a standalone cluster: the query stayed "active" with no batch at all).
+`StallWatch` tells it from a query with nothing to do (no data is no batch) and the supervisor
+treats it as a failure: the query is stopped, within a bound, and restarted.
+
 What a restart cannot fix ends the run, for the process's own supervisor (Kubernetes, systemd)
 and a human: a checkpoint Spark cannot continue (`NOT_RESTARTABLE`), a `ConfigError` from a
 restart's checks (e.g. a source switch), and `give_up_after` failures within `give_up_window_ms`.
-A stop (SIGINT, SIGTERM) during a delay ends the run at once, without a restart.
+A stop (SIGINT, SIGTERM) during a delay ends the run at once, without a restart; so does a stuck
+query that does not stop within `STOP_STUCK_S` (the process's supervisor starts a new driver).
 
 Each failure is one log line (its first line, the restart count, the delay) and counts in the
 store (`Store.count_restart`), where /metrics reads it (`fleetwatch_job_restarts_total`).
@@ -19,6 +26,7 @@ store (`Store.count_restart`), where /metrics reads it (`fleetwatch_job_restarts
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -36,7 +44,7 @@ if TYPE_CHECKING:
     from streaming.pipeline.run import RunningJob
     from streaming.progress import ProgressRecorder
 
-__all__ = ["NOT_RESTARTABLE", "Backoff", "Supervisor", "first_line", "restartable"]
+__all__ = ["NOT_RESTARTABLE", "Backoff", "QueryStalled", "StallWatch", "Supervisor", "first_line", "restartable"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +67,54 @@ NOT_RESTARTABLE = (
     # restart would start at the same lost offsets.
     "KAFKA_DATA_LOSS",
 )
+
+
+# How long a stuck query is given to stop before the run ends instead (a task blocked in the JVM
+# may never notice its cancellation).
+STOP_STUCK_S = 120.0
+
+
+class QueryStalled(Exception):
+    """The query is active but stuck (`StallWatch`): a failure to restart from, like a thrown one."""
+
+
+class StallWatch:
+    """Tells a stuck query from a busy or an idle one, from what Spark says of it each poll.
+
+    Stuck: one micro-batch (the same `lastProgress` batch behind an active trigger) has run longer
+    than `stalled_after_s`, or the query's execution thread is no longer alive while Spark still
+    calls the query active. An idle query (no trigger active) and a busy one (batch after batch)
+    are not stuck, however long."""
+
+    def __init__(self, query: Any, stalled_after_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._query = query
+        self._limit_s = stalled_after_s
+        self._clock = clock
+        self._batch: Any = None
+        self._active_since: float | None = None
+
+    def check(self) -> None:
+        """Raise QueryStalled when the query is stuck."""
+        if not self._thread_alive():
+            raise QueryStalled("streaming query stalled: its execution thread died without failing it")
+        status, progress = self._query.status, self._query.lastProgress
+        batch = progress.get("batchId") if progress else None
+        now = self._clock()
+        if not status.get("isTriggerActive"):
+            self._active_since = None
+        elif self._active_since is None or batch != self._batch:
+            self._active_since, self._batch = now, batch
+        elif now - self._active_since > self._limit_s:
+            raise QueryStalled(f"streaming query stalled: a micro-batch has run for more than "
+                               f"{self._limit_s:g} s (spark.restarts.stalled_after_ms)")
+
+    def _thread_alive(self) -> bool:
+        """Whether the query's execution thread lives (Spark's own object; True when it cannot tell)."""
+        try:
+            execution = self._query._jsq.streamingQuery()
+            return bool(execution.queryExecutionThread().isAlive()) or not self._query.isActive
+        except Exception:  # another Spark's internals (Connect, a later version): no answer is no alarm
+            return True
 
 
 # A failure in the batch writer (foreachBatch) begins so, then the writer's Python traceback.
@@ -149,7 +205,14 @@ class Supervisor:
             delay_s = self._delay_after(failure, time.monotonic() - started)
             if delay_s is None:
                 return failure
-            self.stop(graceful=False)  # it failed: nothing left to finish
+            if not self._stop_within(STOP_STUCK_S):  # it failed: nothing left to finish
+                # Whatever holds the query would hold the session's stop as well: a driver hanging
+                # on its way out is a monitor down that nobody restarts. Exit now, for the process's
+                # supervisor (systemd, Kubernetes) to start a new one on the checkpoint.
+                log.error("stuck streaming query did not stop: exiting for a new driver",
+                          extra={"error": first_line(failure), "waited_s": STOP_STUCK_S})
+                logging.shutdown()
+                os._exit(1)
             show(f"query failed: restarting it in {delay_s:g} s")
             if self._stop.wait(delay_s):
                 return None
@@ -159,6 +222,13 @@ class Supervisor:
         if self.job is not None:
             self.job.stop(graceful=graceful)
             self.job = None
+
+    def _stop_within(self, timeout_s: float) -> bool:
+        """Stop the failed or stuck query at once; False when it did not stop within `timeout_s`."""
+        stopper = threading.Thread(target=self.stop, kwargs={"graceful": False}, name="stop-query", daemon=True)
+        stopper.start()
+        stopper.join(timeout_s)
+        return not stopper.is_alive()
 
     def _watch(self, start: Callable[[], RunningJob], show: Callable[[str | None], Any]) -> BaseException | None:
         """Start the query if it is not running, and run it until a stop (None) or its failure."""
@@ -170,7 +240,11 @@ class Supervisor:
             except Exception as exc:  # e.g. the bus unreachable for the alerts topic: as a failed query
                 return exc
             show(None)
-        self.job.run_until(self._stop)
+        watch = StallWatch(self.job.query, self._backoff.settings.stalled_after_ms / 1000)
+        try:
+            self.job.run_until(self._stop, on_poll=watch.check)
+        except QueryStalled as stalled:
+            return stalled
         if self._stop.is_set():  # a batch that gave up waiting for the store on a stop is no failure
             return None
         return self.job.query.exception()  # None: stopped by someone else, as a stop

@@ -7,7 +7,7 @@ import pytest
 
 from streaming.config import ConfigError, RestartSettings, load_config
 from streaming.ops.metrics import render_metrics
-from streaming.pipeline.supervise import Backoff, first_line, restartable
+from streaming.pipeline.supervise import Backoff, QueryStalled, StallWatch, first_line, restartable
 from streaming.store import Store
 
 
@@ -86,3 +86,54 @@ def test_restarts_counted_in_the_store_are_served_as_a_counter(tmp_path):
     assert "# TYPE fleetwatch_job_restarts_total counter" in text
     assert 'fleetwatch_job_restarts_total{query="fleetwatch"} 2' in text
     assert 'fleetwatch_job_last_failure_timestamp_seconds{query="fleetwatch"} 1764000060' in text
+
+
+class QueryAsSparkSaysIt:
+    """What `StallWatch` reads of a StreamingQuery: its status and last progress, as Spark gives them
+    (the live stall is in test_supervise.py: a Python worker stopped mid-batch)."""
+
+    def __init__(self) -> None:
+        self.isActive = True
+        self.status = {"message": "Waiting for data to arrive", "isDataAvailable": False, "isTriggerActive": False}
+        self.lastProgress: dict | None = None
+
+    def batch(self, batch_id: int | None, *, active: bool) -> None:
+        self.status = {**self.status, "isTriggerActive": active}
+        self.lastProgress = None if batch_id is None else {"batchId": batch_id}
+
+
+def test_a_micro_batch_running_past_the_bound_is_a_stall_and_busy_or_idle_queries_are_not():
+    clock, query = FakeClock(), QueryAsSparkSaysIt()
+    watch = StallWatch(query, stalled_after_s=600, clock=clock)
+    for step in range(100):  # busy: a batch every 30 s, each one running, for 50 minutes
+        query.batch(step, active=True)
+        watch.check()
+        clock.now += 30
+    query.batch(100, active=False)  # idle for an hour: no data is no batch
+    for _ in range(120):
+        watch.check()
+        clock.now += 30
+    query.batch(100, active=True)  # then one batch that never ends
+    watch.check()
+    clock.now += 600
+    watch.check()  # exactly the bound: not yet
+    clock.now += 1
+    with pytest.raises(QueryStalled, match="more than 600 s"):
+        watch.check()
+
+
+def test_the_first_batch_of_a_new_query_is_watched_too():
+    clock, query = FakeClock(), QueryAsSparkSaysIt()
+    watch = StallWatch(query, stalled_after_s=60, clock=clock)
+    query.batch(None, active=True)  # no progress yet: the first batch is running
+    watch.check()
+    clock.now += 61
+    with pytest.raises(QueryStalled):
+        watch.check()
+
+
+def test_stalled_after_ms_is_bounded(tmp_path):
+    with pytest.raises(ConfigError, match="stalled_after_ms"):
+        config = tmp_path / "f.yaml"
+        config.write_text("spark:\n  restarts:\n    stalled_after_ms: 100\n")
+        load_config(config)

@@ -4,6 +4,9 @@ Spark's kafka connector (`source: auto`), the job as a subprocess, a real SQLite
 - Killed with `kill -9` mid-stream and started again on the same checkpoint, the job must put
   every alert of the fleet in the store and keep running. On pyspark 4.1.1 the restart's first
   micro-batch throws SPARK-55271's NullPointerException; the job restarts its query then.
+- A Python worker of Spark stopped (SIGSTOP) mid-batch hangs the query without failing it: the
+  job sees the micro-batch stuck past `spark.restarts.stalled_after_ms`, stops the query and
+  restarts it, and the alerts keep coming.
 - A Python worker of Spark killed mid-batch (as the OOM killer would) fails the query: the job
   restarts it, counts the restart in `/metrics`, and the alerts keep coming. SIGTERM still stops
   it gracefully, and a source switch on its checkpoint still ends `run` at once with exit 2.
@@ -44,14 +47,16 @@ def kafka_bus(tmp_path: Path) -> Iterator[str]:
 class Job:
     """`fleetwatch run` as a subprocess in its own process group, its JSON log lines in a file."""
 
-    def __init__(self, tmp_path: Path, bootstrap: str, *, source: str = "auto") -> None:
+    def __init__(self, tmp_path: Path, bootstrap: str, *, source: str = "auto",
+                 stalled_after_ms: int = 600_000) -> None:
         self.config = tmp_path / f"fleetwatch-{source}.yaml"
         self.store_url = f"sqlite:///{tmp_path / 'store.db'}"
         self.config.write_text(yaml.safe_dump({
             "bus": {"bootstrap_servers": bootstrap, "source": source},
             "store": {"url": self.store_url},
             "spark": {"master": "local[2]", "shuffle_partitions": 2, "trigger_ms": 500,
-                      "checkpoint_dir": str(tmp_path / "checkpoint")},
+                      "checkpoint_dir": str(tmp_path / "checkpoint"),
+                      "restarts": {"stalled_after_ms": stalled_after_ms}},
         }))
         self.checkpoint = tmp_path / "checkpoint" / "fleetwatch"
         self.log = tmp_path / "job.log"
@@ -215,3 +220,48 @@ def test_a_failed_query_is_restarted_and_counted_and_a_stop_or_a_config_error_is
     assert any("cannot switch sources" in line for line in ended[-3:])
     print(f"\nPython workers killed: query restarted, every alert in the store {recovered_s:.1f} s after the "
           f"kill; a source switch ended run with exit 2 in {time.monotonic() - started:.1f} s")
+
+
+STALLED_AFTER_MS = 30_000  # past any batch of this fleet once the job is warm (a few seconds each)
+
+
+def test_a_query_stuck_on_a_stopped_python_worker_is_restarted(kafka_bus, tmp_path, job_factory):
+    sim = simulated_fleet(duration_ms=240_000, clusters=4)
+    expected = expected_lines(sim)
+    first, second, rest = _thirds(list(sim.events()))
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    produce(kafka_bus, first)
+    job = Job(tmp_path, kafka_bus, stalled_after_ms=STALLED_AFTER_MS).start()
+    job_factory.append(job)
+    poll_until(lambda: job.committed_batches() and _python_workers(job), 240, "a committed batch")
+    stopped: set[psutil.Process] = set()
+
+    def stop_workers() -> bool:
+        """SIGSTOP every Python worker there is (a worker that stops answering, not one that dies);
+        True once the job said its query stalled."""
+        for proc in _python_workers(job):
+            with contextlib.suppress(psutil.Error):
+                proc.suspend()
+                stopped.add(proc)
+        return bool(job.lines("streaming query failed: restarting it from its checkpoint"))
+
+    stopped_at = time.monotonic()
+    produce(kafka_bus, second)
+    try:
+        poll_until(lambda: stop_workers() or not job.running, STALLED_AFTER_MS / 1000 + 150,
+                   "the stuck query to be restarted", interval_s=0.5)
+    finally:
+        for proc in stopped:  # what Spark did not kill when it stopped the query goes on
+            with contextlib.suppress(psutil.Error):
+                proc.resume()
+    assert job.running
+    (stall,) = job.lines("streaming query failed: restarting it from its checkpoint")
+    assert stall["error"].startswith("streaming query stalled: a micro-batch has run for more than 30 s"), stall
+    assert time.monotonic() - stopped_at >= STALLED_AFTER_MS / 1000
+    produce(kafka_bus, rest)
+    poll_until(lambda: stored_lines(store) == expected, 300, "every expected alert after the restart")
+    recovered_s = time.monotonic() - stopped_at
+    assert job.metric("fleetwatch_job_restarts_total") == 1
+    assert job.terminate() == 0
+    print(f"\nPython workers stopped: the stuck query was restarted and every alert in the store "
+          f"{recovered_s:.1f} s after the stop")
