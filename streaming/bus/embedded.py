@@ -26,7 +26,15 @@ from typing import IO, Self
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.errors import (
+    AuthorizationError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    RequestTimedOutError,
+    SaslAuthenticationFailedError,
+    TopicAlreadyExistsError,
+)
 
 from streaming import topics as bus_topics
 from streaming.bus.access import BusAccess
@@ -75,11 +83,17 @@ class _BootstrapFailures(logging.Handler):
         logger.propagate = self._propagate
 
     def explain(self, exc: KafkaError) -> str:
-        """`exc`, with the first logged error that says more than a lost connection (after a
-        refused login the broker drops the connection too, and the retries find it closed)."""
+        """`exc`, with the logged error that says most: a refused login first, then the first one
+        that says more than a timed-out request or a lost connection (after a refused login the
+        broker drops the connection too, and the retries find it closed; on a loaded machine a
+        handshake's request may time out before another try is refused)."""
         errors = [e for e in self.errors if not isinstance(e, KafkaTimeoutError)]  # the one raised
-        telling = [e for e in errors if not isinstance(e, KafkaConnectionError)] or errors
-        return f"{exc}; connection failed: {_named(telling[0])}" if telling else str(exc)
+        if not errors:
+            return str(exc)
+        telling = min(errors, key=lambda e: (0 if isinstance(e, (SaslAuthenticationFailedError, AuthorizationError))
+                                             else 3 if isinstance(e, KafkaConnectionError)
+                                             else 2 if isinstance(e, RequestTimedOutError) else 1))
+        return f"{exc}; connection failed: {_named(telling)}"
 
 
 def _named(error: BaseException) -> str:
