@@ -4,7 +4,7 @@ A master and a worker from the installed PySpark (`spark-class ...deploy.master.
 `...deploy.worker.Worker`) on 127.0.0.1; `deploy/spark/submit.sh` runs the job on them (client
 mode, the config's own `spark.master` deliberately says local: spark-submit's master must win)
 against an embedded Tansu bus holding a simulated fleet with a stopped broker. The store is a real
-PostgreSQL when its binaries are installed (SQLite otherwise). Then: the alert is in the store,
+PostgreSQL (the session's server). Then: the alert is in the store,
 the application ran on the standalone cluster with executors, the driver's /metrics shows it, and
 SIGTERM stops the job gracefully (exit 0, the application FINISHED on the master).
 """
@@ -24,7 +24,6 @@ import pytest
 import yaml
 from kafka import KafkaProducer
 from sqlalchemy import func, select
-from support.postgres import PostgresServer, pg_binaries
 from support.processes import free_port, poll
 from support.spark_standalone import SPARK_HOME, Standalone, kill_session, session_alive
 
@@ -61,23 +60,14 @@ def _ran_an_executor_of(worker: dict, app_id: str) -> bool:
 
 
 @pytest.fixture
-def store_url():
-    bin_dir = pg_binaries()
-    if bin_dir is None:  # the job against SQLite still proves the standalone cluster
-        yield None
-        return
-    server = PostgresServer(bin_dir).start()
-    try:
-        yield server.create_database("standalone")
-    finally:
-        server.stop()
+def store_url(postgres):
+    return postgres.create_database("standalone")  # the session's server (tests/conftest.py)
 
 
 def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store_url):
     sim = Simulation(FleetSpec(clusters=3, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
                                duration_ms=90_000, seed=11, first_fault_ms=30_000, fault_every_ms=60_000))
     label = next(lbl for lbl in sim.labels() if lbl["rule"] == "broker.heartbeat_lost")
-    store_url = store_url or f"sqlite:///{tmp_path / 'store.db'}"
     store = Store(store_url)
     cluster = Standalone(tmp_path).start()
     job = producer = None
