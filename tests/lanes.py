@@ -27,7 +27,7 @@ TESTS = ROOT / "tests"
 LANE_A = ("tests/bus", "tests/collect", "tests/source", *(
     f"tests/pipeline/{name}.py" for name in (
         "test_real_kafka_faults", "test_outage_store", "test_outage_alerts_topic", "test_supervise",
-        "test_source_lead_live", "test_source_lead", "test_poison_replay", "test_spark_daemon",
+        "test_source_lead_live", "test_source_lead", "test_spark_daemon",
         "test_restart_policy", "test_packing")))
 NOT_TESTS = ("support", "fixtures", "__pycache__")
 
