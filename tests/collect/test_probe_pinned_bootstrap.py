@@ -12,6 +12,9 @@ re-assigned the address):
   `cluster.id_changed` fires for the target (and the endpoint probe of the address, which expects
   the pinned cluster's node, is `connection.misrouted` by its cluster id).
 Re-pointed home, both resolve.
+In every case, nothing of the stranger but the bootstrap's answer is published for the target: not
+its brokers' heartbeats or registrations, not its endpoints (a probe started during the misroute,
+which knows no node at the address yet, included).
 """
 
 from __future__ import annotations
@@ -154,6 +157,7 @@ def test_a_pinned_bootstrap_that_leads_to_a_kafka_4_3_cluster_takes_the_metadata
         rounds.until("the pinned cluster answering again", _answered_home(home))
     finally:
         home.go_home()
+    assert _of_the_stranger_but_its_bootstrap(rounds, stranger, home) == []
     alerts = {(a.rule, a.status, a.target, a.endpoint, a.cluster_id) for a in rounds.alerts()}
     print("alerts:", sorted(alerts, key=str))
     assert {("cluster.id_changed", "firing", TARGET, home.proxy.address, stranger.cluster_id),
@@ -162,3 +166,30 @@ def test_a_pinned_bootstrap_that_leads_to_a_kafka_4_3_cluster_takes_the_metadata
     assert {(rule, status) for rule, status, *_ in alerts} == {
         ("cluster.id_changed", "firing"), ("cluster.id_changed", "resolved"),
         ("connection.misrouted", "firing"), ("connection.misrouted", "resolved")}
+
+
+def _of_the_stranger_but_its_bootstrap(rounds: Rounds, stranger: KRaftCluster, home: Home) -> Events:
+    """Every event of the rounds that says something of the stranger, but the bootstrap's answer."""
+    return [ev for ev in rounds.events if ev["cluster_id"] == stranger.cluster_id
+            and not (ev["type"] == "metadata_response" and ev["endpoint"] == home.proxy.address)]
+
+
+def test_a_probe_started_while_the_pinned_address_leads_to_a_stranger_publishes_nothing_of_it(home):
+    # The probe (re)starts during the misroute: it knows no node at the address, so its bootstrap
+    # takes the Metadata fallback and reads the stranger's id. That answer is published (the
+    # target reports another id: `cluster.id_changed`), and nothing else of the stranger is.
+    stranger = home.go_to("kafka-4.4.0")
+    try:
+        rounds = Rounds(home)
+        first = rounds.until("a round that reached the stranger", lambda responses: bool(responses))
+        assert [(r["endpoint"], r["expected"], r["error"], r["cluster_id"]) for r in first] == [
+            (home.proxy.address, None, None, stranger.cluster_id)], first
+        rounds.until("a second round", lambda responses: bool(responses))
+        assert _of_the_stranger_but_its_bootstrap(rounds, stranger, home) == []
+        home.go_home()
+        rounds.until("the pinned cluster answering", _answered_home(home))
+    finally:
+        home.go_home()
+    alerts = {(a.rule, a.status, a.target) for a in rounds.alerts()}
+    print("alerts:", sorted(alerts))
+    assert alerts == {("cluster.id_changed", "firing", TARGET), ("cluster.id_changed", "resolved", TARGET)}

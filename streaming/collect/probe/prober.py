@@ -194,6 +194,14 @@ class Prober:
             answer = await self._exchange(target, host, port, None, slots, bootstrap=True,
                                           identity=_pinned_identity(target, state, host, port, now_ms))
             events.append(response_event(answer, target.name, ts(answer), self.options.source))
+            if answer.error is None and _foreign(target, answer):
+                # A pinned target answered by another cluster (a misroute the KIP-1242 check could
+                # not refuse: the first round, an address the pinned cluster never advertised, a
+                # broker older than 4.4). Its response reports the id; its brokers, endpoints and
+                # heartbeats are not the target's, and a later round that stops reaching them must
+                # not read as their silence (the rehearsal of 2026-11-27: a probe restarted during a
+                # misroute published the stranger's heartbeats, then `broker.heartbeat_lost` for it).
+                continue
             if answer.error is None:
                 boot, state.preferred = answer, index
                 break
@@ -361,6 +369,11 @@ class Prober:
             if bootstrap and answer.error == REBOOTSTRAP_REQUIRED:
                 answer.expected = identity
         return answer
+
+
+def _foreign(target: Target, answer: Answer) -> bool:
+    """True when a pinned target's answer comes from a cluster other than the pinned one."""
+    return target.expected_cluster_id is not None and answer.cluster_id not in (None, target.expected_cluster_id)
 
 
 def _pinned_identity(target: Target, state: TargetState, host: str, port: int, now_ms: int) -> Expected | None:
