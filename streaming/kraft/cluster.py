@@ -116,8 +116,10 @@ class KRaftCluster:
                  session_timeout_ms: int = 3000, heartbeat_interval_ms: int = 500,
                  partitionable: Iterable[int] = (), extra: Mapping[str, str] | None = None,
                  secure: SecureListener | None = None, clock_offsets: Mapping[int, float] | None = None,
-                 metrics_exporter: bool = False) -> None:
+                 metrics_exporter: bool = False, advertise: Mapping[int, str] | None = None) -> None:
         """`controllers=0` is the combined layout (each broker is also a controller and a voter).
+        `advertise`: {broker id: "host:port"} the broker advertises to clients instead of its own
+        listener (a proxy or load balancer in front of it, which a test can point elsewhere).
         `secure`: brokers also listen with SASL_SSL (SCRAM-SHA-512) on `secure_port`.
         `metrics_exporter`: every controller serves its metrics to Prometheus (`controller_metrics`).
         `clock_offsets`: {node id: seconds its wall clock runs ahead (negative: behind)}."""
@@ -129,6 +131,7 @@ class KRaftCluster:
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.extra = dict(extra or {})
+        self.advertise = dict(advertise or {})
         self.secure = secure
         self.combined = controllers == 0
         self.nodes: dict[int, KafkaNode] = {}
@@ -223,7 +226,7 @@ class KRaftCluster:
         }
         advertised = []
         if node.is_broker:
-            advertised.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+            advertised.append(f"PLAINTEXT://{self.advertise.get(node.node_id, f'127.0.0.1:{node.client_port}')}")
             props["inter.broker.listener.name"] = "PLAINTEXT"
             if node.secure_port and self.secure is not None:
                 advertised.append(f"SASL_SSL://127.0.0.1:{node.secure_port}")
