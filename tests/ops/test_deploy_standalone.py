@@ -7,6 +7,9 @@ against an embedded Tansu bus holding a simulated fleet with a stopped broker. T
 PostgreSQL (the session's server). Then: the alert is in the store,
 the application ran on the standalone cluster with executors, the driver's /metrics shows it, and
 SIGTERM stops the job gracefully (exit 0, the application FINISHED on the master).
+
+One cluster (a master, two workers of one core) serves the module's tests, one after the other, as
+one cluster serves many applications in production; every test names its own application.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from support.spark_standalone import SPARK_HOME, Standalone, kill_session, sessi
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
+from streaming.config import FleetwatchConfig
+from streaming.pipeline.replay import replay_file
 from streaming.store import Store, alerts, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -59,17 +64,29 @@ def _ran_an_executor_of(worker: dict, app_id: str) -> bool:
     return any(e["appid"] == app_id for e in state["executors"] + state["finishedexecutors"])
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = Standalone(tmp_path_factory.mktemp("standalone"), workers=2).start()
+    yield cluster
+    cluster.stop()
+    for proc in cluster.procs:
+        assert not session_alive(proc.pid), "a Spark daemon or executor outlived the cluster"
+
+
+def _completed(cluster: Standalone, name: str) -> list[dict]:
+    return [a for a in cluster.state()["completedapps"] if a["name"] == name]
+
+
 @pytest.fixture
 def store_url(postgres):
     return postgres.create_database("standalone")  # the session's server (tests/conftest.py)
 
 
-def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store_url):
+def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store_url, cluster):
     sim = Simulation(FleetSpec(clusters=3, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
                                duration_ms=90_000, seed=11, first_fault_ms=30_000, fault_every_ms=60_000))
     label = next(lbl for lbl in sim.labels() if lbl["rule"] == "broker.heartbeat_lost")
     store = Store(store_url)
-    cluster = Standalone(tmp_path).start()
     job = producer = None
     try:
         with EmbeddedBus(log_path=tmp_path / "tansu.log") as bus:
@@ -146,8 +163,8 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
             assert planned == {f.name for f in (batches / "commits").iterdir() if f.name.isdigit()}
             assert "SIGTERM -> Python driver" in log_text
             assert '"msg": "job stopped"' in log_text
-            finished = poll(lambda: cluster.state()["completedapps"], 30, "the application to complete")
-            assert finished[0]["name"] == "fleetwatch" and finished[0]["state"] == "FINISHED"
+            (finished,) = poll(lambda: _completed(cluster, "fleetwatch"), 30, "the application to complete")
+            assert finished["state"] == "FINISHED"
             poll(lambda: not session_alive(job.pid), 30, "every process of the job to exit")
             producer.close(timeout=5)
             producer = None
@@ -159,41 +176,35 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
             job.wait(timeout=10)
         if job is not None:
             kill_session(job.pid)
-        cluster.stop()
         store.close()
-    for proc in cluster.procs:
-        assert not session_alive(proc.pid), "a Spark daemon or executor outlived the test"
 
 
-def test_two_standalone_workers_replay_exactly_the_alerts_of_local_mode(tmp_path):
-    # Scale-out keeps the alerts: the same file replayed on one machine's local[2] and on a
-    # standalone cluster of two workers of one core each (its buckets of detection state and
-    # its source's partitions on two executors) gives the same alert lines, byte for byte.
+def test_two_standalone_workers_replay_exactly_the_alerts_of_local_mode(tmp_path, spark, cluster):
+    # Scale-out keeps the alerts: the same file replayed on one machine's local[2] (the session's
+    # Spark, in this process) and on a standalone cluster of two workers of one core each (its
+    # buckets of detection state and its source's partitions on two executors) gives the same
+    # alert lines, byte for byte.
     sim = Simulation(FleetSpec(clusters=6, brokers=3, faults=FAULT_KINDS, start_ms=START_MS, duration_ms=600_000,
                                seed=5, jitter_ms=800, first_fault_ms=20_000, fault_every_ms=30_000))
     events = tmp_path / "events.jsonl"
     write_events(sim, events)
-    cluster = Standalone(tmp_path, workers=2).start()
-    try:
-        lines = {}
-        for name, master in (("local", "local[2]"), ("standalone", cluster.url)):
-            config = tmp_path / f"{name}.yaml"
-            # Two source partitions and the default 16 buckets of state: work for both executors.
-            config.write_text(yaml.safe_dump({"spark": {"master": master, "max_records_per_batch": 20_000}}))
-            out = tmp_path / f"{name}.jsonl"
-            run = subprocess.run([sys.executable, "-m", "streaming.cli", "replay", "--config", str(config),
-                                  "--alerts-out", str(out), str(events)],
-                                 env={**cluster.env, "SPARK_LOG_DIR": str(tmp_path / name)}, capture_output=True,
-                                 text=True, timeout=600, check=False)
-            assert run.returncode == 0, run.stderr[-3000:]
-            lines[name] = out.read_text().splitlines()
-        assert len(lines["local"]) > 20
-        assert lines["standalone"] == lines["local"]
-        # The replay did run on the cluster, with an executor on each worker.
-        (app,) = poll(lambda: [a for a in cluster.state()["completedapps"] if a["name"] == "fleetwatch_replay"],
-                      30, "the replay's application to complete")
-        assert app["state"] == "FINISHED"
-        workers = cluster.state()["workers"]
-        assert len(workers) == 2 and all(_ran_an_executor_of(worker, app["id"]) for worker in workers)
-    finally:
-        cluster.stop()
+    # Two source partitions and the default 16 buckets of state: work for both executors.
+    settings = {"spark": {"max_records_per_batch": 20_000}}
+    local = tmp_path / "local.jsonl"
+    replay_file(events, local, FleetwatchConfig.model_validate(settings))
+    config = tmp_path / "standalone.yaml"
+    config.write_text(yaml.safe_dump({"spark": {**settings["spark"], "master": cluster.url}}))
+    out = tmp_path / "standalone.jsonl"
+    run = subprocess.run([sys.executable, "-m", "streaming.cli", "replay", "--config", str(config),
+                          "--alerts-out", str(out), str(events)],
+                         env={**cluster.env, "SPARK_LOG_DIR": str(tmp_path / "standalone")}, capture_output=True,
+                         text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = {"local": local.read_text().splitlines(), "standalone": out.read_text().splitlines()}
+    assert len(lines["local"]) > 20
+    assert lines["standalone"] == lines["local"]
+    # The replay did run on the cluster, with an executor on each worker.
+    (app,) = poll(lambda: _completed(cluster, "fleetwatch_replay"), 30, "the replay's application to complete")
+    assert app["state"] == "FINISHED"
+    workers = cluster.state()["workers"]
+    assert len(workers) == 2 and all(_ran_an_executor_of(worker, app["id"]) for worker in workers)

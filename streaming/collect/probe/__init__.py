@@ -16,7 +16,10 @@ Per target, every `interval_ms` (a *round*):
    answer's cluster id, `expected` null (`cluster.id_changed` compares it with the pin). A refusal
    (`REBOOTSTRAP_REQUIRED`) is published with the identity sent as `expected`, so it is a
    `connection.misrouted` of that endpoint for that target; it reports no cluster id, so it neither
-   fires nor resolves `cluster.id_changed`, and the next bootstrap address is tried.
+   fires nor resolves `cluster.id_changed`, and the next bootstrap address is tried. So is the
+   next address after a fallback answer from another cluster: that answer is published (it is
+   the target reporting another id) and nothing else of that cluster is taken for the target (its
+   brokers, endpoints and heartbeats are not the target's).
 2. Endpoints: one connection to every endpoint advertised by a bootstrap answer within the
    last `forget_after_ms` (so a fenced or partitioned broker that still answers is seen), with
    `expected` = the cluster id and node id that advertisement named. Where the broker offers
