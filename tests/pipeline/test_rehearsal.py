@@ -14,8 +14,7 @@ from __future__ import annotations
 import pytest
 from support.rehearsal import Plan, Rehearsal, Topology, describe
 
-# Not in `make test`: on this 2-core machine its start-up alone took 8 min at load 20 (13 JVMs),
-# beyond the suite's 25-minute budget. `make rehearsal` runs it, then the bench's whole table.
+# `make test` runs it in a lane of its own (tests/lanes.py, lane C): it mostly waits on JVMs.
 pytestmark = [pytest.mark.rehearsal, pytest.mark.real_kafka, pytest.mark.spark, pytest.mark.postgres]
 
 
