@@ -42,7 +42,10 @@ def _parsed(offsets: Any) -> dict[str, Any] | None:
     if offsets is None:
         return None
     if isinstance(offsets, str):
-        offsets = json.loads(offsets)
+        try:
+            offsets = json.loads(offsets)
+        except ValueError:
+            return None  # not a Kafka source's offsets (the progress listener must not fail on it)
     return offsets if isinstance(offsets, dict) else None
 
 

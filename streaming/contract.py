@@ -46,6 +46,7 @@ __all__ = [
     "MAX_TRACKED_SOURCES",
     "REBOOTSTRAP_REQUIRED",
     "SCHEMA",
+    "UNREGISTERED",
     "Broker",
     "BrokerHeartbeat",
     "BrokerState",
@@ -67,6 +68,10 @@ SCHEMA = "fleetwatch.event/v1"
 # The Kafka error a broker answers a client that expects another cluster or node (KIP-1242): a
 # misroute. The probe reports it by this name, detection and the simulator recognise it.
 REBOOTSTRAP_REQUIRED = "REBOOTSTRAP_REQUIRED"
+# The `reason` of a `broker_state` OFFLINE that a collector read from the controller's registrations:
+# the broker left them (unregistered). An agent's OFFLINE for a crash carries any other reason: a
+# crashed broker stays registered in KRaft (streaming/detect/README.md, "Broker rules").
+UNREGISTERED = "no longer registered"
 BROKER_STATES = ("OFFLINE", "FENCED", "ONLINE", "STOPPING")
 HEARTBEAT_KINDS = ("registration", "heartbeat")
 EARLIEST_TS_MS = 946_684_800_000  # 2000-01-01T00:00:00Z

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .defaults import (
@@ -24,8 +25,13 @@ __all__ = ["Broker"]
 
 class Broker:
     def __init__(self, cluster_id: str | None, broker_id: int, incidents: Incidents,
-                 late_after: int | None = None) -> None:
+                 late_after: int | None = None, replaced: Callable[[Broker, int], bool] | None = None) -> None:
         self.cluster_id, self.broker_id, self.inc = cluster_id, broker_id, incidents
+        # README "Broker rules": another node id of the cluster advertises an address of this broker's
+        # that it no longer advertises itself (the fleet's advertisements at that moment).
+        self.replaced = replaced or (lambda broker, now: False)
+        self.addresses: set[str] = set()  # where it was last seen: its heartbeats' endpoints, else its first listing
+        self.gone = False  # it left its cluster: no rule, forgotten at once
         self.late_after = late_after  # broker.heartbeat_late: a heartbeat this old (None: the rule is off)
         self.subject = f"{cluster_id}/{broker_id}"  # a broker without a cluster id is "None/<id>"
         self.last_hb: int | None = None
@@ -46,7 +52,7 @@ class Broker:
     def forgotten(self, now: int) -> bool:
         """README "Forgetting": heard of by nothing for longer than the TTL, with no alert of it open and
         nothing due (a held session with a heartbeat is due once a controller is named again)."""
-        return (now - self.last_heard > STATE_TTL and not (self.held and self.last_hb is not None)
+        return self.gone or (now - self.last_heard > STATE_TTL and not (self.held and self.last_hb is not None)
                 and not any(self.inc.firing(rule, self.subject) for rule in SEVERITY if rule.startswith("broker."))
                 and not self.deadlines())
 
@@ -60,6 +66,8 @@ class Broker:
         return max(self.last_hb, self.takeover)
 
     def deadlines(self) -> list[int]:
+        if self.gone:
+            return []
         firing, s, out = self.inc.firing, self.subject, []
         start = self.session_start()
         if start is not None and not self.held and not firing("broker.heartbeat_lost", s):
@@ -87,6 +95,9 @@ class Broker:
     def on_time(self, now: int) -> None:
         start = self.session_start()
         if start is not None and not self.held and now == start + SESSION_TIMEOUT:
+            if self.replaced(self, now):
+                self.leave(now)  # stopped, and another node took its place: nothing fires
+                return
             self.fire("broker.heartbeat_lost", now,
                       f"broker {self.broker_id} sent no heartbeat for {SESSION_TIMEOUT} ms",
                       last_heartbeat_ms=self.last_hb)
@@ -110,6 +121,13 @@ class Broker:
         if len(self.changes) >= FLAP_THRESHOLD and now == self.changes[-FLAP_THRESHOLD] + FLAP_WINDOW:
             self.inc.resolve("broker.flapping", self.subject, now)
         self.check_partitioned(now)
+
+    def leave(self, at: int) -> None:
+        """It left its cluster (unregistered, or replaced at its address): every alert of it resolves."""
+        for rule in SEVERITY:
+            if rule.startswith("broker."):
+                self.inc.resolve(rule, self.subject, at)
+        self.gone = True
 
     def advance(self, now: int) -> None:
         advance(self.deadlines, self.on_time, now, self.inc.alerts)
@@ -155,6 +173,8 @@ class Broker:
             self.inc.resolve("broker.heartbeat_late", self.subject, ts)
         if hb.get("fenced") is not None:
             self.observe_fenced(hb["fenced"], ts)
+        if hb.get("endpoints"):
+            self.addresses = {f"{e['host']}:{e['port']}" for e in hb["endpoints"]}
         self.check_partitioned(ts)
 
     def on_state(self, ev: dict[str, Any]) -> None:
@@ -187,6 +207,8 @@ class Broker:
         self.check_partitioned(ts, r["target"])
 
     def on_listed(self, entry: dict[str, Any], r: dict[str, Any]) -> None:
+        if not self.addresses:
+            self.addresses = {f"{entry['host']}:{entry['port']}"}
         if entry.get("fenced") is not None:
             self.observe_fenced(entry["fenced"], r["ts"])
             self.check_partitioned(r["ts"], r["target"])

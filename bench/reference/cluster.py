@@ -3,11 +3,17 @@ cluster reaches each."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .broker import Broker
 from .controller import Controller
+from .fleet import Fleet
 from .incidents import Alerts, Incidents
+
+# README "Contract additions" and "Broker rules": the reason of a broker_state OFFLINE read from the
+# controller's registrations (the broker was unregistered); a crash reported by an agent has another.
+UNREGISTERED = "no longer registered"
 
 __all__ = ["Cluster"]
 
@@ -15,8 +21,10 @@ __all__ = ["Cluster"]
 class Cluster:
     """Broker and controller rules of one cluster id (README "Forgetting": a cluster shard)."""
 
-    def __init__(self, cluster_id: str | None, alerts: Alerts, heartbeat_late_ms: int | None = None) -> None:
+    def __init__(self, cluster_id: str | None, alerts: Alerts, fleet: Callable[[], Fleet],
+                 heartbeat_late_ms: int | None = None) -> None:
         self.cluster_id = cluster_id
+        self.fleet = fleet
         self.heartbeat_late_ms = heartbeat_late_ms
         self.inc = Incidents(alerts)
         self.brokers: dict[int, Broker] = {}
@@ -33,16 +41,35 @@ class Cluster:
             if self.brokers[broker_id].forgotten(now):
                 del self.brokers[broker_id]
         if broker_id not in self.brokers:
-            self.brokers[broker_id] = Broker(self.cluster_id, broker_id, self.inc, self.heartbeat_late_ms)
+            self.brokers[broker_id] = Broker(self.cluster_id, broker_id, self.inc, self.heartbeat_late_ms,
+                                             self.replaced)
             self.brokers[broker_id].held = self.controller.none_since is not None
         broker = self.brokers[broker_id]
         broker.last_heard = max(broker.last_heard, now)
         return broker
 
+    def replaced(self, broker: Broker, now: int) -> bool:
+        return self.fleet().taken_from(self.cluster_id or "", broker.broker_id, broker.addresses, now)
+
+    def advance_brokers(self, now: int) -> None:
+        """Before the cluster's advertisements change at `now`: a heartbeat deadline before it is
+        decided with the advertisements of its own moment."""
+        for broker in self.brokers.values():
+            broker.advance(now)
+
+    def leave_replaced(self, now: int) -> None:
+        """After an advertisement: a heartbeat-lost broker that another node id replaced leaves."""
+        for broker in self.brokers.values():
+            if (not broker.gone and self.inc.firing("broker.heartbeat_lost", broker.subject)
+                    and self.replaced(broker, now)):
+                broker.leave(now)
+
     def on_broker_event(self, ev: dict[str, Any]) -> None:
         broker = self.broker(ev["broker_id"], ev["ts"])
         if ev["type"] == "broker_heartbeat":
             broker.on_heartbeat(ev)
+        elif ev["state"] == "OFFLINE" and ev.get("reason") == UNREGISTERED:
+            broker.leave(ev["ts"])  # gone from the controller's registrations, not down
         else:
             broker.on_state(ev)
 

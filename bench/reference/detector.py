@@ -47,7 +47,8 @@ class Detector:
     def cluster(self, cluster_id: str | None, ts: int) -> Cluster:
         key = cluster_id or ""  # null and "" are one cluster without an id
         if key not in self.clusters:
-            self.clusters[key] = Part(lambda: Cluster(cluster_id or None, self.alerts, self.heartbeat_late_ms))
+            self.clusters[key] = Part(lambda: Cluster(cluster_id or None, self.alerts, lambda: self.fleet.rules,
+                                                      self.heartbeat_late_ms))
         return self.clusters[key].heard(ts)
 
     def target(self, name: str, ts: int) -> Target:
@@ -66,15 +67,22 @@ class Detector:
                 if ev["expected"] is None:
                     fleet.on_bootstrap(ev)
                 if ev.get("brokers"):
+                    cluster = self.cluster(ev["cluster_id"], ts)
+                    cluster.advance_brokers(ts)
                     fleet.advertise(ev["cluster_id"], [(e["node_id"], frozenset([address(e)])) for e in ev["brokers"]],
                                     ts, ev["target"], listing=True)
+                    cluster.leave_replaced(ts)
             return
-        self.cluster(ev["cluster_id"], ts).on_broker_event(ev)
+        cluster = self.cluster(ev["cluster_id"], ts)
+        cluster.on_broker_event(ev)
         fleet, cluster_id, broker_id = self.fleet.heard(ts), ev["cluster_id"], ev["broker_id"]
         if ev["type"] == "broker_heartbeat" and ev["kind"] == "registration" and ev.get("endpoints"):
             endpoints = frozenset(map(address, ev["endpoints"]))
+            cluster.advance_brokers(ts)
             fleet.advertise(cluster_id, [(broker_id, endpoints)], ts, None, listing=False)
+            cluster.leave_replaced(ts)
         elif ev["type"] == "broker_state" and ev["state"] == "OFFLINE":
+            cluster.advance_brokers(ts)
             fleet.unregistered(cluster_id, broker_id, ts)
         else:
             fleet.confirmed(cluster_id, broker_id, ts)

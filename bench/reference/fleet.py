@@ -146,6 +146,15 @@ class Fleet:
         else:
             self.renewed[pair] = ts
 
+    def taken_from(self, cluster_id: str, node_id: int, addresses: set[str], now: int) -> bool:
+        """Another node id of the cluster advertises now an address of `addresses` that the node no
+        longer advertises itself."""
+        pair = (cluster_id, node_id)
+        own = self.adverts[pair] if pair in self.adverts and not self.lapsed(pair, now) else frozenset()
+        left = addresses - own
+        return any(p[0] == cluster_id and p != pair and not self.lapsed(p, now) and not a.isdisjoint(left)
+                   for p, a in self.adverts.items())
+
     def withdraw(self, pair: tuple[str, int], ts: int) -> None:
         if pair not in self.adverts:
             return

@@ -27,13 +27,13 @@ The rules themselves (README.md beside this file) are plain Python over contract
 
 
 from streaming.detect.carried import carried_over_ends, is_carried_over
+from streaming.detect.driver import detect
 from streaming.detect.engine import (
     Handoff,
     HolderShard,
     Position,
     ShardEngine,
     ShardOutput,
-    detect,
     engine_for,
     shard_of_handoff,
     shards_of,

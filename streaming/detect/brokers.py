@@ -6,6 +6,7 @@ Plain Python over contract records; see README.md beside this file for the exact
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -34,6 +35,8 @@ EPOCH = "broker.epoch_regression"
 FLAPPING = "broker.flapping"
 ILLEGAL = "broker.illegal_transition"
 _RULES = (HEARTBEAT_LOST, FENCED, PARTITIONED, STUCK, EPOCH, FLAPPING, ILLEGAL)
+# Every rule about one broker: all of them end when the broker leaves its cluster.
+_ALL_RULES = (*_RULES, HEARTBEAT_LATE)
 
 
 @dataclass
@@ -63,6 +66,13 @@ class BrokerTracker:
     rack: str | None = None
     endpoints: list[str] = field(default_factory=list)
     updated_ms: int = 0
+    # When the broker left its cluster (unregistered, or replaced at its address by another node
+    # id: README "Broker rules"): from then on it has no rule, and the engine forgets it.
+    gone_at: int | None = None
+    # Whether another node id of the cluster has taken an address of this broker's at a moment
+    # (the engine's, from the cluster's advertisements); asked when heartbeat_lost falls due. Not pickled.
+    replaced: Callable[[BrokerTracker, int], bool] | None = field(default=None, init=False, repr=False,
+                                                                  compare=False)
     # The earliest deadline as of the last look, and the settings it was found with: nothing is
     # due before it. Valid until the tracker changes: every change of a field `deadlines` reads,
     # or of this broker's incidents, happens in a method below that clears it. Not pickled.
@@ -72,7 +82,7 @@ class BrokerTracker:
     def __getstate__(self) -> dict[str, Any]:
         # Only what the rules know goes into the state store, not the caches.
         state = self.__dict__.copy()
-        for cache in ("_quiet_until", "_quiet_rules", "subject"):
+        for cache in ("_quiet_until", "_quiet_rules", "subject", "replaced"):
             state.pop(cache, None)
         return state
 
@@ -97,6 +107,8 @@ class BrokerTracker:
 
     def deadlines(self, rules: RuleSettings, incidents: Incidents) -> list[int]:
         """Moments at which a condition of this broker changes with no event needed."""
+        if self.gone_at is not None:
+            return []
         firing = incidents.open
         s = self.subject
         out = []
@@ -132,6 +144,9 @@ class BrokerTracker:
         s = self.subject
         if (self.last_hb is not None and now == self.session_start + rules.session_timeout_ms
                 and self.session_held_since is None and not incidents.is_firing(HEARTBEAT_LOST, s)):
+            if self.replaced is not None and self.replaced(self, now):
+                self.leave(now, incidents, out)  # stopped, and another node took its place: no page
+                return
             self._fire(incidents, out, HEARTBEAT_LOST, now,
                        f"broker {self.broker_id} sent no heartbeat for {rules.session_timeout_ms} ms",
                        last_heartbeat_ms=self.last_hb)
@@ -310,12 +325,24 @@ class BrokerTracker:
         if at > self.updated_ms:
             self.updated_ms = at
 
+    def leave(self, at: int, incidents: Incidents, out: Emitter) -> None:
+        """The broker left its cluster at `at` (README "Broker rules"): every alert about it resolves,
+        none can fire again, and its row says OFFLINE. The engine forgets it (`forgettable`)."""
+        self._quiet_until = None
+        for rule in _ALL_RULES:
+            incidents.resolve(out, rule, self.subject, at)
+        self.gone_at = at
+        self.state, self.state_since, self.fenced, self.fenced_since = "OFFLINE", at, None, None
+
     # -- forgetting (README "Forgetting") ------------------------------------------------------
 
     def forgettable(self, now: int, ttl_ms: int, rules: RuleSettings, incidents: Incidents) -> bool:
         """Heard of by nothing (its events, a broker list, an answer) for longer than the state TTL
         before `now`, with no alert open and nothing due: the broker starts over. A held session
-        with a heartbeat keeps it: its deadline falls due when a controller is reported again."""
+        with a heartbeat keeps it: its deadline falls due when a controller is reported again. A
+        broker that left its cluster goes at once: whatever is heard of it next starts over."""
+        if self.gone_at is not None:
+            return True
         return (now - self.updated_ms > ttl_ms
                 and not (self.session_held_since is not None and self.last_hb is not None)
                 and not any((rule, self.subject) in incidents.open for rule in _RULES)

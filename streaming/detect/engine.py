@@ -15,29 +15,27 @@ No shard is fleet-wide (README.md, "Shards and scale-out").
 
 `ShardEngine` (first pass) and `HolderShard` (second pass) are plain, picklable Python: the
 Spark job keeps one per shard in its state store (in the format of state_format.py), and
-`detect()` runs the same engines over a list of events for tests and benchmarks.
+`driver.detect()` runs the same engines over a list of events for tests and benchmarks.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.alert import EVENT_PHASE, TIMER_PHASE, Alert
 from streaming.config import RuleBook, RuleSettings
-from streaming.contract import Broker, BrokerHeartbeat, BrokerState, Event, MetadataResponse
+from streaming.contract import UNREGISTERED, Broker, BrokerHeartbeat, BrokerState, Event, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
-from streaming.detect.brokers import BrokerTracker
+from streaming.detect.brokers import HEARTBEAT_LOST, BrokerTracker
 from streaming.detect.controller import ClusterTracker
 from streaming.detect.identity import HeldId, IdChange, IdHolders, TargetTracker
 from streaming.detect.misroutes import AddressChange, AddressHolders, Advertisements, check_misrouted
-from streaming.detect.state_format import dump_engine, load_engine
 from streaming.detect.tracker import Tracker
 
-__all__ = ["Handoff", "HolderShard", "Position", "ShardEngine", "ShardOutput", "detect", "engine_for",
-           "shard_of_handoff", "shards_of"]
+__all__ = ["Handoff", "HolderShard", "Position", "ShardEngine", "ShardOutput", "engine_for", "shard_of_handoff",
+           "shards_of"]
 
 CLUSTER_PREFIX = "cluster:"
 TARGET_PREFIX = "target:"
@@ -46,6 +44,8 @@ ID_PREFIX = "dup:"
 
 # What the first pass hands on to the second.
 Handoff = AddressChange | IdChange
+
+_DEFAULT_TTL_MS = RuleSettings().state_ttl_ms
 
 # Where an event sits in its input: (source, offset) or ("", line). Orders equal timestamps.
 Position = tuple[Any, ...]
@@ -131,6 +131,9 @@ class ShardEngine(_Forgettable):
     def _derive(self) -> None:
         """What the engine keeps beside its state: computed from it, not pickled."""
         self.cluster_id = self.shard.removeprefix(CLUSTER_PREFIX)
+        self._ttl_ms = _DEFAULT_TTL_MS  # the book's, from the next `advance` on
+        for tracker in self.brokers.values():
+            tracker.replaced = self._replaced
         self._forget_listing()
 
     def _forget_listing(self) -> None:
@@ -144,7 +147,8 @@ class ShardEngine(_Forgettable):
         self._listing_ms = 0  # when a response last listed them: each was heard of since
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "cluster_id" and not k.startswith("_listing")}
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("cluster_id", "_ttl_ms") and not k.startswith("_listing")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Older layouts are brought up to date by streaming/detect/state_format.py.
@@ -179,6 +183,7 @@ class ShardEngine(_Forgettable):
 
     def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
         """Fire every timer the watermark has passed (a timer at T fires once W > T)."""
+        self._ttl_ms = book.defaults.state_ttl_ms
         result = ShardOutput()
         out = Emitter(cause=(TIMER_PHASE, ()))
         done = None
@@ -266,6 +271,7 @@ class ShardEngine(_Forgettable):
                 self._forget_listing()
         if tracker is None:
             tracker = self.brokers[broker_id] = BrokerTracker(self.cluster_id or None, broker_id)
+            tracker.replaced = self._replaced
             if self.cluster is not None and self.cluster.none_since is not None:
                 tracker.hold_session(self.cluster.none_since)  # first heard while no controller is reported
         return tracker
@@ -302,6 +308,7 @@ class ShardEngine(_Forgettable):
                     else:
                         broker.advance_to(event.ts, rules, inc, timers)  # the held deadline stands
             if event.brokers:
+                self._advance_brokers(event.ts, rules, timers)
                 touched |= self._listed(event, rules, ttl, out, timers)
                 result.handoffs += self.advertisements.listed(self.cluster_id, event.brokers, event.ts, ttl,
                                                               event.target, position)
@@ -310,6 +317,8 @@ class ShardEngine(_Forgettable):
                 broker.on_answer(event, rules, inc, out)
                 broker.updated_ms = max(broker.updated_ms, event.ts)
                 touched.add(event.responder_node_id)
+            if event.brokers:
+                touched |= self._leave_replaced(event.ts, out)
             return touched, True
         broker = self._broker(event.broker_id, event.ts, rules, ttl, timers)
         broker.updated_ms = max(broker.updated_ms, event.ts)
@@ -319,15 +328,23 @@ class ShardEngine(_Forgettable):
                 self._forget_listing()
             broker.on_heartbeat(event, rules, inc, out)
             if event.kind == "registration" and event.endpoints:
+                self._advance_brokers(event.ts, rules, timers)
                 result.handoffs += adverts.registered(
                     self.cluster_id, event.broker_id, frozenset(e.address for e in event.endpoints), event.ts, ttl,
                     position)
+                return {event.broker_id} | self._leave_replaced(event.ts, out), False
             else:
                 result.handoffs += adverts.heard(self.cluster_id, event.broker_id, event.ts, ttl, position)
         else:
             assert isinstance(event, BrokerState)
-            broker.on_state(event, rules, inc, out)
+            if event.state == "OFFLINE" and event.reason == UNREGISTERED:
+                # It left the controller's registrations: it is gone, not down (a crash stays registered).
+                broker.leave(event.ts, inc, out)
+                self._forget_listing()
+            else:
+                broker.on_state(event, rules, inc, out)
             if event.state == "OFFLINE":  # no longer registered: it advertises nothing
+                self._advance_brokers(event.ts, rules, timers)
                 result.handoffs += adverts.unregistered(self.cluster_id, event.broker_id, event.ts, ttl, position)
             else:
                 result.handoffs += adverts.heard(self.cluster_id, event.broker_id, event.ts, ttl, position)
@@ -336,6 +353,31 @@ class ShardEngine(_Forgettable):
                 "state": event.state, "previous_state": event.previous_state, "reason": event.reason,
             })
         return {event.broker_id}, False
+
+    def _advance_brokers(self, now: int, rules: RuleSettings, timers: Emitter) -> None:
+        """Before the cluster's advertisements change at `now`: what fell due before it fires first,
+        so a heartbeat deadline sees the advertisements of its own moment (`_replaced`), whatever
+        the micro-batches."""
+        for broker in self.brokers.values():
+            broker.advance_to(now, rules, self.incidents, timers)
+
+    def _replaced(self, broker: BrokerTracker, now: int) -> bool:
+        """Another node id of the cluster took an address of the broker's (README "Broker rules")."""
+        return self.advertisements.taken_from(broker.broker_id, broker.endpoints, now, self._ttl_ms)
+
+    def _leave_replaced(self, now: int, out: Emitter) -> set[int]:
+        """After an advertisement at `now`: the heartbeat-lost brokers another node id replaced leave
+        the cluster (their ids)."""
+        if not any(rule == HEARTBEAT_LOST for rule, _ in self.incidents.open):
+            return set()
+        gone = {broker_id for broker_id, broker in self.brokers.items()
+                if broker.gone_at is None and self.incidents.is_firing(HEARTBEAT_LOST, broker.subject)
+                and self._replaced(broker, now)}
+        for broker_id in sorted(gone):
+            self.brokers[broker_id].leave(now, self.incidents, out)
+        if gone:
+            self._forget_listing()
+        return gone
 
     def _listed(self, event: MetadataResponse, rules: RuleSettings, ttl: int, out: Emitter,
                 timers: Emitter) -> frozenset[int]:
@@ -425,49 +467,3 @@ class HolderShard(_Forgettable):
             out.cause = (EVENT_PHASE, (change.ts, *change.position))
             self.holders.apply(change, self.incidents, out)  # type: ignore[arg-type]
         return ShardOutput(alerts=timers.alerts + out.alerts)
-
-
-def detect(events: Sequence[Event], book: RuleBook | None = None, *,
-           batch_size: int | None = None, pickled: bool = False) -> list[Alert]:
-    """Run the engines over events in order, cut into micro-batches like the Spark job does.
-
-    The watermark of a batch is the largest event time of the batches before it minus the
-    allowed lateness; the first pass's hand-offs reach the second pass in the same batch. After
-    the last batch, timers fire up to the final watermark, exactly as a live job would (the end
-    of the input is not silence). `pickled`: keep the engines pickled between batches, as the
-    job's state store does (what they do not pickle is cache).
-    """
-    book = book or RuleBook()
-    lateness = book.defaults.allowed_lateness_ms
-    engines: dict[str, ShardEngine | HolderShard] = {}
-    alerts: list[Alert] = []
-    watermark = -(2**62)
-    size = batch_size or max(len(events), 1)
-
-    def run(by_shard: dict[str, list[tuple[Position, Any]]]) -> list[Handoff]:
-        handoffs = []
-        for shard, items in sorted(by_shard.items()):
-            engine = engines.setdefault(shard, engine_for(shard))
-            out = engine.process(items, watermark, book)
-            alerts.extend(out.alerts)
-            handoffs += out.handoffs
-            if engine.forgotten(watermark, book):
-                del engines[shard]  # as the job drops it
-            elif pickled:
-                engines[shard] = load_engine(dump_engine(engine))
-        return handoffs
-
-    for start in range(0, len(events), size):
-        by_shard: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
-        for line, event in enumerate(events[start:start + size], start=start):
-            for shard in shards_of(event):
-                by_shard[shard].append((("", line), event))
-        second: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
-        for change in run(by_shard):
-            second[shard_of_handoff(change)].append(((), change))
-        run(second)
-        batch_max = max(e.ts for e in events[start:start + size])
-        watermark = max(watermark, batch_max - lateness)
-    for _, engine in sorted(engines.items()):
-        alerts += engine.advance(watermark, book).alerts
-    return sorted(alerts, key=Alert.sort_key)

@@ -132,6 +132,14 @@ class Advertisements:
         return self._advertise(cluster_id, [(node_id, advert.addresses)], [], at, ttl_ms, None, position,
                                listed=advert.listed)
 
+    def taken_from(self, node_id: int, addresses: list[str], now: int, ttl_ms: int) -> bool:
+        """Whether another node id of the cluster advertises now an address of `addresses` (where
+        `node_id` was last seen) that `node_id` itself no longer advertises: it was replaced there."""
+        own = self.by_node.get(node_id)
+        left = set(addresses) - (own.addresses if own is not None and not _lapsed(own, now, ttl_ms) else set())
+        return bool(left) and any(node != node_id and not _lapsed(advert, now, ttl_ms)
+                                  and not advert.addresses.isdisjoint(left) for node, advert in self.by_node.items())
+
     def forget_lapsed(self, now: int, ttl_ms: int) -> None:
         """Drop the pairs whose lease lapsed before `now`: every address has forgotten them, and
         a pair seen again starts over, whether it was dropped or not."""

@@ -10,6 +10,7 @@ watermark (`streaming.bus.check_list_offsets`, by behaviour); ours is right on a
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
@@ -177,7 +178,11 @@ def read_telemetry(
         reader = (
             spark.readStream.format(SPARK_SOURCE)
             .option("kafka.bootstrap.servers", access.bootstrap)
-            .option("subscribe", ",".join(topics))
+            # A pattern, not a list: with `subscribe` the connector's admin client describes every named
+            # topic and a deleted one fails the query (UnknownTopicOrPartitionException, measured on
+            # Kafka 4.4); matched by a pattern, a deleted topic's partitions are gone (data loss, counted)
+            # and a topic created again is read from its beginning. The offsets are the same.
+            .option("subscribePattern", "|".join(f"^{re.escape(t)}$" for t in topics))
             .option("startingOffsets", starting_offsets)
             .options(**access.spark_options, **(kafka_options or {}))
         )

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from streaming.contract import BrokerHeartbeat, BrokerState, event_to_dict
+from streaming.contract import UNREGISTERED, BrokerHeartbeat, BrokerState, event_to_dict
 
 __all__ = ["ControllerReading", "MetricsUnavailable", "ViewMemory", "parse_metrics", "read_controllers",
            "view_events"]
@@ -181,11 +181,12 @@ def view_events(reading: ControllerReading, cluster_id: str | None, seen: Any, m
             out.append(event_to_dict(BrokerState(
                 ts=at, source=source, cluster_id=cluster_id, broker_id=key[1], state=now[key],
                 previous_state=previous, broker_epoch=None,
-                reason=f"controller registration state {reading.states[key[1]]}")))
+                reason=UNREGISTERED if reading.states[key[1]] == -1
+                else f"controller registration state {reading.states[key[1]]}")))
     for key in sorted(gone, key=lambda k: k[1]):
         out.append(event_to_dict(BrokerState(
             ts=at, source=source, cluster_id=cluster_id, broker_id=key[1], state="OFFLINE",
-            previous_state=seen.registrations.pop(key), broker_epoch=None, reason="no longer registered")))
+            previous_state=seen.registrations.pop(key), broker_epoch=None, reason=UNREGISTERED)))
     seen.registrations.update({k: v for k, v in now.items() if v != "OFFLINE"})
     for key in [k for k, v in now.items() if v == "OFFLINE"]:
         seen.registrations.pop(key, None)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.collect.probe.exchange import Answer
-from streaming.contract import BrokerHeartbeat, BrokerState, event_to_dict
+from streaming.contract import UNREGISTERED, BrokerHeartbeat, BrokerState, event_to_dict
 
 __all__ = ["LastReadings", "heartbeats", "registrations"]
 
@@ -107,5 +107,5 @@ def _state_event(ts: int, key: tuple[str | None, int], new: str, previous: str |
                  source: str) -> dict[str, Any]:
     return event_to_dict(BrokerState(
         ts=ts, source=source, cluster_id=key[0], broker_id=key[1], state=new, previous_state=previous,
-        broker_epoch=None, reason="no longer registered" if new == "OFFLINE" else "DescribeCluster registration"))
+        broker_epoch=None, reason=UNREGISTERED if new == "OFFLINE" else "DescribeCluster registration"))
 
