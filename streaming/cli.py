@@ -71,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Watch a fleet of Kafka clusters: partitioned and fenced brokers, misrouted "
                     "connections, cluster-identity violations and controller trouble.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from streaming.ops import add_metrics_arguments, check_config
+    from streaming.metrics import add_metrics_arguments
+    from streaming.ops import check_config
 
     def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
