@@ -1,4 +1,6 @@
-"""The `fleetwatch` command line."""
+"""The `fleetwatch` command line. An error of fleetwatch that reaches it is one line on stderr and
+the exit code of its kind (streaming/errors.py: 2 configuration or input, 3 store, 4 bus, 5 a
+part that did not start, 6 another notifier holds the lease, 1 any other)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from streaming.config import ConfigError, FleetwatchConfig, load_config
-from streaming.resilience import StoreFailure
+from streaming.config import FleetwatchConfig, load_config
+from streaming.errors import ConfigError, run_command
 
 __all__ = ["main"]
 
@@ -71,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Watch a fleet of Kafka clusters: partitioned and fenced brokers, misrouted "
                     "connections, cluster-identity violations and controller trouble.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from streaming.ops import add_metrics_arguments, check_config
+    from streaming.metrics import add_metrics_arguments
+    from streaming.ops import check_config
 
     def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -129,16 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     setup_logging()
-    try:
-        return args.func(args)
-    except ConfigError as exc:
-        print(f"fleetwatch {args.command}: {exc}", file=sys.stderr)
-        return 2
-    except StoreFailure as exc:  # a store error waiting will not cure (streaming/resilience.py): one line
-        print(f"fleetwatch {args.command}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_command(args.command, lambda: args.func(args))
 
 
 if __name__ == "__main__":

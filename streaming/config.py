@@ -15,6 +15,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from streaming.alert import RULES
 from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_MAX_SOURCE_LEAD_MS
+from streaming.errors import ConfigError
 
 __all__ = [
     "AlertingConfig",
@@ -414,10 +415,6 @@ class RuleBook:
         """By pinned cluster id first; else by the target name its responses carry."""
         found = self._by_cluster_id.get(cluster_id or "")
         return found if found is not None else self.for_target(target)
-
-
-class ConfigError(Exception):
-    """A configuration problem, already phrased as one line for the user."""
 
 
 def yaml_line(root: yaml.Node | None, loc: Sequence[Any]) -> int | None:

@@ -33,6 +33,7 @@ from typing import Any, Literal
 import orjson
 
 from streaming import clock, topics
+from streaming.errors import FleetwatchError
 
 __all__ = [
     "AHEAD_REASONS",
@@ -100,7 +101,7 @@ _TYPE_TOPIC = {
 }
 
 
-class Rejected(ValueError):
+class Rejected(FleetwatchError, ValueError):
     """A message that breaks the contract; `reason` is a short machine-readable code."""
 
     def __init__(self, reason: str, detail: str = "") -> None:

@@ -23,13 +23,15 @@ from pathlib import Path
 
 from pyspark.version import __version__ as _SPARK_VERSION
 
+from streaming.errors import SetupFailure
+
 __all__ = ["BUNDLES", "JMX_EXPORTER", "SPARK_KAFKA", "Bundle", "JarsUnavailable", "agent_jar", "cache_dir", "classpath",
            "connector_jars", "fetch", "main"]
 
 _COMPLETE = ".complete"
 
 
-class JarsUnavailable(Exception):
+class JarsUnavailable(SetupFailure):
     """Java or Maven is missing, or Maven Central refused an artifact; the message is one line."""
 
 

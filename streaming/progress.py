@@ -13,7 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.bus_loss import records_lost
 from streaming.clock import now_ms
-from streaming.ops import increment
+from streaming.metrics import increment
 from streaming.resilience import Throttle, one_line
 from streaming.store import Store
 

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from streaming.errors import FleetwatchError, StoreFailure
+
 __all__ = [
     "BACKOFF_FIRST_S",
     "BACKOFF_MAX_S",
@@ -42,12 +44,8 @@ BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 10.0
 
 
-class Stopping(Exception):
+class Stopping(FleetwatchError):
     """The process was asked to stop while it waited for the store."""
-
-
-class StoreFailure(RuntimeError):
-    """A store error that waiting will not cure; its message is one line (the cause is chained)."""
 
 
 # SQLite primary result codes (https://sqlite.org/rescode.html) a wait may cure: another connection

@@ -1,20 +1,44 @@
-"""The house rules of issue 18, checked on the source tree: each stage is entered through its face
-(its package's `__init__`), the CLI is imported by the entry point only, the dashboard does not
-reach into the notifier, and no module grows past 500 lines."""
+"""The house rules of issues 18 and 29, checked on the source tree: each stage is entered through its
+face (its package's `__init__`), imports point only down the floors (`FLOORS`) and so close no circle,
+the CLI is imported by the entry point only, the dashboard does not reach into the notifier, and no
+module grows past 500 lines. `python tests/test_house.py` prints the import map's size."""
 
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted(p for top in ("streaming", "dashboard", "bench") for p in (ROOT / top).rglob("*.py"))
-# Stages: packages under streaming/ (and the dashboard); modules directly in streaming/ are the ground floor.
+# Stages: packages under streaming/ (and the dashboard). A room of the import map is a stage or a
+# module directly in streaming/.
 STAGES = sorted(p.name for p in (ROOT / "streaming").iterdir() if (p / "__init__.py").is_file())
 MAX_LINES = 500
+
+# The floors, bottom first: a room imports only rooms on floors below its own. /metrics follows
+# client_python's layout: its counters (metrics.counters, no import of the project) are what the
+# sinks and the progress recorder count into, its exposition reads the store; the pipeline serves it,
+# and the ops commands (check-config, the spark-submit driver) stand on the pipeline.
+FLOORS: list[tuple[str, set[str]]] = [
+    ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss"}),
+    ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
+    ("tools that fail", {"jars", "resilience"}),
+    ("records", {"contract", "alert"}),
+    ("config", {"config"}),
+    ("rules, bus", {"detect", "bus"}),
+    ("store, telemetry in, readers", {"store", "collect", "source"}),
+    ("on the store and the probe", {"metrics", "notify", "kraft"}),
+    ("the job's outputs, the dashboard", {"sinks", "progress", "dashboard", "demo_receiver"}),
+    ("console", {"console"}),
+    ("pipeline", {"pipeline"}),
+    ("programs", {"ops", "spark_daemon", "demo"}),
+    ("entry point", {"cli"}),
+]
 
 
 def _module(path: Path) -> str:
@@ -40,6 +64,83 @@ def _stage_of(module: str) -> str | None:
     if parts[0] == "streaming" and len(parts) > 1 and parts[1] in STAGES:
         return parts[1]
     return None
+
+
+def _room(module: str) -> str | None:
+    """The room of a module of the project: its stage, or the module itself when directly in streaming/."""
+    parts = module.split(".")
+    if parts[0] == "dashboard":
+        return "dashboard"
+    if parts[0] == "streaming" and len(parts) > 1 and (parts[1] in STAGES or len(parts) == 2):
+        return parts[1]
+    return None
+
+
+def import_map() -> dict[str, set[str]]:
+    """Room -> the other rooms it imports (lazy imports and TYPE_CHECKING ones too)."""
+    arrows: dict[str, set[str]] = defaultdict(set)
+    for path in SOURCES:
+        if (room := _room(_module(path))) is None:
+            continue
+        arrows[room] |= {other for name in _imports(path) if (other := _room(name)) not in (None, room)}
+    return dict(arrows)
+
+
+def _floor(room: str) -> int:
+    return next(i for i, (_, rooms) in enumerate(FLOORS) if room in rooms)
+
+
+def _upward(arrows: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{room} imports {other}" for room, others in arrows.items() for other in others
+                  if _floor(other) >= _floor(room))
+
+
+def _circles(arrows: dict[str, set[str]]) -> list[set[str]]:
+    """The groups of rooms that reach each other through imports (strongly connected, more than one room)."""
+    reach = {room: set(others) for room, others in arrows.items()}
+    changed = True
+    while changed:  # transitive closure: a few dozen rooms
+        changed = False
+        for seen in reach.values():
+            more = set().union(*(reach.get(other, set()) for other in seen)) - seen
+            if more:
+                seen |= more
+                changed = True
+    groups = {frozenset({room} | {other for other in seen if room in reach.get(other, ())})
+              for room, seen in reach.items() if room in seen}
+    return [set(group) for group in groups]
+
+
+def test_every_room_has_a_floor():
+    rooms = set(import_map()) | {other for others in import_map().values() for other in others}
+    placed = [room for _, floor in FLOORS for room in floor]
+    assert sorted(rooms - set(placed)) == []
+    assert len(placed) == len(set(placed)), "a room on two floors"
+
+
+def test_imports_point_only_down_the_floors():
+    assert _upward(import_map()) == []
+
+
+def test_no_rooms_import_each_other_in_a_circle():
+    assert _circles(import_map()) == []
+
+
+def test_every_exception_class_derives_from_fleetwatch_error():
+    """A class that names a built-in exception as a base names a kind of streaming/errors.py too
+    (`class Rejected(FleetwatchError, ValueError)`): the CLI's mapping then covers it."""
+    builtin = {name for name, value in vars(builtins).items() if isinstance(value, type)
+               and issubclass(value, BaseException)}
+    outside = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef) or (_module(path), node.name) == ("streaming.errors",
+                                                                                     "FleetwatchError"):
+                continue
+            bases = [ast.unparse(base) for base in node.bases]
+            if any(base in builtin for base in bases) and all(base in builtin for base in bases):
+                outside.append(f"{_module(path)}.{node.name}({', '.join(bases)})")
+    assert outside == []
 
 
 def test_the_cli_is_imported_by_no_module():
@@ -94,3 +195,15 @@ def test_no_module_is_over_500_lines():
     long = [f"{p.relative_to(ROOT)}: {n}" for p in [*SOURCES, *tests]
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
     assert long == []
+
+
+if __name__ == "__main__":  # the numbers of the import map, for a note
+    rooms = import_map()
+    every = set(rooms) | {other for others in rooms.values() for other in others}
+    floors = {room for _, floor in FLOORS for room in floor}
+    unplaced = sorted(every - floors)
+    upward = _upward(rooms) if not unplaced else []
+    print(f"rooms {len(every)}, arrows {sum(map(len, rooms.values()))}, upward imports {len(upward)}, "
+          f"circles {len(_circles(rooms))}" + (f"; not on a floor: {unplaced}" if unplaced else ""))
+    for line in upward + [" <-> ".join(sorted(group)) for group in _circles(rooms)]:
+        print(" ", line)

@@ -38,6 +38,7 @@ from kafka.errors import (
 
 from streaming import topics as bus_topics
 from streaming.bus.access import BusAccess
+from streaming.errors import BusFailure
 from streaming.resilience import one_line
 
 __all__ = ["BusError", "EmbeddedBus", "answers_api_versions", "ensure_topics", "free_port", "tansu_binary"]
@@ -102,7 +103,7 @@ def _named(error: BaseException) -> str:
     return text.removeprefix(f"{name}: ") if text.startswith(f"{name}: {name}") else text
 
 
-class BusError(RuntimeError):
+class BusError(BusFailure):
     """The telemetry bus could not be started, reached or prepared."""
 
 

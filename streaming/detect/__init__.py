@@ -12,7 +12,8 @@ Its interface, as the pipeline (streaming/pipeline/) and the others use it:
   rows). `next_deadline(book)` is when the shard must wake up with no event, and
   `forgotten(watermark, book)` says when the job drops its state (state TTL, forgetting.py).
 - `dump_engine(engine)` / `load_engine(data)`: an engine as bytes for the checkpoint's state
-  store, in the format STATE_FORMAT_VERSION; every earlier format loads (state_format.py).
+  store, in the format STATE_FORMAT_VERSION; the formats of the two-pass job before it (3 on) load,
+  those of the one-stage job are refused in one line (state_format.py).
 - `is_carried_over(starts_at, evidence_since)`, `carried_over_ends(carried, fired, snapshots)`:
   which alerts open before a reset of the detection state outlive it, and when the new state ends
   them (carried.py).

@@ -10,6 +10,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streaming.errors import SetupFailure
+
 __all__ = ["KafkaNode", "NodeFailed", "clock_environment"]
 
 # Debian's `faketime` package (libfaketime); the Makefile's `system` target installs it.
@@ -17,7 +19,7 @@ _LIBFAKETIME = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib
                 "/usr/local/lib/faketime/libfaketime.so.1")
 
 
-class NodeFailed(Exception):
+class NodeFailed(SetupFailure):
     """A node did not format or start; the message names its log file."""
 
 

@@ -5,7 +5,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from streaming.config import ConfigError
+from streaming.errors import run_command
 from streaming.notify import cli
 
 
@@ -23,13 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.set_defaults(func=command)
     args = parser.parse_args(argv)
     setup_logging()
-    try:
-        return args.func(args)
-    except ConfigError as exc:  # as `fleetwatch notify|silence` says it
-        print(f"fleetwatch {args.command}: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return run_command(args.command, lambda: args.func(args))  # as `fleetwatch notify|silence` says it
 
 
 sys.exit(main())

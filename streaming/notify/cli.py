@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import sys
 import threading
 import time
 
@@ -43,7 +42,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions, describe_counts
+    from streaming.notify.delivery import Notifier, NotifyOptions, describe_counts
     from streaming.store import Store
 
     for flag, value, low in (("--group-wait-ms", args.group_wait_ms, 0), ("--interval-ms", args.interval_ms, 1),
@@ -69,10 +68,7 @@ def command(args: argparse.Namespace) -> int:
     try:
         notifier = Notifier(config, store, options)
         counts = notifier.run(stop, once=args.once, requeue_dead=args.requeue_dead)
-    except NotifierBusy as exc:
-        print(f"fleetwatch notify: {exc}", file=sys.stderr)
-        return 1
-    finally:
+    finally:  # NotifierBusy goes on to the CLI: one line, exit 6
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if notifier is not None:

@@ -50,6 +50,7 @@ import httpx
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.config import FleetwatchConfig
+from streaming.errors import NotifierBusy
 from streaming.notify.lease import Lease
 from streaming.notify.planning import Planner
 from streaming.notify.policy import (
@@ -100,10 +101,6 @@ class NotifyOptions:
     retention_interval_ms: int = 300_000
     retention_batch_alerts: int = 500
     retention_batches: int = 20
-
-
-class NotifierBusy(Exception):
-    """Another notifier holds the store's lease."""
 
 
 def _state_change(delivery: QueuedDelivery, verdict: Verdict) -> StateChange:

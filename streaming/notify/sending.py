@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from streaming.errors import FleetwatchError
 from streaming.notify.policy import parse_retry_after
 from streaming.notify.receivers import HttpRequest, Receiver
 from streaming.redact import Scrubber
@@ -50,7 +51,7 @@ class Outcome:
 NOT_SENT = Outcome(False, error="not sent: the notifier lease does not cover the attempt", sent=False)
 
 
-class _AttemptTimeout(Exception):
+class _AttemptTimeout(FleetwatchError):
     pass
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import TypeAdapter, ValidationError
@@ -101,6 +102,18 @@ def _schema_problems(raw: dict[str, Any], file: str, root: yaml.Node | None) -> 
     return []
 
 
+def _job_checkpoint(config: SimpleNamespace) -> str | None:
+    """The checkpoint URL the job would write, when it is not the configured URL's path with the
+    query's name under it: the job joins the name to the URL as text, so a URL with a query or a
+    fragment (`s3a://b/ck?versionId=3`) gets the name inside them, and Hadoop takes the whole as a path."""
+    from streaming.pipeline import QUERY_NAME, checkpoint_path
+
+    used = checkpoint_path(FleetwatchConfig.model_construct(spark=config.spark), QUERY_NAME)
+    meant, got = urlsplit(config.spark.checkpoint_dir), urlsplit(used)
+    wanted = (meant.scheme, meant.netloc, f"{meant.path.rstrip('/')}/{QUERY_NAME}", "", "")
+    return None if got == wanted else used
+
+
 def _deploy_problems(config: SimpleNamespace, file: str, root: yaml.Node | None, *, check_env: bool,
                      connect: bool) -> list[Problem]:
     """Checks that matter when deploying, on every section that passed the schema."""
@@ -127,11 +140,7 @@ def _deploy_problems(config: SimpleNamespace, file: str, root: yaml.Node | None,
     if not local and checkpoint and not Path(checkpoint).is_absolute() and "://" not in checkpoint:
         add("spark.checkpoint_dir", "relative path with a cluster master: use a path every node shares "
                                     "(a shared volume, hdfs://, s3a://)", "warning")
-    if "://" in checkpoint:
-        from streaming.pipeline import checkpoint_path
-
-        used = checkpoint_path(SimpleNamespace(spark=config.spark), "fleetwatch")
-        if not used.startswith(checkpoint.rstrip("/") + "/"):
+    if "://" in checkpoint and (used := _job_checkpoint(config)) is not None:
             add("spark.checkpoint_dir", f"this version of the job turns the URL into {used!r}: "
                                         "use a path every node shares (a mounted volume)")
 

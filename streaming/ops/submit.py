@@ -8,7 +8,7 @@ store, same SIGTERM handling (the running micro-batch finishes, then the query s
 failed query restarts from its checkpoint in this session (`streaming.pipeline.supervise`).
 `--metrics-port` serves Prometheus `/metrics` from the driver for as long as the job runs, on
 `--metrics-host` (default 127.0.0.1; the Kubernetes manifest says 0.0.0.0), with the auth of
-`streaming.ops.metrics` (FLEETWATCH_METRICS_TOKEN, ...).
+`streaming.metrics` (FLEETWATCH_METRICS_TOKEN, ...).
 
 Outside spark-submit (no py4j gateway handed over), it runs with the config's `spark.master`.
 """
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from streaming.config import ConfigError, load_config
-from streaming.ops.metrics_access import add_metrics_arguments
+from streaming.metrics import add_metrics_arguments
 
 __all__ = ["main"]
 

@@ -27,7 +27,7 @@ from streaming import topics
 from streaming.bus import BusAccess, EmbeddedBus
 from streaming.config import FleetwatchConfig
 from streaming.console import StatusReader, StatusTicker, duration_text, open_console, plural
-from streaming.ops import start_metrics_server
+from streaming.metrics import start_metrics_server
 from streaming.pipeline.graph import build_pipeline
 from streaming.pipeline.session import checkpoint_id, checkpoint_path, refuse_one_stage_checkpoint, spark_session
 from streaming.pipeline.supervise import Supervisor, first_line

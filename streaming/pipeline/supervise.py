@@ -37,6 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.clock import now_ms
 from streaming.config import ConfigError, RestartSettings
+from streaming.errors import FleetwatchError
 from streaming.resilience import Stopping, one_line
 from streaming.store import Store
 
@@ -74,7 +75,7 @@ NOT_RESTARTABLE = (
 STOP_STUCK_S = 120.0
 
 
-class QueryStalled(Exception):
+class QueryStalled(FleetwatchError):
     """The query is active but stuck (`StallWatch`): a failure to restart from, like a thrown one."""
 
 

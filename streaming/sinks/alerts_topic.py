@@ -10,6 +10,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 
 from streaming import topics
 from streaming.bus import BusAccess, BusError, ensure_topics
+from streaming.errors import FleetwatchError
 from streaming.resilience import one_line
 from streaming.sinks.batch_writer import KeyedAlert
 
@@ -22,7 +23,7 @@ _PUBLISH_TIMEOUT_S = 10.0
 _TOPIC_RETRY_S = 60.0
 
 
-class PublishFailed(Exception):
+class PublishFailed(FleetwatchError):
     """Some alerts of a batch were not published; `failed` says how many."""
 
     def __init__(self, failed: int, total: int, error: str) -> None:

@@ -30,7 +30,7 @@ from streaming.clock import now_ms
 from streaming.config import RetentionConfig
 from streaming.contract import MAX_TRACKED_SOURCES
 from streaming.detect import carried_over_ends
-from streaming.ops import increment
+from streaming.metrics import increment
 from streaming.resilience import Throttle, one_line, retry_store
 from streaming.store import Store
 

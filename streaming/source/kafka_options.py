@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from streaming.errors import BusFailure
+
 __all__ = [
     "CLIENT_OPTION",
     "DEFAULT_MAX_RECORDS_PER_BATCH",
@@ -21,7 +23,7 @@ DEFAULT_TIMEOUT_MS = 60_000
 CLIENT_OPTION = "client."
 
 
-class KafkaSourceError(RuntimeError):
+class KafkaSourceError(BusFailure):
     """The Kafka bus could not be read."""
 
 

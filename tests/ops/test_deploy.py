@@ -369,20 +369,17 @@ def test_kustomize_renders_the_manifests(tmp_path):
     assert config == (K8S / "conf" / "fleetwatch.yaml").read_text()
 
 
-def test_check_config_reports_a_url_checkpoint_the_job_would_mangle(tmp_path):
-    from types import SimpleNamespace
-
-    from streaming.config import SparkConfig
-    from streaming.pipeline.session import checkpoint_path
-
+@pytest.mark.parametrize(("checkpoint_dir", "used"), [
+    ("s3a://bucket/fleetwatch", None),  # the job keeps a plain URL intact: nothing to report
+    ("hdfs://nn:8020/ck/", None),
+    ("s3a://bucket/ck?versionId=3", "s3a://bucket/ck?versionId=3/fleetwatch"),  # the name lands in the query
+    ("gs://bucket/ck#v2", "gs://bucket/ck#v2/fleetwatch"),
+])
+def test_check_config_reports_a_url_checkpoint_the_job_would_mangle(tmp_path, checkpoint_dir, used):
     config = tmp_path / "fleetwatch.yaml"
     config.write_text("bus: {bootstrap_servers: 'k1:9092'}\n"
-                      "spark: {master: 'spark://m:7077', checkpoint_dir: 's3a://bucket/fleetwatch'}\n")
-    used = checkpoint_path(SimpleNamespace(spark=SparkConfig(checkpoint_dir="s3a://bucket/fleetwatch")), "fleetwatch")
+                      f"spark: {{master: 'spark://m:7077', checkpoint_dir: '{checkpoint_dir}'}}\n")
     problems = [p.render() for p in check_config.check_file(config)]
-    if used.startswith("s3a://bucket/fleetwatch/"):  # the job keeps URLs intact: nothing to report
-        assert problems == []
-    else:
-        assert problems == [f"{config}:2: error: spark.checkpoint_dir: this version of the job turns the URL "
-                            f"into {used!r}: use a path every node shares "
-                            "(a mounted volume)"]
+    assert problems == ([] if used is None else [
+        f"{config}:2: error: spark.checkpoint_dir: this version of the job turns the URL into {used!r}: "
+        "use a path every node shares (a mounted volume)"])

@@ -18,7 +18,7 @@ import yaml
 from support.processes import free_port, poll, stop_process
 
 from streaming.alert import Alert
-from streaming.ops.metrics import CONTENT_TYPE, render_metrics, start_metrics_server
+from streaming.metrics import CONTENT_TYPE, render_metrics, start_metrics_server
 from streaming.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +142,7 @@ _METRICS_ENV = ("FLEETWATCH_METRICS_HOST", "FLEETWATCH_METRICS_PORT", "FLEETWATC
 def test_metrics_listen_on_loopback_by_default(tmp_path, monkeypatch):
     import argparse
 
-    from streaming.ops.metrics_access import add_metrics_arguments
+    from streaming.metrics import add_metrics_arguments
     from streaming.pipeline.run import RunOptions
 
     for name in _METRICS_ENV:

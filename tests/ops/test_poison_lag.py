@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from streaming.ops.metrics import render_metrics
+from streaming.metrics import render_metrics
 from streaming.progress import _iso_ms
 from streaming.store import Store
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from streaming import clock
-from streaming.ops.metrics import start_metrics_server
+from streaming.metrics import start_metrics_server
 from streaming.store import Store
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "fleetwatch-rules.yaml"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from streaming.config import ConfigError, RestartSettings, load_config
-from streaming.ops.metrics import render_metrics
+from streaming.metrics import render_metrics
 from streaming.pipeline.supervise import Backoff, QueryStalled, StallWatch, first_line, restartable
 from streaming.store import Store
 

@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from streaming import clock
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation
-from streaming.ops.metrics import start_metrics_server
+from streaming.metrics import start_metrics_server
 from streaming.pipeline.run import start_job
 from streaming.store import Store, alerts, quarantine, source_clocks
 

@@ -23,7 +23,7 @@ from support.live_fleet import poll_until, produce, real_kafka_bus, stored_lines
 
 from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
-from streaming.ops.metrics import render_metrics
+from streaming.metrics import render_metrics
 from streaming.pipeline.run import start_job
 from streaming.source import KafkaReaderOptions, KafkaStreamReader
 from streaming.store import Store

@@ -10,7 +10,7 @@ from sqlalchemy import func, select, text
 
 from streaming.alert import Alert
 from streaming.config import FleetwatchConfig, RetentionConfig
-from streaming.ops.metrics import render_metrics
+from streaming.metrics import render_metrics
 from streaming.pipeline.state import OUTPUT_SCHEMA
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.store import (

@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from streaming.contract import UNREGISTERED, BrokerHeartbeat, BrokerState, event_to_dict
+from streaming.errors import FleetwatchError
 
 __all__ = ["ControllerReading", "MetricsUnavailable", "ViewMemory", "parse_metrics", "read_controllers",
            "view_events"]
@@ -55,7 +56,7 @@ _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
-class MetricsUnavailable(Exception):
+class MetricsUnavailable(FleetwatchError):
     """A controller's metrics endpoint did not answer usably; the message is one line."""
 
 

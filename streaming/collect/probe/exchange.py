@@ -15,6 +15,7 @@ from typing import Any
 from streaming.collect.probe.targets import Target, format_address
 from streaming.collect.protocol.client import DEFAULT_MAX_FRAME, TIMEOUT, Connection, KafkaErrorResponse, ProbeFailure
 from streaming.contract import MAX_NAME_CHARS, Broker, Expected, MetadataResponse, event_to_dict
+from streaming.errors import FleetwatchError
 
 __all__ = [
     "METADATA_LOG",
@@ -88,7 +89,7 @@ class Answer:
     unlisted: tuple[str, ...] = ()
 
 
-class IdentityCheckUnusable(Exception):
+class IdentityCheckUnusable(FleetwatchError):
     """The broker advertises ApiVersions v5 but refused or dropped our identity check."""
 
 

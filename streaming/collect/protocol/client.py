@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.collect.protocol.codec import DecodeError, decode_response, encode_request, spec
+from streaming.errors import FleetwatchError
 
 __all__ = [
     "AUTH_FAILED",
@@ -121,7 +122,7 @@ def error_name(code: int) -> str:
     return name if name and name != "UNKNOWN" else f"KAFKA_ERROR_{code}"
 
 
-class ProbeFailure(Exception):
+class ProbeFailure(FleetwatchError):
     """A failed exchange: `code` goes into the event's `error` field."""
 
     def __init__(self, code: str, detail: str = "") -> None:

@@ -24,6 +24,7 @@ from functools import cache
 from typing import Any
 
 from streaming.collect.protocol.specs import SPECS
+from streaming.errors import FleetwatchError
 
 __all__ = [
     "API_VERSIONS_KEY",
@@ -45,7 +46,7 @@ _FIXED = {"bool": ">?", "int8": ">b", "int16": ">h", "uint16": ">H", "int32": ">
           "float64": ">d"}
 
 
-class DecodeError(ValueError):
+class DecodeError(FleetwatchError, ValueError):
     """Bytes that do not match the spec at the given version."""
 
 

@@ -1,7 +1,7 @@
 """Who may read `/metrics` and where it listens: the auth the environment asks for
 (`metrics_auth_from_env`: a bearer token or basic auth, secrets from the environment or files) and
 the address (`metrics_host`, `add_metrics_arguments` for the commands that serve it; loopback by
-default). The exposition itself is `streaming.ops.metrics`.
+default). The exposition itself is `streaming.metrics.exposition`.
 """
 
 from __future__ import annotations

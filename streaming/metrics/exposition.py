@@ -30,11 +30,11 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
 - `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
   `fleetwatch_metrics_render_seconds`.
 
-Counters of the serving process (the job's, when it serves `/metrics`): `increment()` counts what
-went wrong without failing the job, e.g. `fleetwatch_store_write_retries_total` and
+Counters of the serving process (the job's, when it serves `/metrics`; streaming.metrics.counters):
+`increment()` counts what went wrong without failing the job, e.g. `fleetwatch_store_write_retries_total` and
 `fleetwatch_alert_publish_failures_total`. Every counter is listed from 0.
 
-Where it listens and who may read it (streaming.ops.metrics_access): `--metrics-host` (default
+Where it listens and who may read it (streaming.metrics.access): `--metrics-host` (default
 $FLEETWATCH_METRICS_HOST, else 127.0.0.1: loopback, for a Prometheus on the same host; 0.0.0.0 in
 a pod, where Prometheus scrapes the pod's address). `/metrics` needs a bearer token when FLEETWATCH_METRICS_TOKEN (or
 FLEETWATCH_METRICS_TOKEN_FILE, a file holding it) is set, or basic auth when
@@ -66,13 +66,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from streaming import clock
 from streaming.alert import RULES
 from streaming.contract import AHEAD_REASONS, BROKER_STATES
-from streaming.ops.metrics_access import (
+from streaming.metrics.access import (
     DEFAULT_METRICS_HOST,
     MetricsAuth,
     is_loopback,
     metrics_auth_from_env,
     metrics_host,
 )
+from streaming.metrics.counters import COUNTERS, counter_values
 from streaming.store import (
     alerts,
     brokers,
@@ -87,9 +88,7 @@ from streaming.store import (
 
 __all__ = [
     "CONTENT_TYPE",
-    "COUNTERS",
     "MetricsServer",
-    "increment",
     "render_metrics",
     "start_metrics_server",
     "wsgi_app",
@@ -100,28 +99,6 @@ log = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STATES = (*sorted(BROKER_STATES), "UNKNOWN")
 _FROM_ENV: Any = object()  # the servers' auth default: metrics_auth_from_env()
-
-
-# name -> help of the process counters; their values, under a lock (any thread may count).
-COUNTERS: dict[str, str] = {
-    "fleetwatch_store_write_retries_total":
-        "Store writes of the job retried after a transient error (database down, restarting or unreachable).",
-    "fleetwatch_alert_publish_failures_total":
-        "Alerts not published to the alerts topic (best effort: the store and the outbox have them).",
-    "fleetwatch_retention_deleted_rows_total": "Rows the job deleted because they were older than the retention.",
-    "fleetwatch_bus_records_lost_total":
-        "Telemetry records the bus dropped before the job read them (retention, DeleteRecords, a deleted topic).",
-}
-_COUNTS: dict[str, float] = dict.fromkeys(COUNTERS, 0.0)
-_COUNTS_LOCK = threading.Lock()
-
-
-def increment(name: str, by: float = 1) -> None:
-    """Add to a process counter (one of COUNTERS)."""
-    if name not in COUNTERS:
-        raise KeyError(f"unknown counter {name!r}")
-    with _COUNTS_LOCK:
-        _COUNTS[name] += by
 
 
 @dataclass
@@ -326,8 +303,7 @@ def render_metrics(engine: Engine, now_ms: int | None = None) -> str:
         up.add(0)
     took = _Family("fleetwatch_metrics_render_seconds", "Time spent reading the store for this scrape.")
     took.add(round(time.perf_counter() - started, 6))
-    with _COUNTS_LOCK:
-        counts = dict(_COUNTS)
+    counts = counter_values()
     counters = [_Family(name, text, [({}, counts[name])], kind="counter") for name, text in COUNTERS.items()]
     return "\n".join(line for fam in (up, *families, took, *counters) for line in fam.render()) + "\n"
 
