@@ -97,7 +97,9 @@ def test_a_telemetry_topic_deleted_under_the_job_is_read_again_once_it_is_back(
                        "the alert from the recreated topic's records")
             assert job.query.exception() is None and job.query.isActive
             # Other telemetry topics may be new in a batch (created by their first record): said too.
-            back = [r for r in _lines(caplog, "bus topic present again") if r.topic == topics.HEARTBEATS]
+            # Said once the batch's progress reaches the listener, which can be after its alert is stored.
+            back = poll_until(lambda: [r for r in _lines(caplog, "bus topic present again")
+                                       if r.topic == topics.HEARTBEATS], 60, "the line saying the topic is back")
     finally:
         job.stop()
         spark.streams.removeListener(job.recorder)
