@@ -10,9 +10,15 @@ compaction: collectors send plain records), so nothing else makes them differ.
 
 The two offset formats:
 - Spark's connector: `{"<topic>": {"<partition>": <offset>}}`;
-- the Python reader (`streaming.source`): `{"<topic>:<partition>": <offset>, "topic_ids": {...}}`.
+- the Python reader (`streaming.source`): `{"<topic>:<partition>": <offset>, "topic_ids": {...},
+  "gone_topics": [...]}`.
 A partition that went back, or whose topic got another id, was read from its beginning (0) by
 both sources: it planned `end` records. A partition new in a batch is read from 0 as well.
+
+A topic deleted under the running job shows the same way: Spark's connector (subscribed by pattern)
+drops the topic's partitions from the batch's end offsets, the Python reader names it in
+`gone_topics` (it keeps the partitions' offsets); when the topic exists again it is back in the end
+offsets, or out of `gone_topics`. `topics_changed` tells both.
 """
 
 from __future__ import annotations
@@ -20,16 +26,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["planned_records", "records_lost"]
+__all__ = ["planned_records", "records_lost", "topics_changed"]
 
 _TOPIC_IDS = "topic_ids"
+_GONE_TOPICS = "gone_topics"
 
 
 def _by_partition(offsets: dict[str, Any]) -> tuple[dict[str, int], dict[str, str]]:
     """Offsets by "topic:partition", and the topic ids (Python reader only)."""
     flat: dict[str, int] = {}
     for key, value in offsets.items():
-        if key == _TOPIC_IDS:
+        if key in (_TOPIC_IDS, _GONE_TOPICS):
             continue
         if isinstance(value, dict):  # Spark's connector: per topic, per partition
             flat.update({f"{key}:{partition}": int(offset) for partition, offset in value.items()})
@@ -69,3 +76,18 @@ def records_lost(start: Any, end: Any, read: int) -> int:
     """Records a batch planned and did not read: the bus no longer held them."""
     planned = planned_records(start, end)
     return 0 if planned is None else max(0, planned - read)
+
+
+def _topics(offsets: dict[str, Any]) -> set[str]:
+    """The topics a source's offsets say it reads: those with partitions, but the gone ones."""
+    return {key.rsplit(":", 1)[0] for key in _by_partition(offsets)[0]} - set(offsets.get(_GONE_TOPICS) or ())
+
+
+def topics_changed(start: Any, end: Any) -> tuple[list[str], list[str]]:
+    """The topics a batch lost (deleted from the bus) and those it gained (back, or new), between
+    two offsets of a Kafka source; nothing when they are not a Kafka source's (or the first batch)."""
+    begin, until = _parsed(start), _parsed(end)
+    if begin is None or until is None:
+        return [], []
+    before, after = _topics(begin), _topics(until)
+    return sorted(before - after), sorted(after - before)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pyspark.sql.streaming import StreamingQueryListener
 from sqlalchemy.exc import SQLAlchemyError
 
-from streaming.bus_loss import records_lost
+from streaming.bus_loss import records_lost, topics_changed
 from streaming.clock import now_ms
 from streaming.metrics import increment
 from streaming.resilience import Throttle, one_line
@@ -98,6 +98,7 @@ class ProgressRecorder(StreamingQueryListener):
         """What the batch's Kafka sources planned and did not read: the bus had dropped it
         (streaming/bus_loss.py). Counted, and said in one line per batch that met it."""
         for source in p.sources:
+            self._say_topics_changed(source, p.batchId, name)
             lost = records_lost(source.startOffset, source.endOffset, source.numInputRows)
             if lost:
                 increment("fleetwatch_bus_records_lost_total", lost)
@@ -105,6 +106,18 @@ class ProgressRecorder(StreamingQueryListener):
                             "from what it holds", extra={"query": name, "batch_id": p.batchId, "lost": lost,
                                                          "source": source.description,
                                                          "from": source.startOffset, "to": source.endOffset})
+
+    @staticmethod
+    def _say_topics_changed(source, batch_id: int, name: str) -> None:
+        """One line when a topic the job reads is deleted from the bus, one when it is back: the
+        sources' own words are in Spark's JVM log or its Python workers, never in the job's log."""
+        gone, back = topics_changed(source.startOffset, source.endOffset)
+        for topic in gone:
+            log.warning("bus topic deleted: the job reads nothing of it until it exists again (it does not "
+                        "create it)", extra={"query": name, "batch_id": batch_id, "topic": topic})
+        for topic in back:
+            log.info("bus topic present again (or new): reading what it holds",
+                     extra={"query": name, "batch_id": batch_id, "topic": topic})
 
     def _write_progress(self, p, name: str, watermark_ms: int | None, duration: int, state_rows: int) -> None:
         """One pipeline_progress row; best effort: while the store is away, progress rows are lost

@@ -1,9 +1,12 @@
 """The offsets of the `fleetwatch_kafka` source and the arithmetic of planning a micro-batch on them.
 
 An offset is a JSON object `{"<topic>:<partition>": <next offset>, ..., "topic_ids": {"<topic>":
-<topic id>}}` (string keys, because Spark round-trips it through JSON in the checkpoint); the ids
-tell a topic that was deleted and created again (or lost by an in-memory bus) from the one read
-so far.
+<topic id>}, "gone_topics": ["<topic>", ...]}` (string keys, because Spark round-trips it through
+JSON in the checkpoint); the ids tell a topic that was deleted and created again (or lost by an
+in-memory bus) from the one read so far. `gone_topics` (only when not empty) names the topics read
+before that the bus no longer holds: their partitions keep their offsets (a topic that comes back
+under its old id goes on from there), and the batch that meets the deletion differs from the one
+before, so the job's progress listener sees it and names the topic (streaming/bus_loss.py).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from kafka import TopicPartition
 
 __all__ = [
+    "GONE_TOPICS",
     "TOPIC_IDS",
     "Offsets",
     "allocate",
@@ -24,7 +28,9 @@ __all__ = [
 ]
 
 Offsets = dict[str, Any]
-TOPIC_IDS = "topic_ids"  # no topic-partition key: those always hold a ':'
+# No topic-partition key: those always hold a ':'.
+TOPIC_IDS = "topic_ids"
+GONE_TOPICS = "gone_topics"
 
 
 def partition_key(topic: str, partition: int) -> str:
@@ -38,8 +44,8 @@ def topic_partition(key: str) -> TopicPartition:
 
 
 def offsets_by_partition(offsets: Offsets) -> dict[str, int]:
-    """The topic-partitions' offsets, without the topic ids."""
-    return {key: offset for key, offset in offsets.items() if key != TOPIC_IDS}
+    """The topic-partitions' offsets, without the topic ids and the gone topics."""
+    return {key: offset for key, offset in offsets.items() if key not in (TOPIC_IDS, GONE_TOPICS)}
 
 
 def restarted_topics(start: Offsets, end: Offsets) -> set[str]:

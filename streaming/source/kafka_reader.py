@@ -40,7 +40,9 @@ planned (its topic deleted, recreated or truncated; DeleteRecords or retention) 
 the bus still holds it, without failing the query: the job counts what was skipped from the batch's
 progress (`fleetwatch_bus_records_lost_total`, streaming/bus_loss.py), as it does for Spark's
 connector with `failOnDataLoss=false`. A deleted topic is not created again by the reader (its
-clients never ask for auto-creation); its partitions are read again once it exists again.
+clients never ask for auto-creation); its partitions are read again once it exists again. While it
+is gone, the offsets name it (`gone_topics`): the job's progress listener says when it went and
+when it came back (streaming/bus_loss.py).
 
 Values that are not valid UTF-8 are decoded with U+FFFD replacement characters (an Arrow
 string column cannot carry the raw bytes); they are never valid event JSON, so the parser
@@ -65,6 +67,7 @@ from pyspark.sql.types import StructType
 from streaming.resilience import Throttle, one_line
 from streaming.source.kafka_consumers import drop_executor_consumer, executor_consumer, new_consumer
 from streaming.source.kafka_offsets import (
+    GONE_TOPICS,
     TOPIC_IDS,
     Offsets,
     allocate,
@@ -174,6 +177,13 @@ class KafkaStreamReader(DataSourceStreamReader):
             latest[key] = positions.get(key, 0) + rows
         if ids:
             latest[TOPIC_IDS] = ids
+        # Topics read before that the bus no longer holds: named in the offsets, so the batch that
+        # meets the deletion differs from the last one and the progress listener can say so.
+        present = {tp.topic for tp in self._partitions or []}
+        known = {topic_partition(key).topic for key in positions} | set(ids)
+        gone = sorted(topic for topic in known if topic in self.options.topics and topic not in present)
+        if gone:
+            latest[GONE_TOPICS] = gone
         return latest
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
@@ -229,6 +239,11 @@ class KafkaStreamReader(DataSourceStreamReader):
             merged[key] = offset if restart else max(offset, merged.get(key, offset))
         if TOPIC_IDS in offsets:
             merged[TOPIC_IDS] = dict(sorted({**merged.get(TOPIC_IDS, {}), **offsets[TOPIC_IDS]}.items()))
+        # As the last batch saw them: offsets reported while the bus is away must not bring a gone
+        # topic back (nor hide it), or the job would say it came back and went again.
+        merged.pop(GONE_TOPICS, None)
+        if GONE_TOPICS in offsets:
+            merged[GONE_TOPICS] = list(offsets[GONE_TOPICS])
         self._frontier = merged
 
     def _initial_offsets(self) -> Offsets:

@@ -3,7 +3,8 @@ bus, with both telemetry sources (Spark's kafka connector and the Python reader,
 
 - DeleteRecords while the job is stopped (what retention does to a job down for too long): the
   restarted job counts exactly the records it lost (`fleetwatch_bus_records_lost_total`), says so in
-  one log line, keeps running, and raises no alert a healthy fleet does not deserve.
+  one log line, keeps running, and raises no alert a healthy fleet does not deserve. For a loss
+  longer than a broker session it does raise some (not yet fixed: see that test).
 - The Python reader alone: a planned range whose topic is deleted before it is read ends at once,
   instead of failing the query after `timeout_ms` (which a restart of the query would meet again),
   without creating the topic again; once created again, its records are read from 0, once.
@@ -11,6 +12,7 @@ bus, with both telemetry sources (Spark's kafka connector and the Python reader,
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -23,10 +25,12 @@ from support.live_fleet import poll_until, produce, real_kafka_bus, stored_lines
 
 from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
+from streaming.contract import event_from_dict
+from streaming.detect import detect
 from streaming.metrics import render_metrics
 from streaming.pipeline.run import start_job
 from streaming.source import KafkaReaderOptions, KafkaStreamReader
-from streaming.store import Store
+from streaming.store import Store, alert_history
 
 pytestmark = [pytest.mark.real_kafka]
 
@@ -55,22 +59,14 @@ def _ends(bootstrap: str) -> dict[TopicPartition, int]:
         consumer.close()
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize("source", ["spark", "python"])
-def test_records_deleted_while_the_job_was_stopped_are_counted_once_and_the_job_goes_on(
-        spark, test_config, kafka_bus, tmp_path, caplog, source):
-    started = time.monotonic()
-    config = test_config.model_copy(update={
-        "bus": test_config.bus.model_copy(update={"bootstrap_servers": kafka_bus, "source": source}),
-        "spark": test_config.spark.model_copy(update={"checkpoint_dir": str(tmp_path / "checkpoint"),
-                                                      "trigger_ms": 500}),
-    })
-    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    events = list(Simulation(FleetSpec(clusters=2, brokers=3, faults=(), start_ms=START_MS,
-                                       duration_ms=60_000, seed=5)).events())
-    read = [e for e in events if e[1]["ts"] < LOST_FROM_MS]
-    lost = [e for e in events if LOST_FROM_MS <= e[1]["ts"] < LOST_UNTIL_MS]
-    rest = [e for e in events if e[1]["ts"] >= LOST_UNTIL_MS]
+def _lose_while_stopped(spark, config, kafka_bus: str, store: Store, caplog, events: list,
+                        lost_from_ms: int, lost_until_ms: int) -> tuple[list[logging.LogRecord], float]:
+    """The job reads the events before `lost_from_ms` and stops; those up to `lost_until_ms` are
+    produced and deleted (DeleteRecords) unread, the rest produced; the job restarts and reads
+    them. The loss lines of the restarted job's log, and what it added to the counter."""
+    read = [e for e in events if e[1]["ts"] < lost_from_ms]
+    lost = [e for e in events if lost_from_ms <= e[1]["ts"] < lost_until_ms]
+    rest = [e for e in events if e[1]["ts"] >= lost_until_ms]
     assert lost and rest
 
     def run_until(rows: int) -> None:
@@ -98,11 +94,72 @@ def test_records_deleted_while_the_job_was_stopped_are_counted_once_and_the_job_
     with caplog.at_level(logging.INFO, logger="streaming.progress"):
         run_until(len(rest))
     lines = [r for r in caplog.records if r.getMessage().startswith("bus data loss:")]
+    return lines, _lost_total(store) - counted
+
+
+def _job_config(test_config, kafka_bus: str, tmp_path: Path, source: str):
+    return test_config.model_copy(update={
+        "bus": test_config.bus.model_copy(update={"bootstrap_servers": kafka_bus, "source": source}),
+        "spark": test_config.spark.model_copy(update={"checkpoint_dir": str(tmp_path / "checkpoint"),
+                                                      "trigger_ms": 500}),
+    })
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("source", ["spark", "python"])
+def test_records_deleted_while_the_job_was_stopped_are_counted_once_and_the_job_goes_on(
+        spark, test_config, kafka_bus, tmp_path, caplog, source):
+    started = time.monotonic()
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    events = list(Simulation(FleetSpec(clusters=2, brokers=3, faults=(), start_ms=START_MS,
+                                       duration_ms=60_000, seed=5)).events())
+    lost = [e for e in events if LOST_FROM_MS <= e[1]["ts"] < LOST_UNTIL_MS]
+    lines, counted = _lose_while_stopped(spark, _job_config(test_config, kafka_bus, tmp_path, source), kafka_bus,
+                                         store, caplog, events, LOST_FROM_MS, LOST_UNTIL_MS)
     assert [r.lost for r in lines] == [len(lost)]
-    assert _lost_total(store) - counted == len(lost)
+    assert counted == len(lost)
     assert stored_lines(store) == set()  # a healthy fleet: the 4 s it lost raise nothing
     print(f"\n{source}: {len(lost)} deleted records counted in one line; test took "
           f"{time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("source", ["spark", "python"])
+def test_a_loss_longer_than_a_broker_session_is_counted_and_raises_no_alert(
+        spark, test_config, kafka_bus, tmp_path, caplog, source):
+    """30 s of a healthy fleet's telemetry deleted unread (longer than the 9 s broker session).
+    Measured (both sources): counted in one line, the job goes on, and it stores exactly what the
+    detector makes of the records it read: `broker.heartbeat_lost` firing for every broker (at its
+    last heartbeat before the loss + 9 s) and resolved at its first heartbeat after it. A false page
+    made by the job's blindness: detection does not know of the loss (issue 27). Until it does,
+    this test xfails when those are the only alerts, and fails on anything else."""
+    started = time.monotonic()
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    events = list(Simulation(FleetSpec(clusters=2, brokers=3, faults=(), start_ms=START_MS,
+                                       duration_ms=90_000, seed=5)).events())
+    lost_from, lost_until = START_MS + 30_000, START_MS + 60_000
+    lost = [e for e in events if lost_from <= e[1]["ts"] < lost_until]
+    lines, counted = _lose_while_stopped(spark, _job_config(test_config, kafka_bus, tmp_path, source), kafka_bus,
+                                         store, caplog, events, lost_from, lost_until)
+    assert [r.lost for r in lines] == [len(lost)]
+    assert counted == len(lost)
+    stored = stored_lines(store)
+    read = [event_from_dict(e) for _, e in events if not lost_from <= e["ts"] < lost_until]
+    assert stored == {(a.to_dict()["alert_id"], a.status) for a in detect(read)}
+    brokers = {(e["cluster_id"], e["broker_id"]) for _, e in events if e.get("kind") == "heartbeat"}
+    print(f"\n{source}: {len(lost)} deleted records counted in one line; {len(stored)} alert lines stored; "
+          f"test took {time.monotonic() - started:.1f} s")
+    if stored:
+        rules = _stored_rules(store)
+        assert rules == [("broker.heartbeat_lost", "firing")] * len(brokers) + [
+            ("broker.heartbeat_lost", "resolved")] * len(brokers)
+        pytest.xfail(f"{len(brokers)} brokers: broker.heartbeat_lost fired and resolved for each (issue 27)")
+
+
+def _stored_rules(store: Store) -> list[tuple[str, str]]:
+    with store.engine.connect() as conn:
+        bodies = [json.loads(row.body) for row in conn.execute(alert_history.select())]
+    return sorted((b["rule"], b["status"]) for b in bodies)
 
 
 def test_a_range_whose_topic_is_deleted_before_it_is_read_ends_at_once(kafka_bus):
