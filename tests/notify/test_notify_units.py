@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import insert, select
 from support.notify import SECRET, delivery_rows, iso_ms, make_alert, resolved
 
 from streaming.alert import Alert
@@ -30,7 +31,7 @@ from streaming.notify.receivers import (
 )
 from streaming.notify.routes import Router
 from streaming.redact import Scrubber, redact_text, redact_url
-from streaming.store import Store, parse_duration
+from streaming.store import DEAD, NO_RECEIVER, PENDING, Store, deliveries, outbox, parse_duration
 
 
 def test_signature_roundtrip_and_tamper():
@@ -224,3 +225,24 @@ def test_alertmanager_entry_times():
     # a resolution stamped in the future (clock skew) must not keep it firing
     late = am.alert_entry(Alert.from_dict(resolved(firing, now + 3_600_000)), now)
     assert late["endsAt"] == "2025-11-22T08:28:20.000Z"
+
+
+def test_planning_dead_letters_an_outbox_body_that_is_not_an_alert(tmp_path):
+    """The body is parsed once, into `Alert`: JSON that is not an object, or an object that is not
+    a whole alert (a field missing, a rule unknown), is a dead letter at once; an alert is planned."""
+    notifier = _notifier(tmp_path, lambda request: httpx.Response(200))
+    good = make_alert("broker.fenced", cluster="c1", broker=1, starts_at=1_000)
+    no_summary = {k: v for k, v in make_alert("broker.fenced", cluster="c1", broker=2, starts_at=1_000).items()
+                  if k != "summary"}
+    bodies = {"good": json.dumps(good, sort_keys=True), "not json": "{", "a list": "[1, 2]",
+              "no summary": json.dumps(no_summary), "unknown rule": json.dumps({**good, "rule": "broker.gone"})}
+    with notifier.store.engine.begin() as conn:
+        conn.execute(insert(outbox), [{"alert_id": name, "status": "firing", "subject": "broker:c1:1", "body": body,
+                                       "created_at": 1_000, "attempts": 0} for name, body in bodies.items()])
+    notifier.planner.plan()
+    with notifier.store.engine.connect() as conn:
+        planned = {r.alert_id: (r.receiver, r.state, r.rule, r.group_key)
+                   for r in conn.execute(select(deliveries))}
+    assert planned.pop("good") == ("ops", PENDING, "broker.fenced", "cluster:c1")
+    assert planned == {name: (NO_RECEIVER, DEAD, "", "") for name in bodies if name != "good"}
+    notifier.close()
