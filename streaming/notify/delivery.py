@@ -34,7 +34,6 @@ is `streaming.store.DeliveryQueue`.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -103,6 +102,27 @@ class NotifyOptions:
     retention_batches: int = 20
 
 
+_NotAnAlert = ValueError | KeyError | TypeError  # what `OutgoingAlert.of` raises for a body that is no alert
+
+
+def _parsed(rows: Iterable[QueuedDelivery]) -> dict[int, OutgoingAlert | _NotAnAlert]:
+    """delivery id -> its stored body parsed once, into the alert its silences and its receiver
+    read; or, for a body that is not an alert object, why (its send fails for good)."""
+    out: dict[int, OutgoingAlert | _NotAnAlert] = {}
+    for row in rows:
+        try:
+            out[row.id] = OutgoingAlert.of(row.body)
+        except (ValueError, KeyError, TypeError) as exc:
+            out[row.id] = exc
+    return out
+
+
+def _outgoing(parsed: OutgoingAlert | _NotAnAlert) -> OutgoingAlert:
+    if isinstance(parsed, OutgoingAlert):
+        return parsed
+    raise parsed
+
+
 def _state_change(delivery: QueuedDelivery, verdict: Verdict) -> StateChange:
     hold = verdict.action == HOLD
     return StateChange(delivery.id, delivery.outbox_id, HELD if hold else SILENCED, verdict.silence_id,
@@ -162,8 +182,10 @@ class Notifier:
 
     # -- silences ----------------------------------------------------------------------------
 
-    def _silence_verdicts(self, receiver: Receiver, rows: list[QueuedDelivery], now: int) -> dict[int, Verdict]:
-        """delivery id -> what a silence makes of it, for the rows not simply sent now."""
+    def _silence_verdicts(self, receiver: Receiver, rows: list[QueuedDelivery],
+                          alerts: Mapping[int, OutgoingAlert | _NotAnAlert], now: int) -> dict[int, Verdict]:
+        """delivery id -> what a silence makes of it, for the rows not simply sent now (`alerts`:
+        the rows' alerts, `_parsed`)."""
         if not rows:
             return {}
         silences = active_silences(self.store, min(r.created_at for r in rows))
@@ -172,15 +194,16 @@ class Notifier:
             [r.alert_id for r in rows if r.status != "resolved"] if silences else [])
         out: dict[int, Verdict] = {}
         for row in rows:
+            parsed = alerts[row.id]
+            if not isinstance(parsed, OutgoingAlert):
+                continue  # no alert: its send fails for good
             if row.status == "resolved":
                 state, silence_id, until = firing_state.get(row.alert_id, (None, None, None))
                 if state is None and not silences:
                     continue
-                verdict = resolution_verdict(json.loads(row.body), row.created_at, now, silences, state, silence_id,
-                                             until)
+                verdict = resolution_verdict(parsed.alert, row.created_at, now, silences, state, silence_id, until)
             elif silences:
-                verdict = firing_verdict(json.loads(row.body), row.created_at, now, silences,
-                                         resolved_at.get(row.alert_id))
+                verdict = firing_verdict(parsed.alert, row.created_at, now, silences, resolved_at.get(row.alert_id))
             else:
                 continue
             if verdict.action != SEND:
@@ -193,7 +216,7 @@ class Notifier:
         held = self.queue.held_due(receiver.name, now, self.options.batch_limit)
         if not held:
             return
-        verdicts = self._silence_verdicts(receiver, held, now)
+        verdicts = self._silence_verdicts(receiver, held, _parsed(held), now)
         released = [r for r in held if r.id not in verdicts]
         self.queue.settle_held([_state_change(r, verdicts[r.id]) for r in held
                                 if r.id in verdicts and verdicts[r.id].action in (HOLD, SILENCE)], released, now)
@@ -227,9 +250,10 @@ class Notifier:
             groups.setdefault(row.group_key, []).append(row)
         return [group[i:i + size] for group in groups.values() for i in range(0, len(group), size)]
 
-    def _deliver(self, receiver: Receiver, unit: list[QueuedDelivery]) -> Outcome:
+    def _deliver(self, receiver: Receiver, unit: list[QueuedDelivery],
+                 alerts: Mapping[int, OutgoingAlert | _NotAnAlert]) -> Outcome:
         try:
-            request = receiver.request([OutgoingAlert.of(r.body) for r in unit], self.now_ms())
+            request = receiver.request([_outgoing(alerts[r.id]) for r in unit], self.now_ms())
         except (ValueError, KeyError, TypeError) as exc:
             outcome = Outcome(False, permanent=True, error=f"cannot build the message: {type(exc).__name__}: {exc}")
         else:
@@ -338,11 +362,13 @@ class Notifier:
             if not rows:
                 break
             attempted.update(r.id for r in rows)
-            verdicts = self._silence_verdicts(receiver, rows, now)
+            alerts = _parsed(rows)
+            verdicts = self._silence_verdicts(receiver, rows, alerts, now)
             if verdicts:
                 self._record_verdicts(receiver, [r for r in rows if r.id in verdicts], verdicts)
                 rows = [r for r in rows if r.id not in verdicts]
-            futures = [self._pools[name].submit(self._deliver, receiver, unit) for unit in self._units(receiver, rows)]
+            futures = [self._pools[name].submit(self._deliver, receiver, unit, alerts)
+                       for unit in self._units(receiver, rows)]
             wait_futures(futures)
             results = [future.result() for future in futures]
             outcomes = [o for o in results if o.sent]

@@ -6,11 +6,12 @@ alert object is a dead letter."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from streaming.alert import Alert
 from streaming.notify.receivers import Receiver
 from streaming.notify.routes import Router, group_key
 from streaming.store import DEAD, NO_RECEIVER, PENDING, DeliveryQueue
@@ -46,23 +47,21 @@ class Planner:
                 base = {"outbox_id": row.id, "alert_id": row.alert_id, "status": row.status,
                         "subject": row.subject, "attempts": 0, "dead_letter": False, "created_at": now}
                 try:
-                    alert = json.loads(row.body)
-                    names = self.receivers_for(alert, firing_went)
-                    key = group_key(alert)
-                    rule = str(alert["rule"])
-                except (ValueError, TypeError, AttributeError, KeyError):
+                    alert = Alert.from_json(row.body)
+                except (ValueError, TypeError, KeyError):
                     broken.append(row.id)
                     planned.append({**base, "receiver": NO_RECEIVER, "rule": "", "group_key": "", "state": DEAD,
                                     "dead_letter": True, "next_attempt_at": now, "last_error": _NOT_AN_ALERT})
                     continue
+                names = self.receivers_for(alert, firing_went)
                 if row.status != "resolved":
                     firing_went[row.alert_id] = names  # its resolution may be in this same batch
                 if not names:
                     unrouted.append(row.id)
                 for name in names:
                     wait = self.group_wait_ms if self.receivers[name].accepts_groups else 0
-                    planned.append({**base, "receiver": name, "rule": rule, "group_key": key, "state": PENDING,
-                                    "next_attempt_at": row.created_at + wait, "last_error": None})
+                    planned.append({**base, "receiver": name, "rule": alert.rule, "group_key": group_key(alert),
+                                    "state": PENDING, "next_attempt_at": row.created_at + wait, "last_error": None})
             self.queue.save_plan(planned, unrouted, broken, now, f"dead letter: {_NOT_AN_ALERT}")
             created += len(planned)
             if broken:
@@ -70,14 +69,14 @@ class Planner:
             if len(rows) < limit:
                 return created
 
-    def receivers_for(self, alert: Mapping[str, Any], firing_went: Mapping[str, list[str]]) -> list[str]:
+    def receivers_for(self, alert: Alert, firing_went: Mapping[str, list[str]]) -> list[str]:
         """The routes' receivers; for a resolution, first every receiver its firing went to (routes
         matching `status: [firing]` included: what paged must be told it resolved). A firing never
         planned is routed as the routes would route it now."""
         chosen = self.router.receivers_for(alert)
-        if alert.get("status") != "resolved":
+        if alert.status != "resolved":
             return chosen
-        went = firing_went.get(alert["alert_id"])
+        went = firing_went.get(alert.alert_id)
         if went is None:
-            went = self.router.receivers_for({**alert, "status": "firing"})
+            went = self.router.receivers_for(replace(alert, status="firing"))
         return [name for name in dict.fromkeys([*went, *chosen]) if name in self.receivers]

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Any
 
+from streaming.alert import Alert
 from streaming.config import DeliverySettings
 from streaming.store import DELIVERED, HELD, PENDING, SILENCED, Silence
 
@@ -47,10 +47,15 @@ class Verdict:
     until_ms: int | None = None
 
 
-def covering_silence(alert: Mapping[str, Any], since_ms: int, silences: Iterable[Silence]) -> Silence | None:
+def _matching(alert: Alert, silences: Iterable[Silence]) -> list[Silence]:
+    wire = alert.to_dict()  # a silence matches the alert object's fields
+    return [s for s in silences if s.matches(wire)]
+
+
+def covering_silence(alert: Alert, since_ms: int, silences: Iterable[Silence]) -> Silence | None:
     """The last of the unbroken chain of matching silences in force from `since_ms` on (None: no
     matching silence was in force then). Its end is when the alert stopped being silenced."""
-    matching = [s for s in silences if s.matches(alert)]
+    matching = _matching(alert, silences)
     last, t = None, since_ms
     while covering := [s for s in matching if s.active_at(t)]:
         last = max(covering, key=lambda s: (s.ends_at, s.id))
@@ -58,7 +63,7 @@ def covering_silence(alert: Mapping[str, Any], since_ms: int, silences: Iterable
     return last
 
 
-def firing_verdict(alert: Mapping[str, Any], recorded_at: int, now: int, silences: Iterable[Silence],
+def firing_verdict(alert: Alert, recorded_at: int, now: int, silences: Iterable[Silence],
                    resolved_at: int | None) -> Verdict:
     """A firing notification recorded at `recorded_at`, due at `now`; `resolved_at` is when its
     resolution was recorded (None: it is still firing).
@@ -68,18 +73,18 @@ def firing_verdict(alert: Mapping[str, Any], recorded_at: int, now: int, silence
     silenced for good when its resolution was recorded before they ended (it fired and resolved
     within the silence), and sent otherwise (it was still firing when the silence ended).
     """
-    silences = list(silences)
-    active = [s for s in silences if s.matches(alert) and s.active_at(now)]
+    matching = _matching(alert, silences)
+    active = [s for s in matching if s.active_at(now)]
     if active:
         holder = max(active, key=lambda s: (s.ends_at, s.id))
         return Verdict(HOLD, holder.id, holder.ends_at)
-    covering = covering_silence(alert, recorded_at, silences)
+    covering = covering_silence(alert, recorded_at, matching)
     if covering is not None and resolved_at is not None and resolved_at <= covering.ends_at:
         return Verdict(SILENCE, covering.id)
     return Verdict(SEND)
 
 
-def resolution_verdict(alert: Mapping[str, Any], recorded_at: int, now: int, silences: Iterable[Silence],
+def resolution_verdict(alert: Alert, recorded_at: int, now: int, silences: Iterable[Silence],
                        firing_state: str | None, firing_silence_id: str | None, firing_until_ms: int | None) -> Verdict:
     """A resolution, from what became of its firing at the same receiver.
 
@@ -100,7 +105,7 @@ def resolution_verdict(alert: Mapping[str, Any], recorded_at: int, now: int, sil
         return Verdict(SILENCE, firing_silence_id)
     if firing_state == PENDING:
         return Verdict(WAIT)
-    active = [s for s in silences if s.matches(alert) and s.active_at(now)]
+    active = [s for s in _matching(alert, silences) if s.active_at(now)]
     if active:
         return Verdict(SILENCE, max(active, key=lambda s: (s.ends_at, s.id)).id)
     return Verdict(SEND)

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
-from streaming.alert import SEVERITIES
+from streaming.alert import SEVERITIES, Alert
 from streaming.config import ConfigError
 from streaming.config import Receiver as ReceiverConfig
 from streaming.redact import redact_url
@@ -65,15 +65,16 @@ SLACK_GROUP_MAX = 50
 
 @dataclass(frozen=True)
 class OutgoingAlert:
-    """One (alert_id, status) to deliver: the stored body (exact bytes) and its parsed alert."""
+    """One (alert_id, status) to deliver: the stored body (exact bytes) and its alert."""
 
     body: str
-    alert: Mapping[str, Any]
+    alert: Alert
 
     @classmethod
     def of(cls, body: str) -> OutgoingAlert:
-        """The alert of a stored body (outbox, deliveries), parsed once for the receivers."""
-        return cls(body, json.loads(body))
+        """The alert of a stored body (outbox, deliveries), parsed once for the silences and the
+        receivers. Raises ValueError, KeyError or TypeError for a body that is not an alert object."""
+        return cls(body, Alert.from_json(body))
 
 
 @dataclass
@@ -139,17 +140,17 @@ def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _where(alert: Mapping[str, Any]) -> str:
+def _where(alert: Alert) -> str:
     """Human words for the subject: `payments-eu1 (MkU3…) broker 3`."""
     parts = []
-    if alert.get("target"):
-        parts.append(str(alert["target"]))
-    if alert.get("cluster_id"):
-        parts.append(f"({alert['cluster_id']})" if parts else f"cluster {alert['cluster_id']}")
-    if alert.get("broker_id") is not None:
-        parts.append(f"broker {alert['broker_id']}")
-    if alert.get("endpoint"):
-        parts.append(f"endpoint {alert['endpoint']}")
+    if alert.target:
+        parts.append(str(alert.target))
+    if alert.cluster_id:
+        parts.append(f"({alert.cluster_id})" if parts else f"cluster {alert.cluster_id}")
+    if alert.broker_id is not None:
+        parts.append(f"broker {alert.broker_id}")
+    if alert.endpoint:
+        parts.append(f"endpoint {alert.endpoint}")
     return " ".join(parts) or "fleet"
 
 
@@ -229,7 +230,7 @@ class WebhookReceiver(Receiver):
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         (item,) = items
         body = item.body.encode()
-        alert_id, status = str(item.alert["alert_id"]), str(item.alert["status"])
+        alert_id, status = str(item.alert.alert_id), str(item.alert.status)
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, "X-Fleetwatch-Alert-Id": alert_id,
                    "X-Fleetwatch-Status": status, "X-Fleetwatch-Delivery-Id": f"{alert_id}:{status}"}
         if self.secret is not None:
@@ -247,22 +248,22 @@ class SlackReceiver(Receiver):
         return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
     @classmethod
-    def _line(cls, alert: Mapping[str, Any]) -> str:
-        icon = ":white_check_mark:" if alert["status"] == "resolved" else _SLACK_ICON.get(alert["severity"], "")
-        return (f"{icon} *[{alert['status'].upper()}]* {alert['severity']} `{alert['rule']}` "
-                f"{cls._escape(_where(alert))}: {cls._escape(str(alert.get('summary') or ''))} "
-                f"(alert {alert['alert_id']})").strip()
+    def _line(cls, alert: Alert) -> str:
+        icon = ":white_check_mark:" if alert.status == "resolved" else _SLACK_ICON.get(alert.severity, "")
+        return (f"{icon} *[{alert.status.upper()}]* {alert.severity} `{alert.rule}` "
+                f"{cls._escape(_where(alert))}: {cls._escape(str(alert.summary or ''))} "
+                f"(alert {alert.alert_id})").strip()
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         alerts = [item.alert for item in items]
         if len(alerts) == 1:
             text = self._line(alerts[0])
         else:
-            firing = sum(a["status"] == "firing" for a in alerts)
+            firing = sum(a.status == "firing" for a in alerts)
             counts = ", ".join(f"{n} {what}" for n, what in ((firing, "firing"), (len(alerts) - firing, "resolved"))
                                if n)
             first = alerts[0]
-            cluster = first.get("target") or first.get("cluster_id") or first.get("endpoint")
+            cluster = first.target or first.cluster_id or first.endpoint
             text = "\n".join([f"*{len(alerts)} fleetwatch alerts for {self._escape(str(cluster))}* ({counts})",
                               *(f"• {self._line(a)}" for a in alerts)])
         payload = {"text": text, "username": "fleetwatch", "mrkdwn": True}
@@ -284,22 +285,23 @@ class PagerDutyReceiver(Receiver):
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         (item,) = items
         alert = item.alert
-        event: dict[str, Any] = {"routing_key": self.routing_key, "dedup_key": alert["alert_id"]}
-        if alert["status"] == "resolved":
+        event: dict[str, Any] = {"routing_key": self.routing_key, "dedup_key": alert.alert_id}
+        if alert.status == "resolved":
             event["event_action"] = "resolve"
         else:
             event["event_action"] = "trigger"
             event["payload"] = {
-                "summary": f"[{alert['rule']}] {_where(alert)}: {alert.get('summary') or ''}"[:1024],
-                "source": alert.get("target") or alert.get("cluster_id") or alert.get("endpoint") or "fleetwatch",
+                "summary": f"[{alert.rule}] {_where(alert)}: {alert.summary or ''}"[:1024],
+                "source": alert.target or alert.cluster_id or alert.endpoint or "fleetwatch",
                 # PagerDuty knows our three severities by the same names; "error" for anything else.
-                "severity": alert["severity"] if alert["severity"] in SEVERITIES else "error",
-                "timestamp": _iso(alert["starts_at"]),
-                "component": (f"broker {alert['broker_id']}" if alert.get("broker_id") is not None
-                              else alert.get("endpoint") or None),
-                "group": alert.get("cluster_id"),
-                "class": alert["rule"],
-                "custom_details": dict(alert),
+                "severity": alert.severity if alert.severity in SEVERITIES else "error",
+                "timestamp": _iso(alert.starts_at),
+                "component": (f"broker {alert.broker_id}" if alert.broker_id is not None
+                              else alert.endpoint or None),
+                "group": alert.cluster_id,
+                "class": alert.rule,
+                # The alert object, keys in the stored body's order (sorted).
+                "custom_details": dict(sorted(alert.to_dict().items())),
             }
             event["payload"] = {k: v for k, v in event["payload"].items() if v is not None}
             event["client"] = "fleetwatch"
@@ -315,23 +317,23 @@ class AlertmanagerReceiver(Receiver):
         return url if url.endswith("/api/v2/alerts") else url + "/api/v2/alerts"
 
     @staticmethod
-    def labels(alert: Mapping[str, Any]) -> dict[str, str]:
-        labels = {"alertname": alert["rule"], "rule": alert["rule"], "severity": alert["severity"],
-                  "cluster_id": alert.get("cluster_id"), "target": alert.get("target"),
-                  "broker": None if alert.get("broker_id") is None else str(alert["broker_id"]),
-                  "endpoint": alert.get("endpoint")}
+    def labels(alert: Alert) -> dict[str, str]:
+        labels = {"alertname": alert.rule, "rule": alert.rule, "severity": alert.severity,
+                  "cluster_id": alert.cluster_id, "target": alert.target,
+                  "broker": None if alert.broker_id is None else str(alert.broker_id),
+                  "endpoint": alert.endpoint}
         return {k: str(v) for k, v in labels.items() if v not in (None, "")}
 
-    def alert_entry(self, alert: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
-        starts = min(int(alert["starts_at"]), now_ms)
-        if alert["status"] == "resolved":
+    def alert_entry(self, alert: Alert, now_ms: int) -> dict[str, Any]:
+        starts = min(int(alert.starts_at), now_ms)
+        if alert.status == "resolved":
             # Never in the future (clock skew would keep it firing), never before the start.
-            ends = max(starts, min(int(alert.get("ends_at") or now_ms), now_ms))
+            ends = max(starts, min(int(alert.ends_at or now_ms), now_ms))
         else:
             ends = now_ms + ALERTMANAGER_FIRING_TTL_MS
         return {"labels": self.labels(alert),
-                "annotations": {"summary": str(alert.get("summary") or ""), "alert_id": str(alert["alert_id"]),
-                                "details": json.dumps(alert.get("details") or {}, sort_keys=True)},
+                "annotations": {"summary": str(alert.summary or ""), "alert_id": str(alert.alert_id),
+                                "details": json.dumps(alert.details or {}, sort_keys=True)},
                 "startsAt": _iso(starts), "endsAt": _iso(ends)}
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:

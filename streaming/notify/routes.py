@@ -12,10 +12,11 @@ besides (wherever its firing went): `streaming/notify/planning.py`, `Planner.pla
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
+from streaming.alert import Alert
 from streaming.config import ClusterConfig, Route
 
 __all__ = ["Router", "group_key"]
@@ -37,41 +38,42 @@ class Router:
         self._tags_by_target = {c.name: dict(c.tags) for c in clusters}
         self._tags_by_id = {c.expected_cluster_id: dict(c.tags) for c in clusters if c.expected_cluster_id}
 
-    def _tags(self, alert: Mapping[str, Any]) -> dict[str, str]:
-        tags = self._tags_by_target.get(alert.get("target") or "")
+    def _tags(self, wire: dict[str, Any]) -> dict[str, str]:
+        tags = self._tags_by_target.get(wire["target"] or "")
         if tags is None:
-            tags = self._tags_by_id.get(alert.get("cluster_id") or "", {})
+            tags = self._tags_by_id.get(wire["cluster_id"] or "", {})
         return tags
 
-    def _value(self, alert: Mapping[str, Any], field: str) -> str | None:
-        if field in alert:
-            return _text(alert[field])
+    def _value(self, wire: dict[str, Any], field: str) -> str | None:
+        if field in wire:
+            return _text(wire[field])
         if field == "broker":
-            return _text(alert.get("broker_id"))
-        return self._tags(alert).get(field)
+            return _text(wire["broker_id"])
+        return self._tags(wire).get(field)
 
-    def matches(self, route: Route, alert: Mapping[str, Any]) -> bool:
+    def _matches(self, route: Route, wire: dict[str, Any]) -> bool:
         for field, wanted in route.match.items():
-            value = self._value(alert, field)
+            value = self._value(wire, field)
             if value is None or not any(fnmatchcase(value, pattern) for pattern in wanted):
                 return False
         return True
 
-    def receivers_for(self, alert: Mapping[str, Any]) -> list[str]:
+    def receivers_for(self, alert: Alert) -> list[str]:
         """The receivers of an alert, each once, in route order."""
         if not self.routes:
             return list(self.receiver_names)
+        wire = alert.to_dict()  # what a route names: the alert object's fields (or the cluster's tags)
         chosen: list[str] = []
         for route in self.routes:
-            if route.receiver not in chosen and self.matches(route, alert):
+            if route.receiver not in chosen and self._matches(route, wire):
                 chosen.append(route.receiver)
         return chosen
 
 
-def group_key(alert: Mapping[str, Any]) -> str:
+def group_key(alert: Alert) -> str:
     """What storm control groups by: the cluster (by id, else by target name, else endpoint)."""
-    if alert.get("cluster_id"):
-        return f"cluster:{alert['cluster_id']}"
-    if alert.get("target"):
-        return f"target:{alert['target']}"
-    return f"endpoint:{alert.get('endpoint')}"
+    if alert.cluster_id:
+        return f"cluster:{alert.cluster_id}"
+    if alert.target:
+        return f"target:{alert.target}"
+    return f"endpoint:{alert.endpoint}"

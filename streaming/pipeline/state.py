@@ -42,10 +42,12 @@ from streaming.detect import (
 )
 from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of, no_cycle_collection
+from streaming.sinks import StateRow
 
 __all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "DetectorProcessor", "HolderProcessor"]
 
-# One output row: an alert, a state snapshot for the store, a quarantined message, a source's
+# One output row: an alert, a state snapshot for the store (`StateRow.output`: key the
+# snapshot's identity in its table) or a history row, a quarantined message, a source's
 # clock reading (kind "source_clock": key the source, payload its lead, events and refusals), the
 # watermark a bucket was processed with, or the event time of the oldest event a bucket read in
 # the micro-batch (kind "earliest_event": how far back the telemetry a reset state reads goes).
@@ -83,10 +85,11 @@ def _output_rows(out: ShardOutput) -> list[tuple[Any, ...]]:
     rows = [("alert", a.subject, a.event_ms, encode_output(a)) for a in out.alerts]
     rows += [("late", f"{src}:{pos}", event.ts, json.dumps(event_to_dict(event), separators=(",", ":")))
              for (src, pos), event in out.late]
-    for kind, items in (("broker", out.brokers), ("cluster", out.clusters), ("target", out.targets),
-                        ("transition", out.transitions), ("controller", out.controller_changes)):
-        rows += [(kind, None, item.get("updated_ms") or item.get("ts"), json.dumps(item, separators=(",", ":")))
-                 for item in items]
+    for kind, snapshots in (("broker", out.brokers), ("cluster", out.clusters), ("target", out.targets)):
+        rows += [StateRow.of(kind, snapshot).output() for snapshot in snapshots]
+    # The histories: each row carries its own time, `ts`.
+    for kind, items in (("transition", out.transitions), ("controller", out.controller_changes)):
+        rows += [(kind, None, item["ts"], json.dumps(item, separators=(",", ":"))) for item in items]
     return rows
 
 

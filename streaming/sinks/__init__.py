@@ -5,9 +5,12 @@
   hands its alerts, as `KeyedAlert`s in event-time order, to `on_alerts`.
 - `AlertPublisher(bus)`: an `on_alerts` that publishes them to the alerts topic (best effort;
   `PublishFailed` says how many were not).
+- `StateRow`: a broker, cluster or target snapshot, from the pipeline's stateful stage (its
+  output row, `StateRow.output`) to the writer, which keeps the latest of each key.
 """
 
 from streaming.sinks.alerts_topic import AlertPublisher, PublishFailed
 from streaming.sinks.batch_writer import RESET_REASON, BatchWriter, KeyedAlert
+from streaming.sinks.state_rows import StateRow
 
-__all__ = ["RESET_REASON", "AlertPublisher", "BatchWriter", "KeyedAlert", "PublishFailed"]
+__all__ = ["RESET_REASON", "AlertPublisher", "BatchWriter", "KeyedAlert", "PublishFailed", "StateRow"]

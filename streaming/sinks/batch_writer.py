@@ -32,6 +32,7 @@ from streaming.contract import MAX_TRACKED_SOURCES
 from streaming.detect import carried_over_ends
 from streaming.metrics import increment
 from streaming.resilience import Throttle, one_line, retry_store
+from streaming.sinks.state_rows import STATE_TABLES, StateRow, latest_by_table
 from streaming.store import Store
 
 __all__ = ["RESET_REASON", "BatchWriter", "KeyedAlert"]
@@ -43,16 +44,6 @@ RESET_REASON = ("detection state reset: the job started on a new checkpoint, and
 
 # An alert handed on, with its sort key (for merging the alerts of several batches).
 KeyedAlert = tuple[SortKey, Alert]
-
-
-def _latest(items: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -> list[dict[str, Any]]:
-    """One row per key: the most recent by event time, so an upsert batch has no duplicates."""
-    best: dict[Any, dict[str, Any]] = {}
-    for item in items:
-        k = key(item)
-        if k not in best or (item.get("updated_ms") or 0) >= (best[k].get("updated_ms") or 0):
-            best[k] = item
-    return list(best.values())
 
 
 def _source_clocks(rows: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
@@ -135,18 +126,18 @@ class BatchWriter:
             for r in by_kind.get("late", [])
         ]
 
-        def snapshots(kind: str) -> list[dict[str, Any]]:
+        def history(kind: str) -> list[dict[str, Any]]:
             return [json.loads(r["payload"]) for r in by_kind.get(kind, [])]
 
+        states = [StateRow.from_output(kind, r["key"], r["payload"]) for kind in STATE_TABLES
+                  for r in by_kind.get(kind, [])]
         self.quarantined.update(q["reason"] for q in quarantine)
         if self.store is not None:
             tables: dict[str, Any] = {
-                "brokers": _latest(snapshots("broker"), lambda b: (b["cluster_id"], b["broker_id"])),
-                "clusters": _latest(snapshots("cluster"), lambda c: c["cluster_id"]),
-                "targets": _latest(snapshots("target"), lambda t: t["target"]),
+                **latest_by_table(states),
                 "broker_transitions": {(t["cluster_id"], t["broker_id"], t["ts"], t["state"]): t
-                                       for t in snapshots("transition")}.values(),
-                "controller_history": {(c["cluster_id"], c["ts"]): c for c in snapshots("controller")}.values(),
+                                       for t in history("transition")}.values(),
+                "controller_history": {(c["cluster_id"], c["ts"]): c for c in history("controller")}.values(),
                 "quarantine": quarantine,
                 "source_clocks": _source_clocks(by_kind.get("source_clock", []), now),
             }
@@ -161,7 +152,7 @@ class BatchWriter:
         if keyed and self.on_alerts is not None:
             self._hand_on(keyed, batch_id)
         self._resolve_orphans(batch_id)
-        self._end_carried(alerts, {kind: snapshots(kind) for kind in ("broker", "cluster", "target")}, batch_id)
+        self._end_carried(alerts, {kind: [s.row for s in states if s.kind == kind] for kind in STATE_TABLES}, batch_id)
         self.batches += 1
         if self.store is not None and self.retention is not None and self.batches % self.retention.every_batches == 0:
             self._delete_expired()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import insert, select
 from support.notify import SECRET, delivery_rows, iso_ms, make_alert, resolved
 
 from streaming.alert import Alert
@@ -30,7 +31,7 @@ from streaming.notify.receivers import (
 )
 from streaming.notify.routes import Router
 from streaming.redact import Scrubber, redact_text, redact_url
-from streaming.store import Store, parse_duration
+from streaming.store import DEAD, NO_RECEIVER, PENDING, Store, deliveries, outbox, parse_duration
 
 
 def test_signature_roundtrip_and_tamper():
@@ -70,10 +71,11 @@ def test_routes_are_a_union_with_patterns_and_cluster_tags():
                      Route(receiver="fence", match={"rule": ["broker.fen*"]}),
                      Route(receiver="ops")], ["pager", "fence", "ops", "unused"], config.clusters)
     crit = make_alert("broker.heartbeat_lost", cluster="c1", target="pay", broker=1, starts_at=1)
-    assert router.receivers_for(crit) == ["pager", "ops"]
-    assert router.receivers_for({**crit, "target": "staging"}) == ["ops"]
-    assert router.receivers_for(make_alert("broker.fenced", cluster="c1", broker=1, starts_at=1)) == ["fence", "ops"]
-    assert Router([], ["a", "b"]).receivers_for(crit) == ["a", "b"]
+    assert router.receivers_for(Alert.from_dict(crit)) == ["pager", "ops"]
+    assert router.receivers_for(Alert.from_dict({**crit, "target": "staging"})) == ["ops"]
+    fenced = Alert.from_dict(make_alert("broker.fenced", cluster="c1", broker=1, starts_at=1))
+    assert router.receivers_for(fenced) == ["fence", "ops"]
+    assert Router([], ["a", "b"]).receivers_for(Alert.from_dict(crit)) == ["a", "b"]
 
 
 def _notifier(tmp_path: Path, handler: Callable[[httpx.Request], httpx.Response], **opts) -> Notifier:
@@ -194,14 +196,16 @@ def test_slack_and_pagerduty_messages():
     slack, pager = SlackReceiver(cfg[0], {}), PagerDutyReceiver(cfg[1], {"PD": "key-12345"})
     alert = {**make_alert("connection.misrouted", cluster="c1", endpoint="b1:9092", starts_at=1_763_800_000_000),
              "summary": "b1:9092 answers as <cluster c2> & node 4"}
-    text = json.loads(slack.request([OutgoingAlert(json.dumps(alert), alert)], 0).body)["text"]
+    text = json.loads(slack.request([OutgoingAlert.of(json.dumps(alert))], 0).body)["text"]
     assert "&lt;cluster c2&gt; &amp; node 4" in text and "*[FIRING]* critical `connection.misrouted`" in text
     assert pager.url == "https://events.pagerduty.com/v2/enqueue"
-    trigger = json.loads(pager.request([OutgoingAlert("", alert)], 0).body)
+    trigger = json.loads(pager.request([OutgoingAlert.of(json.dumps(alert, sort_keys=True))], 0).body)
     assert trigger["event_action"] == "trigger" and trigger["dedup_key"] == alert["alert_id"]
     assert trigger["payload"]["timestamp"] == "2025-11-22T08:26:40.000Z"
     assert trigger["payload"]["component"] == "b1:9092" and trigger["payload"]["source"] == "tgt-c1"
-    resolve = json.loads(pager.request([OutgoingAlert("", resolved(alert, 1_763_800_060_000))], 0).body)
+    # the alert object as stored: its keys sorted
+    assert json.dumps(trigger["payload"]["custom_details"]) == json.dumps(alert, sort_keys=True)
+    resolve = json.loads(pager.request([OutgoingAlert.of(json.dumps(resolved(alert, 1_763_800_060_000)))], 0).body)
     assert resolve == {"routing_key": "key-12345", "dedup_key": alert["alert_id"], "event_action": "resolve"}
     with pytest.raises(ConfigError, match=r"\$PD, which is not set"):
         PagerDutyReceiver(cfg[1], {})
@@ -214,10 +218,31 @@ def test_alertmanager_entry_times():
     assert am.url == "http://127.0.0.1:9093/api/v2/alerts"
     now = 1_763_800_100_000
     firing = make_alert("broker.partitioned", cluster="c1", broker=3, starts_at=now - 60_000)
-    entry = am.alert_entry(firing, now)
+    entry = am.alert_entry(Alert.from_dict(firing), now)
     assert entry["labels"] == {"alertname": "broker.partitioned", "rule": "broker.partitioned",
                                "severity": "critical", "cluster_id": "c1", "target": "tgt-c1", "broker": "3"}
     assert entry["startsAt"] == "2025-11-22T08:27:20.000Z" and entry["endsAt"] > entry["startsAt"]
     # a resolution stamped in the future (clock skew) must not keep it firing
-    late = am.alert_entry(resolved(firing, now + 3_600_000), now)
+    late = am.alert_entry(Alert.from_dict(resolved(firing, now + 3_600_000)), now)
     assert late["endsAt"] == "2025-11-22T08:28:20.000Z"
+
+
+def test_planning_dead_letters_an_outbox_body_that_is_not_an_alert(tmp_path):
+    """The body is parsed once, into `Alert`: JSON that is not an object, or an object that is not
+    a whole alert (a field missing, a rule unknown), is a dead letter at once; an alert is planned."""
+    notifier = _notifier(tmp_path, lambda request: httpx.Response(200))
+    good = make_alert("broker.fenced", cluster="c1", broker=1, starts_at=1_000)
+    no_summary = {k: v for k, v in make_alert("broker.fenced", cluster="c1", broker=2, starts_at=1_000).items()
+                  if k != "summary"}
+    bodies = {"good": json.dumps(good, sort_keys=True), "not json": "{", "a list": "[1, 2]",
+              "no summary": json.dumps(no_summary), "unknown rule": json.dumps({**good, "rule": "broker.gone"})}
+    with notifier.store.engine.begin() as conn:
+        conn.execute(insert(outbox), [{"alert_id": name, "status": "firing", "subject": "broker:c1:1", "body": body,
+                                       "created_at": 1_000, "attempts": 0} for name, body in bodies.items()])
+    notifier.planner.plan()
+    with notifier.store.engine.connect() as conn:
+        planned = {r.alert_id: (r.receiver, r.state, r.rule, r.group_key)
+                   for r in conn.execute(select(deliveries))}
+    assert planned.pop("good") == ("ops", PENDING, "broker.fenced", "cluster:c1")
+    assert planned == {name: (NO_RECEIVER, DEAD, "", "") for name in bodies if name != "good"}
+    notifier.close()

@@ -9,13 +9,12 @@ fires it again. An alert the new state could have fired again and did not is res
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from sqlalchemy import select
 
 from streaming.alert import Alert, encode_output
 from streaming.pipeline.state import OUTPUT_SCHEMA
+from streaming.sinks import StateRow
 from streaming.sinks.batch_writer import RESET_REASON, BatchWriter
 from streaming.store import Store, alerts, outbox
 
@@ -34,7 +33,7 @@ def _firing(rule: str, cluster_id: str, broker_id: int, at: int) -> Alert:
 
 def _batch(spark, *, alerts_fired=(), brokers=(), earliest=None, watermark=RESET + 1):
     rows = [("alert", a.subject, a.event_ms, encode_output(a)) for a in alerts_fired]
-    rows += [("broker", None, b["updated_ms"], json.dumps(b)) for b in brokers]
+    rows += [StateRow.of("broker", b).output() for b in brokers]
     if earliest is not None:
         rows.append(("earliest_event", None, earliest, None))
     rows.append(("watermark", None, watermark, None))

@@ -1,0 +1,65 @@
+"""The fleet's state rows, from the pipeline's output rows (`StateRow.output`) through the job's writer
+to a real store: one row per broker, cluster and target, the most recent of a micro-batch, whatever
+order the batch's partitions brought them in."""
+
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import select
+
+from streaming.sinks import BatchWriter, StateRow
+from streaming.store import Store, brokers, clusters, targets
+
+T0 = 1_790_000_000_000
+
+
+class _Batch:
+    """The one thing the writer asks of Spark's micro-batch DataFrame: its rows as pandas."""
+
+    def __init__(self, rows: list[tuple]) -> None:
+        self.frame = pd.DataFrame(rows, columns=["kind", "key", "ts", "payload"])
+
+    def toPandas(self) -> pd.DataFrame:
+        return self.frame
+
+
+def _broker(cluster_id: str, broker_id: int, state: str, at: int) -> dict:
+    return {"cluster_id": cluster_id, "broker_id": broker_id, "state": state, "fenced": False,
+            "broker_epoch": 7, "last_heartbeat_ms": at, "last_answer_ms": at, "rack": None,
+            "endpoints": [f"b{broker_id}:9092"], "updated_ms": at}
+
+
+def _cluster(cluster_id: str, controller_id: int, at: int) -> dict:
+    return {"cluster_id": cluster_id, "target": f"tgt-{cluster_id}", "controller_id": controller_id,
+            "last_response_ms": at, "updated_ms": at}
+
+
+def _target(target: str, cluster_id: str, at: int) -> dict:
+    return {"target": target, "pinned_cluster_id": cluster_id, "last_cluster_id": cluster_id, "last_ok_ms": at,
+            "last_error": None, "last_error_ms": None, "updated_ms": at}
+
+
+def test_the_latest_snapshot_of_each_key_is_stored(store_url):
+    snapshots = [
+        ("broker", _broker("c1", 1, "FENCED", T0 + 2000)),  # a later partition's row first
+        ("broker", _broker("c1", 1, "RUNNING", T0 + 1000)),
+        ("broker", _broker("c1", 2, "RUNNING", T0 + 1000)),
+        ("broker", _broker("c2", 1, "RUNNING", T0 + 1000)),  # same broker id, another cluster
+        ("cluster", _cluster("c1", 1, T0 + 1000)),
+        ("cluster", _cluster("c1", 2, T0 + 1000)),  # a tie: the later row wins
+        ("target", _target("tgt-c1", "c1", T0 + 3000)),
+        ("target", _target("tgt-c1", "c1", T0 + 500)),
+    ]
+    rows = [StateRow.of(kind, snapshot).output() for kind, snapshot in snapshots]
+    rows.append(("watermark", None, T0 + 5000, None))
+    store = Store(store_url)
+    BatchWriter(store)(_Batch(rows), 0)
+    with store.engine.connect() as conn:
+        stored_brokers = {(r.cluster_id, r.broker_id): (r.state, r.updated_ms) for r in conn.execute(select(brokers))}
+        stored_clusters = [(r.cluster_id, r.controller_id) for r in conn.execute(select(clusters))]
+        stored_targets = [(r.target, r.updated_ms) for r in conn.execute(select(targets))]
+    store.close()
+    assert stored_brokers == {("c1", 1): ("FENCED", T0 + 2000), ("c1", 2): ("RUNNING", T0 + 1000),
+                              ("c2", 1): ("RUNNING", T0 + 1000)}
+    assert stored_clusters == [("c1", 2)]
+    assert stored_targets == [("tgt-c1", T0 + 3000)]
