@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 help:
 	@echo "make demo   set up and run the whole product (dashboard on http://127.0.0.1:8050; REAL_KAFKA=0: no real cluster)"
 	@echo "make test   set up and run the test suite (real broker, Spark, SQLite, Chromium)"
-	@echo "make check  the fast lane: ruff and the tests that need no Spark, broker, PostgreSQL or browser"
+	@echo "make check  the fast lane: ruff and the tests that need no Spark, broker, PostgreSQL, browser or process of their own"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,10 +81,12 @@ rehearsal: $(STAMP) system jars startup
 	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest -p no:cacheprovider -m rehearsal tests/pipeline/test_rehearsal.py
 	PYSPARK_PYTHON=$(BIN)/python $(BIN)/python bench/rehearsal.py
 
-# The edit-test loop: what runs without Spark, a broker, real Kafka, PostgreSQL or a browser
-# (the rules, the contract, the config, the notifier's planning, ...). `make test` proves the rest.
+# The edit-test loop: what runs in the pytest process without Spark, a broker, real Kafka, PostgreSQL
+# or a browser (the rules, the contract, the config, the notifier's planning, ...). `integration`
+# tests start a fleetwatch command or a server as a process and wait on it in real time: most of
+# the lane's wall time before they left it. `make test` proves the rest.
 check: $(STAMP) lint
-	$(BIN)/pytest -p no:cacheprovider -q -m "not spark and not broker and not browser and not real_kafka and not postgres and not rehearsal"
+	$(BIN)/pytest -p no:cacheprovider -q -m "not spark and not broker and not browser and not real_kafka and not postgres and not rehearsal and not integration"
 
 clean:
 	rm -rf var artifacts .pytest_cache

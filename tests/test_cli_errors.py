@@ -28,12 +28,14 @@ def test_each_kind_of_error_has_an_exit_code_of_its_own():
     assert sorted(codes.values()) == list(range(1, len(kinds) + 1)), codes
 
 
+@pytest.mark.integration
 def test_a_config_that_cannot_be_read_is_one_line_and_exit_2(tmp_path):
     done = _fleetwatch("run", "--config", "missing.yaml", cwd=tmp_path)
     assert (done.returncode, done.stderr) == (
         2, "fleetwatch run: missing.yaml: cannot read: No such file or directory\n")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("module", "argv"), [
     ("streaming.cli", ("silence", "list")),
     ("streaming.cli", ("notify", "--once")),

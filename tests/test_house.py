@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
 from collections import defaultdict
 from pathlib import Path
@@ -45,8 +46,14 @@ def _module(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A source file's syntax tree, parsed once for all the rules of a run (the tree does not change under it)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -133,7 +140,7 @@ def test_every_exception_class_derives_from_fleetwatch_error():
                and issubclass(value, BaseException)}
     outside = []
     for path in SOURCES:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if not isinstance(node, ast.ClassDef) or (_module(path), node.name) == ("streaming.errors",
                                                                                      "FleetwatchError"):
                 continue

@@ -278,6 +278,7 @@ def consume_all(bootstrap: str, expected: int) -> list[Any]:
     return records
 
 
+@pytest.mark.broker
 def test_produce_live_sends_every_event_to_its_topic_keyed_by_cluster(bus) -> None:
     sim = Simulation(make_spec(clusters=2, duration_ms=30_000, faults=("cluster.id_invalid",)))
     run = produce_live(sim, bus.bootstrap, realtime=False)
@@ -299,6 +300,7 @@ def test_produce_live_sends_every_event_to_its_topic_keyed_by_cluster(bus) -> No
         assert got == [ev for t, ev in expected if t == topic and (ev["cluster_id"] or "").encode() == key]
 
 
+@pytest.mark.broker
 def test_produce_live_in_real_time_starts_now_and_stops_on_request(bus) -> None:
     stop = threading.Event()
     sim = Simulation(make_spec(duration_ms=60_000))

@@ -136,6 +136,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300, stdin=subprocess.DEVNULL, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
 
 
+@pytest.mark.integration
 def test_check_config_and_run_refuse_every_value_past_its_bound_with_its_line(tmp_path):
     values = _too_big()
     text, where = _yaml(values)

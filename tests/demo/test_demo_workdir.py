@@ -27,6 +27,7 @@ def _demo(workdir, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})
 
 
+@pytest.mark.integration
 def test_the_demo_refuses_to_empty_a_folder_it_did_not_make(tmp_path):
     held = tmp_path / "mine"
     held.mkdir()
@@ -41,6 +42,7 @@ def test_the_demo_refuses_to_empty_a_folder_it_did_not_make(tmp_path):
     assert sorted(p.name for p in held.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.integration
 def test_the_demo_refuses_the_folder_fleetwatch_run_keeps_its_store_in(tmp_path):
     # `fleetwatch run`'s defaults: var/fleetwatch.db and var/checkpoint (names the demo uses too).
     var = tmp_path / "var"

@@ -36,6 +36,7 @@ from streaming.notify.receivers import verify_signature
 from streaming.store import Store, silences
 
 
+@pytest.mark.integration
 def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, store_url):
     """Receiver down, then 500s, then slow; the notifier is SIGKILLed mid-delivery and restarted."""
     config = write_config(tmp_path, [{"name": "ops", "type": "webhook", "url": hook.url(),
@@ -121,6 +122,7 @@ def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, 
     store.close()
 
 
+@pytest.mark.integration
 def test_dead_letter_routing_pagerduty_and_requeue(tmp_path, hook, store_url):
     """A 4xx is a dead letter with its reason; routes pick receivers; PagerDuty Events v2 trigger/resolve."""
     hook.by_path["/reject"] = ("status", 400, '{"message":"Invalid payload: missing field summary"}')
@@ -175,6 +177,7 @@ def test_dead_letter_routing_pagerduty_and_requeue(tmp_path, hook, store_url):
     store.close()
 
 
+@pytest.mark.integration
 def test_silences(tmp_path, hook):
     hook.start()
     config = write_config(tmp_path, [{"name": "ops", "type": "webhook", "url": hook.url(),
@@ -224,6 +227,7 @@ def test_silences(tmp_path, hook):
     store.close()
 
 
+@pytest.mark.integration
 def test_storm_is_grouped_for_slack_but_not_for_webhooks(tmp_path, hook):
     hook.start()
     slack_url = hook.url("/services/T000/B000/XOXB-s3cr3t-slack-path")
@@ -265,6 +269,7 @@ def test_storm_is_grouped_for_slack_but_not_for_webhooks(tmp_path, hook):
     store.close()
 
 
+@pytest.mark.integration
 def test_credentials_in_urls_are_redacted_everywhere(tmp_path, hook):
     hook.script.extend([("status", 503, "try later", {"Retry-After": "0"})] * 2)
     hook.start()
@@ -300,6 +305,7 @@ def test_credentials_in_urls_are_redacted_everywhere(tmp_path, hook):
     store.close()
 
 
+@pytest.mark.integration
 def test_second_notifier_waits_for_the_lease(tmp_path, hook):
     hook.start()
     config = write_config(tmp_path, [{"name": "ops", "type": "webhook", "url": hook.url()}])

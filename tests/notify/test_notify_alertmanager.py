@@ -22,8 +22,8 @@ from streaming.alert import Alert
 from streaming.store import Store
 
 AM_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-pytestmark = pytest.mark.skipif(
-    AM_BIN is None, reason="Alertmanager binary not found: apt-get install prometheus-alertmanager")
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(
+    AM_BIN is None, reason="Alertmanager binary not found: apt-get install prometheus-alertmanager")]
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+import pytest
 from support.paths import ROOT
+
+pytestmark = pytest.mark.integration
 
 
 def _bench():

@@ -17,6 +17,7 @@ from streaming.config import ConfigError, FleetwatchConfig, load_config
 from streaming.notify.policy import parse_retry_after
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("match", "words"), [
     ({"severty": ["critical"]}, "unknown key"),
     ({"severity": ["crtical"]}, "'crtical' matches no severity"),
@@ -74,6 +75,7 @@ def test_parse_retry_after_is_bounded_and_never_raises():
     assert parse_retry_after("0", now, cap) == 0
 
 
+@pytest.mark.integration
 def test_attempt_timeout_is_bounded_in_config_and_on_the_command_line(tmp_path):
     from streaming.notify.delivery import Notifier, NotifyOptions
     from streaming.store import Store

@@ -53,6 +53,7 @@ def hook():
 
 # -- secret-bearing URLs -----------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_an_inline_slack_url_or_a_token_in_a_path_is_never_printed_or_logged(tmp_path, hook):
     slack_path = "/services/T0001/B0002/XOXB-inline-s3cr3t"
     token_path = "/hooks/tok-9f8e7d6c5b4a3"
@@ -123,6 +124,7 @@ def _readme_snippet() -> str:
     return found[1]
 
 
+@pytest.mark.integration
 def test_webhook_headers_and_the_readme_receiver_snippet_on_real_deliveries(tmp_path, hook):
     hook.start()
     config = write_config(tmp_path, [{"name": "ops", "type": "webhook", "url": hook.url(),

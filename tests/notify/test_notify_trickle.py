@@ -14,12 +14,15 @@ import sys
 import threading
 import time
 
+import pytest
 from support.notify import NotifierProcess, delivery_rows, env_with, make_alert, wait_for, write_config
 from support.paths import ROOT
 from support.processes import free_port
 
 from streaming.alert import Alert
 from streaming.store import Store
+
+pytestmark = pytest.mark.integration
 
 ATTEMPT_S = 2.0
 SLACK_S = 1.0  # the loop's and the process's latency on a loaded machine, not a second deadline

@@ -197,6 +197,7 @@ def test_dockerfile_copies_what_exists_and_runs_the_entrypoint():
     assert f"ARG PYTHON_VERSION={requires}" in text and f"python{requires}/site-packages/pyspark" in text
 
 
+@pytest.mark.integration
 def test_shell_scripts_parse_and_submit_refuses_missing_arguments(tmp_path):
     scripts = sorted(DEPLOY.rglob("*.sh"))
     assert {p.name for p in scripts} >= {"submit.sh", "graceful.sh", "entrypoint.sh"}
@@ -230,6 +231,7 @@ def test_systemd_units_verify():
     assert "KillMode=mixed" in job  # SIGTERM to the Python driver only, not to its JVM
 
 
+@pytest.mark.integration
 def test_job_refuses_a_config_without_a_bus(tmp_path):
     config = tmp_path / "fleetwatch.yaml"
     config.write_text("store: {url: 'sqlite:///x.db'}\n")
@@ -246,6 +248,7 @@ def _check(*argv: str) -> subprocess.CompletedProcess:
                           text=True, cwd=ROOT)
 
 
+@pytest.mark.integration
 def test_check_config_prints_every_problem_with_its_path_and_line(tmp_path):
     config = tmp_path / "fleetwatch.yaml"
     config.write_text(
@@ -275,6 +278,7 @@ def test_check_config_prints_every_problem_with_its_path_and_line(tmp_path):
     assert lines[-1] == f"{config}: 7 problems"
 
 
+@pytest.mark.integration
 def test_check_config_ok_warnings_env_and_unreadable_files(tmp_path, monkeypatch):
     good = tmp_path / "good.yaml"
     good.write_text("bus: {bootstrap_servers: 'k1:9092'}\n"
@@ -302,6 +306,7 @@ def test_check_config_ok_warnings_env_and_unreadable_files(tmp_path, monkeypatch
     assert _check().returncode == 2
 
 
+@pytest.mark.integration
 def test_check_config_warns_that_plain_gives_a_misrouted_broker_the_password(tmp_path):
     config = tmp_path / "fleetwatch.yaml"
     config.write_text("clusters:\n"
@@ -321,6 +326,7 @@ def test_check_config_warns_that_plain_gives_a_misrouted_broker_the_password(tmp
         f"{config}: OK (1 warning)"]
 
 
+@pytest.mark.integration
 def test_check_config_warns_of_a_source_lead_that_eats_the_allowed_lateness(tmp_path):
     config = tmp_path / "fleetwatch.yaml"
     config.write_text("rules:\n  allowed_lateness_ms: 5000\n  max_source_lead_ms: 5000\n")
@@ -335,6 +341,7 @@ def test_check_config_warns_of_a_source_lead_that_eats_the_allowed_lateness(tmp_
     assert _check(str(config)).stdout.splitlines() == [f"{config}: OK"]
 
 
+@pytest.mark.integration
 def test_check_config_connect_reports_an_unreachable_store_and_bus(tmp_path):
     dead = free_port()
     config = tmp_path / "fleetwatch.yaml"

@@ -204,6 +204,7 @@ def test_metrics_auth_from_the_environment(tmp_path, monkeypatch, kind):
         store.close()
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="Prometheus not installed: apt-get install prometheus")
 def test_real_prometheus_scrapes_the_gauges_and_evaluates_the_rules(tmp_path):
     store = _fleet_store(f"sqlite:///{tmp_path / 'store.db'}")

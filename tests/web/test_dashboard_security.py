@@ -81,6 +81,7 @@ def store_url(tmp_path: Path) -> str:
     return url
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("only", (*AUTH, *SILENCER))
 def test_one_auth_variable_without_the_other_is_a_one_line_error(store_url: str, only: str) -> None:
     process = _dashboard(store_url, "127.0.0.1", {only: "x"})
@@ -91,6 +92,7 @@ def test_one_auth_variable_without_the_other_is_a_one_line_error(store_url: str,
     assert err.count("\n") == 1 and missing in err and "needs both" in err, err
 
 
+@pytest.mark.integration
 def test_no_auth_beyond_loopback_is_a_warning_at_start_and_loopback_is_quiet(store_url: str) -> None:
     exposed = _stderr_until(_dashboard(store_url, "0.0.0.0", {}), "dashboard on http://0.0.0.0")
     warnings = [json.loads(line) for line in exposed if line.startswith("{") and "auth is off" in line]
@@ -235,6 +237,7 @@ def _request(port: int, method: str, headers: dict[str, str], body: bytes | None
         conn.close()
 
 
+@pytest.mark.integration
 def test_a_loopback_dashboard_refuses_foreign_hosts_and_cross_origin_silences(store_url: str) -> None:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "streaming.cli", "dashboard", "--store-url", store_url,
