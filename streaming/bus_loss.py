@@ -26,23 +26,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["planned_records", "records_lost", "topics_changed"]
+__all__ = ["GONE_TOPICS", "TOPIC_IDS", "planned_records", "records_lost", "topics_changed"]
 
-_TOPIC_IDS = "topic_ids"
-_GONE_TOPICS = "gone_topics"
+# The Python reader's keys beside its topic-partitions' (which always hold a ':'); the reader
+# (streaming/source/kafka_offsets.py) writes them with these names.
+TOPIC_IDS = "topic_ids"
+GONE_TOPICS = "gone_topics"
 
 
 def _by_partition(offsets: dict[str, Any]) -> tuple[dict[str, int], dict[str, str]]:
     """Offsets by "topic:partition", and the topic ids (Python reader only)."""
     flat: dict[str, int] = {}
     for key, value in offsets.items():
-        if key in (_TOPIC_IDS, _GONE_TOPICS):
+        if key in (TOPIC_IDS, GONE_TOPICS):
             continue
         if isinstance(value, dict):  # Spark's connector: per topic, per partition
             flat.update({f"{key}:{partition}": int(offset) for partition, offset in value.items()})
         else:
             flat[key] = int(value)
-    return flat, dict(offsets.get(_TOPIC_IDS) or {})
+    return flat, dict(offsets.get(TOPIC_IDS) or {})
 
 
 def _parsed(offsets: Any) -> dict[str, Any] | None:
@@ -80,7 +82,7 @@ def records_lost(start: Any, end: Any, read: int) -> int:
 
 def _topics(offsets: dict[str, Any]) -> set[str]:
     """The topics a source's offsets say it reads: those with partitions, but the gone ones."""
-    return {key.rsplit(":", 1)[0] for key in _by_partition(offsets)[0]} - set(offsets.get(_GONE_TOPICS) or ())
+    return {key.rsplit(":", 1)[0] for key in _by_partition(offsets)[0]} - set(offsets.get(GONE_TOPICS) or ())
 
 
 def topics_changed(start: Any, end: Any) -> tuple[list[str], list[str]]:

@@ -16,6 +16,8 @@ from typing import Any
 
 from kafka import TopicPartition
 
+from streaming.bus_loss import GONE_TOPICS, TOPIC_IDS
+
 __all__ = [
     "GONE_TOPICS",
     "TOPIC_IDS",
@@ -28,9 +30,6 @@ __all__ = [
 ]
 
 Offsets = dict[str, Any]
-# No topic-partition key: those always hold a ':'.
-TOPIC_IDS = "topic_ids"
-GONE_TOPICS = "gone_topics"
 
 
 def partition_key(topic: str, partition: int) -> str:
