@@ -48,7 +48,7 @@ class Home:
     def __init__(self, workdir: Path) -> None:
         self.cluster = KRaftCluster(workdir / "home", brokers=1)
         self.proxy = TcpProxy(("127.0.0.1", self.cluster.nodes[1].client_port or 0))
-        self.cluster.extra["advertised.listeners"] = f"PLAINTEXT://{self.proxy.address}"
+        self.cluster.advertise[1] = self.proxy.address
         self.strangers = {bundle: KRaftCluster(workdir / bundle, brokers=1, bundle=bundle)
                           for bundle in ("kafka-4.4.0", "kafka-4.3.1")}
 

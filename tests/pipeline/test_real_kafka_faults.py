@@ -205,7 +205,7 @@ def _misroute(watch: Watch, stranger_bundle: str, name: str) -> None:
     workdir = watch.workdir / name
     home = KRaftCluster(workdir / "home", brokers=1)
     proxy = TcpProxy(("127.0.0.1", home.nodes[1].client_port or 0))
-    home.extra["advertised.listeners"] = f"PLAINTEXT://{proxy.address}"
+    home.advertise[1] = proxy.address
     stranger = KRaftCluster(workdir / "stranger", brokers=1, bundle=stranger_bundle)
     try:
         home.start()
