@@ -34,7 +34,9 @@ __all__ = [
     "RuleSettings",
     "SparkConfig",
     "StoreConfig",
+    "lease_margin_ms",
     "load_config",
+    "longest_attempt_ms",
     "yaml_line",
 ]
 
@@ -186,9 +188,31 @@ class DeliverySettings(_Strict):
     retention_days: StrictInt = Field(14, ge=1, le=MAX_DAYS)
     # One delivery attempt, all of it (connect, send, status, headers, the first 16 KiB of the body),
     # ends by this deadline: a receiver that trickles its answer fails the attempt (retried, and
-    # counted by the limits above). At most half the notifier's 30 s lease (streaming/notify/lease.py):
-    # an attempt starts only while the lease is held for its whole deadline.
+    # counted by the limits above). An attempt starts only while the notifier's lease covers its
+    # whole deadline, so it is at most `longest_attempt_ms(lease_ms)` (15 s for the 30 s lease).
     attempt_timeout_ms: StrictInt = Field(10_000, ge=1000, le=15_000)
+    # The notifier's lease (streaming/notify/lease.py): one notifier sends; a standby takes over a
+    # dead sender on another host once this long has passed without a renewal.
+    lease_ms: StrictInt = Field(30_000, ge=6_000, le=600_000)
+
+    @model_validator(mode="after")
+    def _attempt_within_lease(self) -> DeliverySettings:
+        if self.attempt_timeout_ms > longest_attempt_ms(self.lease_ms):
+            raise ValueError(f"attempt_timeout_ms {self.attempt_timeout_ms} is longer than a {self.lease_ms} ms "
+                             f"lease allows an attempt ({longest_attempt_ms(self.lease_ms)} ms): an attempt "
+                             "must end while the lease is held")
+        return self
+
+
+def lease_margin_ms(lease_ms: int) -> int:
+    """How long before the lease could run out its holder stops sending (should renewing fail)."""
+    return min(5000, lease_ms // 3)
+
+
+def longest_attempt_ms(lease_ms: int) -> int:
+    """The longest delivery attempt a lease of `lease_ms` lets start at any time: the holder renews
+    every third of the lease and sends until `lease_margin_ms` before it runs out."""
+    return lease_ms - lease_ms // 3 - lease_margin_ms(lease_ms)
 
 
 class AlertingConfig(_Strict):

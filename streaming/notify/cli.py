@@ -13,7 +13,7 @@ import threading
 import time
 
 from streaming.clock import now_ms
-from streaming.config import ConfigError, load_config
+from streaming.config import ConfigError, load_config, longest_attempt_ms
 
 __all__ = ["command", "configure_parser", "configure_silence_parser", "silence_command"]
 
@@ -30,7 +30,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="how often to look for new and due notifications (default 1000)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="the whole of one delivery attempt: connect, send, status and the answer's first 16 KiB "
-                        "(1 to 15 s; default alerting.delivery.attempt_timeout_ms, 10 s)")
+                        "(from 1 s to what alerting.delivery.lease_ms allows, 15 s for its default 30 s; "
+                        "default alerting.delivery.attempt_timeout_ms, 10 s)")
     p.add_argument("--retry-base-ms", type=int, default=1000, metavar="MS",
                    help="first retry delay; doubles per attempt, with jitter (default 1000)")
     p.add_argument("--retry-max-ms", type=int, default=300_000, metavar="MS",
@@ -50,9 +51,11 @@ def command(args: argparse.Namespace) -> int:
                              ("--concurrency", args.concurrency, 1)):
         if value < low:
             raise ConfigError(f"{flag} must be at least {low}")
-    if args.timeout is not None and not 1 <= args.timeout <= 15:
-        raise ConfigError("--timeout must be between 1 and 15 s (an attempt ends within the notifier's lease)")
     config = load_config(args.config)
+    longest_s = longest_attempt_ms(config.alerting.delivery.lease_ms) / 1000
+    if args.timeout is not None and not 1 <= args.timeout <= longest_s:
+        raise ConfigError(f"--timeout must be between 1 and {longest_s:g} s (an attempt ends within the notifier's "
+                          f"{config.alerting.delivery.lease_ms} ms lease)")
     if not config.alerting.receivers:
         raise ConfigError(f"{args.config}: alerting.receivers is empty: there is nowhere to deliver to")
     options = NotifyOptions(group_wait_ms=args.group_wait_ms, interval_ms=args.interval_ms, timeout_s=args.timeout,

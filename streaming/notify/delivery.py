@@ -92,7 +92,7 @@ class NotifyOptions:
     retry_max_ms: int = 300_000
     concurrency: int = 4
     batch_limit: int = 200
-    lease_ms: int = 30_000
+    lease_ms: int | None = None  # None: alerting.delivery.lease_ms
     alertmanager_refresh_ms: int = 120_000
     sweep_ms: int = 10_000
     # Retention (alerting.delivery.retention_days) runs this often, in at most `retention_batches`
@@ -152,7 +152,8 @@ class Notifier:
                              retry_max_ms=self.options.retry_max_ms, transport=transport)
         self._pools = {name: ThreadPoolExecutor(self.options.concurrency, thread_name_prefix=f"notify-{name}")
                        for name in self.receivers}
-        self.lease = Lease(store, self.options.lease_ms)
+        self.lease_ms = self.options.lease_ms or self.limits.lease_ms
+        self.lease = Lease(store, self.lease_ms)
         self._am_refreshed: dict[str, int] = {}
         self._retention_due_at = 0
         # Receiver-level backoff: consecutive rounds without any success, and until when to wait.
@@ -428,7 +429,7 @@ class Notifier:
             if time.monotonic() - waiting_logged > 60:
                 log.info("another notifier holds the lease; waiting", extra={"holder": self.lease.holder})
                 waiting_logged = time.monotonic()
-            if stop.wait(min(interval * 5, self.options.lease_ms / 1000)):
+            if stop.wait(min(interval * 5, self.lease_ms / 1000)):
                 return self.stats
         log.info("notifier started", extra={"receivers": [r.describe() for r in self.receivers.values()],
                                             "once": once, "group_wait_ms": self.options.group_wait_ms})
@@ -453,7 +454,7 @@ class Notifier:
                 if once:
                     pending = set(running.values())
                     while pending:
-                        _, pending = wait_futures(pending, timeout=max(1.0, self.options.lease_ms / 3000))
+                        _, pending = wait_futures(pending, timeout=max(1.0, self.lease_ms / 3000))
                         self._try(self.lease.renew_if_due, default=False)
                     for future in running.values():
                         self._try(future.result, default=None, broad=True)

@@ -35,6 +35,7 @@ import uuid
 from sqlalchemy import delete, func, literal_column, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from streaming.config import lease_margin_ms
 from streaming.store import LeaseFence, Store, notifier_lease
 
 __all__ = ["Lease", "database_now_ms", "process_space"]
@@ -146,8 +147,7 @@ class Lease:
                     self.holder = f"pid {row.pid} on {row.host}"
         self.generation = generation if got else self.generation
         # Stop sending a little before the lease runs out, should renewing fail.
-        margin = min(5000, self.ttl_ms // 3)
-        self._valid_until = started + (self.ttl_ms - margin) / 1000 if got else 0.0
+        self._valid_until = started + (self.ttl_ms - lease_margin_ms(self.ttl_ms)) / 1000 if got else 0.0
         self._renewed_at = started
         return got
 

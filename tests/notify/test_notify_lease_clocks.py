@@ -24,7 +24,7 @@ from streaming.store import Store, notifier_lease
 
 LIBFAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))), None)
 SKEW = "+20s"
-LEASE_S = 30  # NotifyOptions.lease_ms
+LEASE_S = 12  # alerting.delivery.lease_ms: shorter than the skew, which the database's clock makes harmless
 SLACK_S = 3  # the standby's poll (0.5 s) and a loaded machine's latency
 
 
@@ -54,7 +54,8 @@ def test_skewed_clocks_never_make_two_senders_and_takeover_is_bounded(tmp_path, 
     hook.default = ("slow", 0.05)  # requests in flight all the time
     hook.start()
     url = postgres.create_database("lease_clocks")
-    config = write_config(tmp_path, [{"name": "ops", "type": "webhook", "url": hook.url()}], store_url=url)
+    config = write_config(tmp_path, [{"name": "ops", "type": "webhook", "url": hook.url()}], store_url=url,
+                          delivery={"lease_ms": LEASE_S * 1000, "attempt_timeout_ms": 4000})
     store = Store(url)
     prefix, skewed = _ahead_on_another_host("fleetwatch-node-b")
     opts = ("--group-wait-ms", "0", "--retry-base-ms", "200", "--retry-max-ms", "1000")

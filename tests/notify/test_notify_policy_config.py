@@ -13,7 +13,7 @@ import yaml
 from support.notify import env_with
 from support.paths import ROOT
 
-from streaming.config import ConfigError, FleetwatchConfig, load_config
+from streaming.config import ConfigError, FleetwatchConfig, load_config, longest_attempt_ms
 from streaming.notify.policy import parse_retry_after
 
 
@@ -73,6 +73,30 @@ def test_parse_retry_after_is_bounded_and_never_raises():
                   "\udcff", "5, 6", "\x00"):
         assert parse_retry_after(value, now, cap) is None, value
     assert parse_retry_after("0", now, cap) == 0
+
+
+def test_the_lease_is_configurable_and_bounds_the_attempt(tmp_path):
+    from streaming.notify.delivery import Notifier
+    from streaming.store import Store
+
+    receivers = [{"name": "ops", "type": "webhook", "url": "http://127.0.0.1:1/x"}]
+    # Renewed every third, sending stops min(5 s, a third) before it could run out: 12 s leaves 4 s.
+    assert [longest_attempt_ms(ms) for ms in (6_000, 12_000, 30_000, 60_000)] == [2_000, 4_000, 15_000, 35_000]
+    for delivery, problem in (({"lease_ms": 5_999}, "lease_ms"), ({"lease_ms": 600_001}, "lease_ms"),
+                              ({"lease_ms": 12_000}, "attempt_timeout_ms 10000 is longer than a 12000 ms lease"),
+                              ({"lease_ms": 12_000, "attempt_timeout_ms": 4_001}, "longer than a 12000 ms lease")):
+        file = tmp_path / "bad.yaml"
+        file.write_text(yaml.safe_dump({"alerting": {"receivers": receivers, "delivery": delivery}}))
+        with pytest.raises(ConfigError, match=problem):
+            load_config(file)
+    config = FleetwatchConfig.model_validate({"alerting": {"receivers": receivers, "delivery": {
+        "lease_ms": 12_000, "attempt_timeout_ms": 4_000}}})
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    notifier = Notifier(config, store, env={})
+    assert notifier.lease.ttl_ms == 12_000
+    assert notifier.lease.acquire() and notifier.lease.held_for(4.0) and not notifier.lease.held_for(8.5)
+    notifier.close()
+    store.close()
 
 
 @pytest.mark.integration
