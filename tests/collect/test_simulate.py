@@ -228,7 +228,6 @@ def test_jitter_keeps_disorder_within_bounds_and_changes_no_alert() -> None:
     key = lambda ev: json.dumps(ev, sort_keys=True)  # noqa: E731
     assert sorted(map(key, (ev for _, ev in jittered.events()))) == sorted(
         map(key, (ev for _, ev in ordered.events())))
-    assert jittered.labels() == ordered.labels()
     assert sorted(map(key, oracle(jittered))) == sorted(map(key, oracle(ordered))) != []
 
 

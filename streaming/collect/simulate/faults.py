@@ -48,12 +48,12 @@ TIMELINE: dict[str, tuple[int, int | None]] = {
 NEEDS_PARTNER = ("cluster.id_changed", "connection.misrouted", "endpoint.collision")
 
 # Per fault kind: the rules it is designed to raise, its own first, then its side effects: a
-# hung broker (every other heartbeat_lost) that answered clients a whole heartbeat interval after
-# its last heartbeat is cut off while serving (rare: its last answer usually comes first); a
-# partitioned broker's heartbeats stop too; a broker killed out of a stuck shutdown and restarted
-# changed state four times in five minutes; a bootstrap name that reaches another cluster's
-# broker is broker 1's name too, so its endpoint probe is misrouted.
-RAISES: dict[str, tuple[str, ...]] = {
+# stopped broker whose last answer to clients came a whole heartbeat interval after its last
+# heartbeat counts as cut off while serving (rare: the crash usually comes first); a partitioned
+# broker's heartbeats stop too; a broker killed out of a stuck shutdown and restarted changed
+# state four times in five minutes; a bootstrap name that reaches another cluster's broker is
+# broker 1's name too, so its endpoint probe is misrouted.
+_RAISES: dict[str, tuple[str, ...]] = {
     "broker.heartbeat_lost": ("broker.heartbeat_lost", "broker.partitioned"),
     "broker.partitioned": ("broker.partitioned", "broker.heartbeat_lost"),
     "broker.stuck_stopping": ("broker.stuck_stopping", "broker.flapping"),
@@ -63,7 +63,8 @@ RAISES: dict[str, tuple[str, ...]] = {
 # bootstrap's, which reports the other cluster's id (cluster.id_changed). And while the only
 # broker is out of the metadata (fenced or restarting), the bootstrap lists no broker, so it
 # shares no endpoint with a DR alias that reported the same cluster id in an earlier
-# cluster.id_duplicate fault: the fleet still holds that alias's endpoints (SPEC section 4).
+# cluster.id_duplicate fault: the rules hold what a target reported until it has been silent for
+# rules.state_ttl_ms (a day), and the alias was dropped from monitoring, not forgotten.
 _ONE_BROKER_RAISES = {"connection.misrouted": ("cluster.id_changed",)}
 _TAKES_THE_ONLY_BROKER_OUT = (
     "broker.heartbeat_lost", "broker.fenced", "broker.partitioned", "broker.stuck_stopping",
@@ -80,7 +81,7 @@ def injected(kind: str, info: ClusterIdentity, brokers: int, partner: ClusterIde
     """What the simulator says about a fault of `kind` it starts on `info` at `at`: its subject,
     start and end, and the rules it is designed to raise. `after_a_clone`: the cluster had a
     cluster.id_duplicate fault before."""
-    rules = RAISES.get(kind, (kind,))
+    rules = _RAISES.get(kind, (kind,))
     if brokers == 1:
         rules += _ONE_BROKER_RAISES.get(kind, ())
         if after_a_clone and kind in _TAKES_THE_ONLY_BROKER_OUT:
