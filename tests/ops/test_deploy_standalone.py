@@ -28,6 +28,7 @@ import yaml
 from kafka import KafkaProducer
 from sqlalchemy import func, select
 from support.processes import free_port, poll
+from support.reference import reference_alerts
 from support.spark_standalone import SPARK_HOME, Standalone, kill_session, session_alive
 
 from streaming import topics
@@ -85,14 +86,16 @@ def store_url(postgres):
 def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store_url, cluster):
     sim = Simulation(FleetSpec(clusters=3, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
                                duration_ms=90_000, seed=11, first_fault_ms=30_000, fault_every_ms=60_000))
-    label = next(lbl for lbl in sim.labels() if lbl["rule"] == "broker.heartbeat_lost")
+    # The outage's alert as the oracle of the rules (the reference detector) reads the stream: its resolved line.
+    outage = next(a for a in reference_alerts([json.dumps(ev) for _, ev in sim.events()])
+                  if a["rule"] == "broker.heartbeat_lost" and a["status"] == "resolved")
     store = Store(store_url)
     job = producer = None
     try:
         with EmbeddedBus(log_path=tmp_path / "tansu.log") as bus:
             events = list(sim.events())
             # First the stream up to the outage (the alert fires), later the rest (it resolves).
-            split = next(i for i, (_, e) in enumerate(events) if e["ts"] >= label["ends_at"] - 2000)
+            split = next(i for i, (_, e) in enumerate(events) if e["ts"] >= outage["ends_at"] - 2000)
             producer = KafkaProducer(bootstrap_servers=bus.bootstrap, linger_ms=5)
             _produce(producer, events[:split])
             producer.send(topics.HEARTBEATS, value=b"\x00{not json")  # PostgreSQL refuses NUL in text
@@ -122,11 +125,11 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
                 assert job.poll() is None, f"the job exited early:\n{job_log.read_text()[-3000:]}"
                 with store.engine.connect() as conn:
                     return conn.execute(select(alerts).where(
-                        alerts.c.rule == "broker.heartbeat_lost", alerts.c.cluster_id == label["cluster_id"],
-                        alerts.c.broker_id == label["broker_id"])).first()
+                        alerts.c.rule == "broker.heartbeat_lost", alerts.c.cluster_id == outage["cluster_id"],
+                        alerts.c.broker_id == outage["broker_id"])).first()
 
             row = poll(alert_in_store, 200, "broker.heartbeat_lost in the store", interval_s=0.5)
-            assert row.starts_at == label["starts_at"] and row.status == "firing"
+            assert row.starts_at == outage["starts_at"] and row.status == "firing"
 
             # It ran on the standalone cluster, with executors granted by the worker.
             apps = cluster.state()["activeapps"]
@@ -137,7 +140,7 @@ def test_standalone_cluster_runs_the_submitted_job_until_sigterm(tmp_path, store
                                             .group_by(quarantine.c.reason)).all())
             assert reasons == {"not_json": 1}
 
-            firing = re.compile(rf'^fleetwatch_alerts_firing{{cluster_id="{label["cluster_id"]}",target="[^"]*",'
+            firing = re.compile(rf'^fleetwatch_alerts_firing{{cluster_id="{outage["cluster_id"]}",target="[^"]*",'
                                 r'rule="broker.heartbeat_lost",severity="critical"} 1$', re.M)
             # Progress reaches the store asynchronously, after the batch's sink has run.
             metrics = poll(lambda: (text := _text(f"http://127.0.0.1:{metrics_port}/metrics"))

@@ -8,6 +8,7 @@ without losing or repeating an alert.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from sqlalchemy import func, select
 from support.live_fleet import START_MS, expected_lines, poll_until, produce, simulated_fleet, stored_lines
+from support.reference import reference_alerts
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
@@ -47,8 +49,10 @@ def bus(tmp_path):
 
 def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, test_config, bus, tmp_path):
     sim = simulated_fleet(clusters=30)
-    labels = [lbl for lbl in sim.labels() if lbl["rule"] == "broker.heartbeat_lost"]
-    assert labels, "the simulator injected no stopped broker"
+    # The first stopped broker's alert, as the oracle of the rules (the reference detector) reads the stream.
+    lost = next((a for a in reference_alerts([json.dumps(ev) for _, ev in sim.events()])
+                 if a["rule"] == "broker.heartbeat_lost"), None)
+    assert lost, "the simulator injected no stopped broker"
     # The bus configured by address, as in the field (issue 26): `auto` must find out that this Tansu
     # answers ListOffsets(LATEST) inside the last batch and not give it to Spark's connector, or the
     # last events wait for more data and the alerts differ.
@@ -66,16 +70,14 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
     job = start_job(spark, config, bus.bootstrap, store)
     query, recorder = job.query, job.recorder
     try:
-        label = labels[0]
-
         def heartbeat_lost_in_store():
             with store.engine.connect() as conn:
                 return conn.execute(select(alerts).where(
-                    alerts.c.rule == "broker.heartbeat_lost", alerts.c.cluster_id == label["cluster_id"],
-                    alerts.c.broker_id == label["broker_id"])).first()
+                    alerts.c.rule == "broker.heartbeat_lost", alerts.c.cluster_id == lost["cluster_id"],
+                    alerts.c.broker_id == lost["broker_id"])).first()
 
         row = poll_until(heartbeat_lost_in_store, 240, "broker.heartbeat_lost in the store")
-        assert row.starts_at == label["starts_at"]
+        assert row.starts_at == lost["starts_at"]
         detected_after_s = time.monotonic() - started
 
         def quarantined():
@@ -223,7 +225,7 @@ def _live_fleet(now_ms: int) -> list[tuple[str, dict]]:
     (rules.max_source_lead_ms, `_FUTURE_FLEET_RULES`)."""
     sim = Simulation(FleetSpec(clusters=2, brokers=3, faults=("broker.heartbeat_lost",), start_ms=now_ms - 30_000,
                                duration_ms=270_000, seed=11, first_fault_ms=30_000, fault_every_ms=60_000))
-    silent = sim.labels()[0]["cluster_id"]
+    silent = sim.faults[0].cluster_id
     return [(topic, e) for topic, e in sim.events()
             if e.get("cluster_id") != silent or e["ts"] < now_ms + 15_000]
 

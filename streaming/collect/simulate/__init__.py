@@ -3,26 +3,23 @@
 The simulator plays a fleet of Kafka clusters as their collectors would see it: broker agents
 report registrations, heartbeats and lifecycle transitions; a prober sends one bootstrap
 Metadata request and one request per advertised endpoint to every cluster every few seconds.
-Faults (SPEC section 1) are injected one at a time per cluster, and `Simulation.labels()` lists
-every alert the rules of streaming/detect/README.md must raise for the stream, with the fault
-that caused it.
+Faults (SPEC section 1) are injected one at a time per cluster.
 
-How the labels are known:
-- the timing of broker faults is designed, so their broker alerts are written down by the
-  fault itself (e.g. `broker.heartbeat_lost` starts at the last heartbeat + session timeout);
-- rules whose outcome depends on how probe rounds fall (controller, identity and routing rules,
-  `broker.flapping`) are followed by small trackers that watch the responses and transitions
-  the simulator emits, so side effects of a fault are labelled too;
-- faults are designed so the few side effects that remain are deliberate (a stuck broker that
-  is killed and restarted also flaps) and no fault straddles the end of the stream.
+The ground truth is what was injected, nothing more: `Simulation.faults` (and `labels()`, the
+same as label lines) gives each fault's kind, subject, start, end and the rules it is designed
+to raise; `Simulation.cause(alert)` says which fault accounts for an alert. Which alerts
+exactly the rules give for the stream is read from the events by one oracle outside the
+product, the reference detector of bench/reference/ (bench/accuracy.py, tests/reference/).
+Faults are designed so the few side effects they have are deliberate (a stuck broker that is
+killed and restarted also flaps) and no fault straddles the end of the stream.
 
 Everything is a pure function of `FleetSpec`: the same spec gives the same bytes.
 
-The rooms, from the ground up: spec (what to simulate), identities (cluster ids and hosts),
-labels (the rules' re-implementation that labels the ground truth), cluster (one cluster's
-agents, controller and prober), faults (the 16 fault scripts), schedule (which cluster gets
-which fault when), fleet (`Simulation`: the clusters merged into one stream), output (files and
-live production) and cli (`fleetwatch simulate`).
+The rooms, from the ground up: spec (what to simulate, and `InjectedFault`), identities
+(cluster ids and hosts), cluster (one cluster's agents, controller and prober), faults (the 16
+fault scripts and what each is designed to raise), schedule (which cluster gets which fault
+when), fleet (`Simulation`: the clusters merged into one stream), output (files and live
+production) and cli (`fleetwatch simulate`).
 """
 
 from streaming.collect.simulate.cli import command, configure_parser

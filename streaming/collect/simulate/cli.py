@@ -41,7 +41,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "allowed lateness (default 0: in order)")
     p.add_argument("--out", metavar="EVENTS.jsonl", help="write the events to this JSONL file")
     p.add_argument("--labels", metavar="LABELS.jsonl",
-                   help="write the ground-truth alerts (what replay must produce) to this JSONL file")
+                   help="write the ground truth to this JSONL file: one line per injected fault (kind, "
+                        "subject, start, end, the rules it is designed to raise)")
     p.add_argument("--bootstrap", metavar="HOST:PORT",
                    help="produce the events live, in real time, to this Kafka bus")
     p.add_argument("--config", help="config file whose bus.security says how to reach the --bootstrap bus")

@@ -11,7 +11,6 @@ from functools import partial
 from typing import Any
 
 from streaming.collect.simulate.identities import DOMAIN, PORT, RACKS, ClusterIdentity
-from streaming.collect.simulate.labels import Label, RuleTrackers
 from streaming.collect.simulate.spec import ERROR_TIMEOUT, FleetSpec
 from streaming.contract import (
     Broker,
@@ -51,7 +50,6 @@ class SimBroker:
     want_fence: bool = False
     want_shutdown: bool = False
     view: int | None = None  # a controller this broker names instead of the cluster's
-    answered_at: int | None = None  # its last successful answer to the prober
 
     @property
     def address(self) -> str:
@@ -94,9 +92,6 @@ class ClusterSim:
         # host:port -> (the cluster whose broker it reaches now, error it answers with or None)
         self.redirects: dict[str, tuple[ClusterIdentity, str | None]] = {}
         self.alias: str | None = None  # DR alias target: None, "clone" or "primary"
-        self.fault: str | None = None
-        self.labels: list[Label] = []
-        self.trackers = RuleTrackers(info.cluster_id, self.labels, lambda: self.fault)
         self.brokers = {
             n: SimBroker(n, info.hosts[n - 1], RACKS[(n - 1) % len(RACKS)], f"agent-{info.hosts[n - 1]}")
             for n in range(1, spec.brokers + 1)}
@@ -122,20 +117,12 @@ class ClusterSim:
                 yield ev["ts"], self.index, emitted, topic_of(ev["type"]), ev
             self.out.clear()
 
-    def finish(self, watermark: int) -> list[dict[str, Any]]:
-        self.trackers.finish(watermark)
-        return [label.as_dict() for label in self.labels]
-
     def emit(self, event: BrokerState | BrokerHeartbeat, **agent_fields: Any) -> None:
         """Emit an event of this cluster's agents and controller in its wire form (with what an
-        agent sends beyond the contract), and show it to the trackers."""
+        agent sends beyond the contract)."""
         ev = event_to_dict(event)
         ev.update(agent_fields)
         self.out.append(ev)
-        if event.type == "broker_state":
-            self.trackers.on_state(ev)
-        else:
-            self.trackers.touch_broker(event.broker_id, event.ts)
 
     def offset(self, at: int) -> int:
         """The cluster's metadata log end offset: it grows by a few records a second."""
@@ -259,14 +246,10 @@ class ClusterSim:
             latency = self.rng.randint(0, 2)
         else:
             latency = self.rng.randint(1, 15)
-        ev = event_to_dict(MetadataResponse(
+        self.out.append(event_to_dict(MetadataResponse(
             ts=at, source=f"probe-{self.index % 4 + 1}", cluster_id=cluster_id, target=target, endpoint=endpoint,
             expected=expected, responder_node_id=responder, controller_id=controller, error=error,
-            latency_ms=latency, brokers=brokers))
-        self.out.append(ev)
-        if error is None and responder is not None and cluster_id == self.info.cluster_id:
-            self.brokers[responder].answered_at = at
-        self.trackers.on_response(ev)
+            latency_ms=latency, brokers=brokers)))
 
     # -- the DR alias of cluster.id_duplicate ------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """The 16 fault scripts: how each fault of SPEC section 1 unfolds on one simulated cluster.
 
 A script runs at the fault's start and queues what happens next on the cluster's timeline.
-Broker faults have a designed timing, so they write their own labels (`_designed_label`); the
-outcome of the other rules is left to the trackers (labels.py), which watch what the cluster
-emits. `TIMELINE` says how long each script keeps its cluster busy, for the schedule.
+`TIMELINE` says how long each script keeps its cluster busy, for the schedule; `injected` is what
+the simulator says about a fault it injects (its subject, start, end and the rules it is designed
+to raise), which is all it says: the exact alerts are the reference detector's to read.
 """
 
 from __future__ import annotations
@@ -13,15 +13,16 @@ from functools import partial
 from typing import Any
 
 from streaming.collect.simulate.cluster import ClusterSim, PlannedFault, SimBroker
-from streaming.collect.simulate.labels import Label
-from streaming.collect.simulate.spec import ERROR_REFUSED, ERROR_TIMEOUT, RULES
+from streaming.collect.simulate.identities import ClusterIdentity
+from streaming.collect.simulate.spec import ERROR_REFUSED, ERROR_TIMEOUT, RULES, InjectedFault
 from streaming.contract import REBOOTSTRAP_REQUIRED
 
-__all__ = ["NEEDS_PARTNER", "SCRIPTS", "TIMELINE", "begin"]
+__all__ = ["NEEDS_PARTNER", "SCRIPTS", "TIMELINE", "begin", "injected"]
 
 # Per fault kind: (ms after the fault start by which every designed event has happened and
-# every label boundary but a 300 s window has passed, not counting the probe round that
-# observes it; ms after the start of its last broker-state or controller change, or None).
+# every alert it is designed to raise has started, and has ended but for a 300 s window, not
+# counting the probe round that observes the end; ms after the start of its last broker-state
+# or controller change, or None).
 # The cluster stays busy until that change has left the flap windows, so that one fault's
 # transitions never add up with the next one's.
 TIMELINE: dict[str, tuple[int, int | None]] = {
@@ -46,27 +47,71 @@ TIMELINE: dict[str, tuple[int, int | None]] = {
 # endpoints being advertised): that cluster must be quiet meanwhile.
 NEEDS_PARTNER = ("cluster.id_changed", "connection.misrouted", "endpoint.collision")
 
+# Per fault kind: the rules it is designed to raise, its own first, then its side effects: a
+# stopped broker whose last answer to clients came a whole heartbeat interval after its last
+# heartbeat counts as cut off while serving (rare: the crash usually comes first); a partitioned
+# broker's heartbeats stop too; a broker killed out of a stuck shutdown and restarted changed
+# state four times in five minutes; a bootstrap name that reaches another cluster's broker is
+# broker 1's name too, so its endpoint probe is misrouted.
+_RAISES: dict[str, tuple[str, ...]] = {
+    "broker.heartbeat_lost": ("broker.heartbeat_lost", "broker.partitioned"),
+    "broker.partitioned": ("broker.partitioned", "broker.heartbeat_lost"),
+    "broker.stuck_stopping": ("broker.stuck_stopping", "broker.flapping"),
+    "cluster.id_changed": ("cluster.id_changed", "connection.misrouted"),
+}
+# With a single broker the victim is the bootstrap broker too. A misrouted name is then the
+# bootstrap's, which reports the other cluster's id (cluster.id_changed). And while the only
+# broker is out of the metadata (fenced or restarting), the bootstrap lists no broker, so it
+# shares no endpoint with a DR alias that reported the same cluster id in an earlier
+# cluster.id_duplicate fault: the rules hold what a target reported until it has been silent for
+# rules.state_ttl_ms (a day), and the alias was dropped from monitoring, not forgotten.
+_ONE_BROKER_RAISES = {"connection.misrouted": ("cluster.id_changed",)}
+_TAKES_THE_ONLY_BROKER_OUT = (
+    "broker.heartbeat_lost", "broker.fenced", "broker.partitioned", "broker.stuck_stopping",
+    "broker.epoch_regression", "broker.flapping", "broker.illegal_transition", "connection.misrouted",
+    "endpoint.collision")
+# The faults that hit one broker (`_victim`); the others hit the cluster as a whole.
+_ABOUT_A_BROKER = (*_TAKES_THE_ONLY_BROKER_OUT, "cluster.controller_disagreement")
+
 Script = Callable[[ClusterSim, int, PlannedFault], None]
+
+
+def injected(kind: str, info: ClusterIdentity, brokers: int, partner: ClusterIdentity | None, at: int, *,
+             after_a_clone: bool) -> InjectedFault:
+    """What the simulator says about a fault of `kind` it starts on `info` at `at`: its subject,
+    start and end, and the rules it is designed to raise. `after_a_clone`: the cluster had a
+    cluster.id_duplicate fault before."""
+    rules = _RAISES.get(kind, (kind,))
+    if brokers == 1:
+        rules += _ONE_BROKER_RAISES.get(kind, ())
+        if after_a_clone and kind in _TAKES_THE_ONLY_BROKER_OUT:
+            rules += ("cluster.id_duplicate",)
+    node = _victim_node(brokers) if kind in _ABOUT_A_BROKER else None
+    endpoint = {"cluster.id_changed": info.address(1), "connection.misrouted": info.address(_victim_node(brokers)),
+                "endpoint.collision": _taken(info, _victim_node(brokers), partner)}.get(kind)
+    return InjectedFault(kind, info.cluster_id, info.target, at, at + TIMELINE[kind][0], rules, node, endpoint,
+                         partner.target if partner else None)
 
 
 def begin(sim: ClusterSim, planned: PlannedFault, at: int) -> None:
     """The action that starts `planned` on `sim`."""
-    sim.fault = planned.kind
     SCRIPTS[planned.kind](sim, at, planned)
 
 
-def _designed_label(sim: ClusterSim, rule: str, at: int, *, broker: SimBroker | None = None,
-                    endpoint: str | None = None, ends_at: int | None = None) -> Label:
-    """A label whose times the fault's design decides (the trackers find the others)."""
-    label = Label(rule, sim.info.cluster_id, None, broker.node if broker else None, endpoint, at, sim.fault, ends_at)
-    sim.labels.append(label)
-    return label
+def _victim_node(brokers: int) -> int:
+    """The broker a broker fault hits: the last one, never the bootstrap broker or the controller
+    (node 1) if the cluster has another one, so the cluster stays observable through the fault."""
+    return brokers
 
 
 def _victim(sim: ClusterSim) -> SimBroker:
-    """The broker a broker fault hits: never the bootstrap broker or the controller if the
-    cluster has another one, so the cluster stays observable through the fault."""
-    return sim.brokers[len(sim.brokers)]
+    return sim.brokers[_victim_node(len(sim.brokers))]
+
+
+def _taken(info: ClusterIdentity, node: int, partner: ClusterIdentity | None) -> str:
+    """The address a misconfigured broker `node` of `info` copies: the partner's broker of the same
+    number (or its last), or without a partner its own cluster's broker 1."""
+    return partner.address(min(node, len(partner.hosts))) if partner else info.address(1)
 
 
 def _other_controller(sim: ClusterSim) -> int:
@@ -81,22 +126,8 @@ def _heartbeat_lost(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     # controller fences it after the session timeout; the pod restarts it 18 s later.
     b = _victim(sim)
     last = sim.stop(b, ERROR_TIMEOUT if planned.occurrence % 2 else ERROR_REFUSED)
-    lost_at = last + RULES.session_timeout_ms
-    lost = _designed_label(sim, "broker.heartbeat_lost", lost_at, broker=b)
-    # Its last answer came before the crash, so at most a heartbeat interval (plus jitter)
-    # after its last heartbeat: the rule counts it as serving clients while cut off only when
-    # it came a whole interval after that heartbeat (as with real Kafka, a crash is rarely so).
-    if (b.answered_at is not None and b.answered_at >= last + RULES.heartbeat_interval_ms
-            and b.answered_at + RULES.partition_window_ms > lost_at):
-        _designed_label(sim, "broker.partitioned", lost_at, broker=b,
-                        ends_at=b.answered_at + RULES.partition_window_ms)
     sim.at(last + RULES.session_timeout_ms + 50, sim.transition(b, "FENCED", "session timeout"))
-
-    def restart(at: int) -> None:
-        sim.register(at, b)
-        lost.ends_at = at
-
-    sim.at(t + 18_000, restart)
+    sim.at(t + 18_000, partial(sim.register, b=b))
     sim.at(t + 19_500, sim.transition(b, "ONLINE", "caught up"))
 
 
@@ -111,14 +142,11 @@ def _fenced(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
         sim.register(at, b)
 
     sim.at(t + 3000, restart)
-    fenced_at = t + 3200
-    label = _designed_label(sim, "broker.fenced", fenced_at + RULES.fenced_grace_ms, broker=b)
-    sim.at(fenced_at, sim.transition(b, "FENCED", "registered; not caught up"))
+    sim.at(t + 3200, sim.transition(b, "FENCED", "registered; not caught up"))
 
     def caught_up(at: int) -> None:
         b.caught_up = True
         sim.report_state(at, b, "ONLINE", "caught up", previous="FENCED")
-        label.ends_at = at
 
     sim.at(t + 53_200, caught_up)
 
@@ -128,14 +156,11 @@ def _partitioned(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     # worked example heartbeat-and-fence).
     b = _victim(sim)
     last = sim.stop(b, None)
-    lost = _designed_label(sim, "broker.heartbeat_lost", last + RULES.session_timeout_ms, broker=b)
-    cut = _designed_label(sim, "broker.partitioned", last + RULES.session_timeout_ms, broker=b)
     sim.at(last + RULES.session_timeout_ms + 50, sim.transition(b, "FENCED", "session timeout"))
 
     def heal(at: int) -> None:
         b.chain += 1
         sim.heartbeat_loop(b, b.chain, at)
-        lost.ends_at = cut.ends_at = at
 
     sim.at(t + 25_000, heal)
     sim.at(t + 26_000, sim.transition(b, "ONLINE", "caught up"))
@@ -144,17 +169,15 @@ def _partitioned(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
 def _stuck_stopping(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     # A controlled shutdown that never completes (partition leadership cannot move); the
     # operator kills the broker after 150 s and it restarts. Those four transitions within
-    # five minutes are also a broker.flapping, which the trackers label.
+    # five minutes are also a broker.flapping.
     b = _victim(sim)
     b.want_shutdown = True
     sim.report_state(t, b, "STOPPING", "controlled shutdown requested", by_agent=True, previous="ONLINE")
-    stuck = _designed_label(sim, "broker.stuck_stopping", t + RULES.stopping_timeout_ms, broker=b)
 
     def kill(at: int) -> None:
         sim.stop(b, ERROR_REFUSED)
         b.want_shutdown = False
         sim.report_state(at, b, "OFFLINE", "killed after shutdown timeout", by_agent=True, previous="STOPPING")
-        stuck.ends_at = at
 
     sim.at(t + 150_000, kill)
     sim.at(t + 154_000, partial(sim.register, b=b))
@@ -172,10 +195,7 @@ def _epoch_regression(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     sim.at(t + 4000, partial(sim.register, b=b))
     sim.at(t + 4200, sim.transition(b, "FENCED", "re-registered with a new incarnation"))
     sim.at(t + 5500, sim.transition(b, "ONLINE", "caught up"))
-    zombie = [t + 12_000, t + 14_000, t + 16_000]
-    _designed_label(sim, "broker.epoch_regression", zombie[0], broker=b,
-                    ends_at=zombie[-1] + RULES.resolve_after_ms)
-    for when in zombie:
+    for when in (t + 12_000, t + 14_000, t + 16_000):
         sim.at(when, lambda at: sim.send_heartbeat(
             at, b, epoch=old_epoch, metadata_offset=stale_offset, fenced=False, want_fence=False,
             want_shutdown=False, caught_up=False))
@@ -204,10 +224,7 @@ def _illegal_transition(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     sim.stop(b, ERROR_REFUSED)
     sim.at(t + 100, sim.transition(b, "OFFLINE", "process exited", by_agent=True))
     sim.at(t + 3000, partial(sim.register, b=b))
-    illegal_at = t + 4500
-    sim.at(illegal_at, sim.transition(b, "ONLINE", "caught up", by_agent=True))
-    _designed_label(sim, "broker.illegal_transition", illegal_at, broker=b,
-                    ends_at=illegal_at + RULES.resolve_after_ms)
+    sim.at(t + 4500, sim.transition(b, "ONLINE", "caught up", by_agent=True))
 
 
 def _set_later(sim: ClusterSim, when: int, name: str, value: Any) -> None:
@@ -238,8 +255,8 @@ def _controller_disagreement(sim: ClusterSim, t: int, planned: PlannedFault) -> 
 
 def _id_changed(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     # The bootstrap DNS name points at another cluster's broker for 20 s. That name is
-    # broker 1's, so its endpoint probe reaches the other cluster too: a connection.misrouted
-    # that the trackers label. The prober keeps probing the brokers it knew.
+    # broker 1's, so its endpoint probe reaches the other cluster too: a connection.misrouted.
+    # The prober keeps probing the brokers it knew.
     assert planned.partner is not None
     address = sim.info.address(1)
     sim.redirects[address] = (planned.partner, None)
@@ -273,7 +290,7 @@ def _misrouted(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     # A broker pod is rescheduled; its stale DNS name now reaches a broker of another
     # cluster (KIP-1242) for 20 s. Every other time that broker is new enough to refuse
     # with REBOOTSTRAP_REQUIRED. With a single broker the bootstrap name is the same one,
-    # so the bootstrap reports the other cluster's id too: the trackers label that.
+    # so the bootstrap reports the other cluster's id too: a cluster.id_changed.
     assert planned.partner is not None
     b = _victim(sim)
     sim.stop(b, ERROR_REFUSED)
@@ -294,10 +311,8 @@ def _collision(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
     # it advertises that broker's host:port. It cannot catch up with that config and stays
     # fenced, so metadata never lists it; 17 s later it restarts with the right config.
     b = _victim(sim)
-    partner = planned.partner
-    taken = partner.address(min(b.node, len(partner.hosts))) if partner else sim.info.address(1)
+    taken = _taken(sim.info, b.node, planned.partner)
     sim.stop(b, ERROR_REFUSED)
-    collision = _designed_label(sim, "endpoint.collision", t + 3000, endpoint=taken)
 
     def misconfigured(at: int) -> None:
         b.caught_up, b.lag_from = False, sim.offset(at) - 50
@@ -310,7 +325,6 @@ def _collision(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
         b.caught_up = True
         sim.stop(b, None)
         sim.register(at, b)
-        collision.ends_at = at
 
     sim.at(t + 3000, misconfigured)
     sim.at(t + 20_000, fixed)

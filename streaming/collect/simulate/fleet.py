@@ -1,10 +1,10 @@
-"""The simulated fleet: every cluster's timeline merged into one stream, and its labels."""
+"""The simulated fleet: every cluster's timeline merged into one stream, and the faults injected."""
 
 from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -12,17 +12,18 @@ from streaming.collect.simulate.cluster import ClusterSim
 from streaming.collect.simulate.faults import begin
 from streaming.collect.simulate.identities import ClusterIdentity, make_identity
 from streaming.collect.simulate.schedule import not_applicable, schedule
-from streaming.collect.simulate.spec import RULES, FleetSpec, InjectedFault
+from streaming.collect.simulate.spec import FleetSpec, InjectedFault
 
 __all__ = ["Simulation"]
 
 
 class Simulation:
-    """A simulated fleet: `events()` is the stream, `labels()` the alerts it must raise.
+    """A simulated fleet: `events()` is the stream, `faults` the faults injected into it, in start
+    order (`labels()` writes them as lines).
 
-    `faults` is the schedule of injected faults; `skipped` names the requested kinds that the
-    fleet's shape cannot show, with the reason. Targets are named c0000, c0001, ...; the
-    stream can be iterated any number of times and is the same each time.
+    `skipped` names the requested kinds that the fleet's shape cannot show, with the reason.
+    Targets are named c0000, c0001, ...; the stream can be iterated any number of times and is
+    the same each time.
     """
 
     def __init__(self, spec: FleetSpec) -> None:
@@ -32,20 +33,15 @@ class Simulation:
         self.skipped: dict[str, str] = {k: r for k in spec.faults if (r := not_applicable(k, spec))}
         self.faults: tuple[InjectedFault, ...]
         self.faults, self._plan = schedule(spec, self._identities, tuple(self.skipped))
-        self._outcome: tuple[int, list[ClusterSim]] | None = None
-        self._labels: list[dict[str, Any]] | None = None
 
     def emission(self) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """(time the event is sent, topic, event), in sending order."""
         sims = [self._cluster(i, info) for i, info in enumerate(self._identities)]
         merged = heapq.merge(*(sim.run(self.spec.end_ms) for sim in sims))
-        last = self.spec.start_ms
-        stream = self._jittered(merged) if self.spec.jitter_ms else (
-            (ts, topic, ev) for ts, _, _, topic, ev in merged)
-        for sent_at, topic, ev in stream:
-            last = max(last, ev["ts"])
-            yield sent_at, topic, ev
-        self._outcome = (last, sims)
+        if self.spec.jitter_ms:
+            yield from self._jittered(merged)
+        else:
+            yield from ((ts, topic, ev) for ts, _, _, topic, ev in merged)
 
     def _cluster(self, index: int, info: ClusterIdentity) -> ClusterSim:
         sim = ClusterSim(self.spec, index, info)
@@ -78,17 +74,11 @@ class Simulation:
             yield topic, ev
 
     def labels(self) -> list[dict[str, Any]]:
-        """Every alert the stream must raise, ordered by start: rule, severity, subject fields,
-        starts_at, ends_at (None while still open at the end), and the fault that caused it."""
-        if self._labels is None:
-            if self._outcome is None:
-                for _ in self.emission():
-                    pass
-            assert self._outcome is not None
-            last, sims = self._outcome
-            watermark = last - RULES.allowed_lateness_ms
-            found = [label for sim in sims for label in sim.finish(watermark)]
-            self._labels = sorted(found, key=lambda d: (
-                d["starts_at"], d["rule"], d["cluster_id"] or "", d["target"] or "", d["broker_id"] or 0,
-                d["endpoint"] or ""))
-        return [dict(label) for label in self._labels]
+        """The ground truth, from what was injected: one line per fault (`InjectedFault.as_dict`),
+        in start order."""
+        return [fault.as_dict() for fault in self.faults]
+
+    def cause(self, alert: Mapping[str, Any]) -> InjectedFault | None:
+        """The injected fault that accounts for `alert` (an alert line), or None: an alert no fault
+        was designed to raise."""
+        return next((fault for fault in reversed(self.faults) if fault.covers(alert)), None)

@@ -1,4 +1,5 @@
-"""The simulated stream to files (JSONL events and labels) or, live, to a Kafka bus."""
+"""The simulated stream to files (JSONL events, and the injected faults as labels) or, live, to a
+Kafka bus."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def write_events(sim: Simulation, path: str | Path, *,
 
 
 def write_labels(sim: Simulation, path: str | Path) -> int:
-    """Write the labels as JSONL; returns how many."""
+    """Write the injected faults as JSONL label lines (`InjectedFault.as_dict`); returns how many."""
     labels = sim.labels()
     with open(path, "wb") as fh:
         for label in labels:

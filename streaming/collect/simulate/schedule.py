@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from streaming.collect.simulate.cluster import HB_JITTER_MS, PlannedFault
-from streaming.collect.simulate.faults import NEEDS_PARTNER, TIMELINE
+from streaming.collect.simulate.faults import NEEDS_PARTNER, TIMELINE, injected
 from streaming.collect.simulate.identities import ClusterIdentity, make_identity
 from streaming.collect.simulate.spec import RULES, FleetSpec, InjectedFault
 
@@ -35,12 +35,13 @@ def schedule(spec: FleetSpec, identities: Sequence[ClusterIdentity], skipped: Se
     if not kinds:
         return (), plan
     start, end, probe = spec.start_ms, spec.end_ms, spec.probe_interval_ms
-    # Every label boundary must be passed by the final watermark, which trails the last
-    # event (at most a heartbeat interval before the end) by the allowed lateness.
+    # Every start and end of an alert the fault is designed to raise must be passed by the final
+    # watermark, which trails the last event (at most a heartbeat interval before the end) by the
+    # allowed lateness.
     margin = probe + spec.heartbeat_interval_ms + HB_JITTER_MS + RULES.allowed_lateness_ms + 1000
     free = [start] * spec.clusters
     seen: Counter[str] = Counter()
-    injected = []
+    faults: list[InjectedFault] = []
     n = 0
     while (slot := start + spec.first_fault_ms + n * spec.fault_every_ms) < end:
         kind = kinds[n % len(kinds)]
@@ -64,9 +65,8 @@ def schedule(spec: FleetSpec, identities: Sequence[ClusterIdentity], skipped: Se
             busy = max(busy, at + last_change + probe + max(RULES.flap_window_ms,
                                                             RULES.controller_flap_window_ms))
         free[home] = busy
+        faults.append(injected(kind, identities[home], spec.brokers, partner, at,
+                               after_a_clone=any(p.kind == "cluster.id_duplicate" for p in plan[home])))
         plan[home].append(PlannedFault(kind, at, seen[kind], partner))
         seen[kind] += 1
-        info = identities[home]
-        injected.append(InjectedFault(kind, info.cluster_id, info.target, at,
-                                      partner.target if partner else None))
-    return tuple(sorted(injected, key=lambda f: (f.start_ms, f.target))), plan
+    return tuple(sorted(faults, key=lambda f: (f.start_ms, f.target))), plan

@@ -3,7 +3,9 @@ settings and names the whole simulation is built on."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from streaming.config import RuleSettings
 
@@ -118,11 +120,35 @@ class FleetSpec:
 
 @dataclass(frozen=True)
 class InjectedFault:
-    """One fault of the schedule: on which cluster, when, and the other cluster involved."""
+    """One fault of the schedule, as the simulator injected it: the ground truth.
+
+    Its subject is the cluster it hits (`cluster_id`, `target`) and, where the fault is about one
+    broker or one address, that broker (`broker_id`) and that `host:port` (`endpoint`); `partner`
+    is the other cluster involved. It starts at `start_ms` and its last designed event happens at
+    `end_ms`. `rules` are the rules it is designed to raise, its own kind first, then the side
+    effects its design allows. Which alerts exactly the rules give for the stream is not written
+    here: the reference detector (bench/reference/) reads them from the events.
+    """
 
     kind: str
     cluster_id: str
     target: str
     start_ms: int
+    end_ms: int
+    rules: tuple[str, ...]
+    broker_id: int | None = None
+    endpoint: str | None = None
     partner: str | None = None
 
+    def covers(self, alert: Mapping[str, Any]) -> bool:
+        """Whether this fault accounts for `alert` (an alert line): one of the rules it is designed
+        to raise, started while it ran, about its cluster (by id, or by target for the rules about
+        a target, whose alerts carry the cluster id the target reported)."""
+        return (alert["rule"] in self.rules and self.start_ms <= alert["starts_at"] <= self.end_ms
+                and (alert["cluster_id"] == self.cluster_id or alert["target"] == self.target))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The label line `fleetwatch simulate --labels` writes."""
+        return {"kind": self.kind, "cluster_id": self.cluster_id, "target": self.target,
+                "broker_id": self.broker_id, "endpoint": self.endpoint, "partner": self.partner,
+                "start_ms": self.start_ms, "end_ms": self.end_ms, "rules": list(self.rules)}
