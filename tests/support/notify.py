@@ -21,27 +21,15 @@ import yaml
 from sqlalchemy import select, text
 
 from streaming.alert import RULES, alert_id, queue_subject_of
+from streaming.ports import free_port
 from streaming.store import Store, deliveries, metadata, outbox
 from support.paths import ROOT
-from support.processes import free_port
 
 __all__ = ["SECRET", "Hook", "NotifierProcess", "all_delivered", "delivery_rows", "env_with", "iso_ms", "make_alert",
-           "outbox_rows", "resolved", "run_cli", "store_text", "wait_for", "write_config"]
+           "outbox_rows", "resolved", "run_cli", "store_text", "write_config"]
 
 # The webhook secret of the notifier tests: it must never show in a log, an answer or the store.
 SECRET = "whsec-test-7f3a9c1e"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
-    """Poll until predicate() is truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
 
 
 def iso_ms(iso: str) -> int:
