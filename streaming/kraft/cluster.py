@@ -285,19 +285,21 @@ class KRaftCluster:
     def wait_node(self, node_id: int, timeout_s: float = 60) -> float:
         """Wait until the node logs that it started; returns seconds since spawn."""
         node = self.nodes[node_id]
-        deadline = time.monotonic() + timeout_s
         marker = b"Kafka Server started"
-        while time.monotonic() < deadline:
+
+        def started() -> bool:
             if not node.running:
                 raise NodeFailed(f"node {node_id} exited with {node.process.returncode if node.process else None}: "
                                  f"see {node.log_path}")
             with contextlib.suppress(FileNotFoundError), node.log_path.open("rb") as fh:
                 fh.seek(getattr(node, "_log_from", 0))
-                if marker in fh.read():
-                    node.started_s = time.monotonic() - node._spawned  # type: ignore[attr-defined]
-                    return node.started_s
-            time.sleep(0.1)
-        raise NodeFailed(f"node {node_id} did not start within {timeout_s:.0f} s: see {node.log_path}")
+                return marker in fh.read()
+            return False
+
+        poll(started, timeout_s, f"node {node_id} to start: see {node.log_path}", interval_s=0.1, retry_on=(),
+             error=NodeFailed)
+        node.started_s = time.monotonic() - node._spawned  # type: ignore[attr-defined]
+        return node.started_s
 
     def start(self, timeout_s: float = 90) -> KRaftCluster:
         """Format, start every node, and wait until every broker is registered and unfenced."""
