@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import pytest
 
@@ -39,7 +39,6 @@ SHOW_WITHIN_S = 15.0  # issue 6: the overview shows a fault within 15 s of its a
 # the first fault fires and resolves in one catch-up batch (never firing in the store): the
 # next fault comes 60 s later, hence the margin.
 FIRST_ALERT_S = 150.0
-T = TypeVar("T")
 
 # The alert's cluster as the overview attributes it (dashboard/queries/shared.py `attributed_cluster`):
 # target alerts may carry no cluster id and then count against their target's cluster.
