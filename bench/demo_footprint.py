@@ -31,6 +31,11 @@ from typing import Any
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from streaming.polling import poll  # noqa: E402 - after the path set-up
+
 MODES = {"plain": [], "real-kafka": ["--real-kafka"]}
 
 
@@ -60,13 +65,12 @@ def _tree(demo: psutil.Process) -> list[psutil.Process]:
 
 
 def _wait(what: str, check, timeout_s: float, demo: subprocess.Popen[bytes]) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if demo.poll() is not None:
+    def checked() -> bool:
+        if not (value := check()) and demo.poll() is not None:
             raise SystemExit(f"the demo exited ({demo.returncode}) before {what}")
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no {what} within {timeout_s:.0f} s")
-        time.sleep(1)
+        return value
+
+    poll(checked, timeout_s, what, interval_s=1, retry_on=(), error=SystemExit)
 
 
 def _query(db: Path, sql: str, *args: Any) -> list[tuple]:

@@ -28,27 +28,29 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "tests"):  # tests/support: the fake clock the notifier tests use
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 from sqlalchemy import func, select, update  # noqa: E402 - after the path set-up
+from support.clock import FakeClock  # noqa: E402
 
 from streaming.alert import ALERT_SCHEMA, RULES, Alert, alert_id, queue_subject_of  # noqa: E402
 from streaming.config import FleetwatchConfig  # noqa: E402
 from streaming.logs import setup_logging  # noqa: E402
 from streaming.notify import Notifier, NotifyOptions  # noqa: E402
+from streaming.ports import free_port, nobody_listens_on  # noqa: E402
+from streaming.receiver import Reply, Request, WebhookReceiver  # noqa: E402
 from streaming.store import Store, deliveries, outbox  # noqa: E402
 
 __all__ = ["OutageFigures", "run_outage"]
@@ -60,25 +62,15 @@ def receive(port: int, log_path: Path) -> None:
     """Serve POSTs on 127.0.0.1:port; each accepted notification is a JSON line in log_path."""
     log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
+    def answer(request: Request) -> Reply:
+        body = json.loads(request.body)
+        log.write(json.dumps({"alert_id": body["alert_id"], "status": body["status"],
+                              "delivery_id": request.headers.get("x-fleetwatch-delivery-id")}) + "\n")
+        log.flush()
+        os.fsync(log.fileno())  # on disk before the 200: a kill after it loses nothing it accepted
+        return Reply(200)
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            log.write(json.dumps({"alert_id": body["alert_id"], "status": body["status"],
-                                  "delivery_id": self.headers.get("X-Fleetwatch-Delivery-Id")}) + "\n")
-            log.flush()
-            os.fsync(log.fileno())
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    class Server(ThreadingHTTPServer):
-        allow_reuse_address = True
-        daemon_threads = True
-
-    server = Server(("127.0.0.1", port), Handler)
+    server = WebhookReceiver(answer, port=port)
     print("ready", flush=True)
     server.serve_forever()
 
@@ -97,33 +89,7 @@ class ReceiverProcess:
         self.proc.wait(10)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _refused(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except ConnectionRefusedError:
-        return True
-    return False
-
-
 # -- the fleet's alerts ------------------------------------------------------------------------
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    @property
-    def ms(self) -> int:
-        return int(self.now * 1000)
-
 
 def _alert(cluster: str, broker: int, starts_at: int) -> dict[str, Any]:
     rule = "broker.heartbeat_lost"
@@ -199,12 +165,12 @@ class OutageFigures:
 
 def run_outage(workdir: Path, *, down_s: float = 600, subjects: int = 40, step_s: float = 2.0) -> OutageFigures:
     started = time.monotonic()
-    port = _free_port()
+    port = free_port()
     arrivals_path = workdir / "arrivals.jsonl"
     store = Store(f"sqlite:///{workdir / 'outage.db'}")
     config = FleetwatchConfig.model_validate({"alerting": {"receivers": [
         {"name": "ops", "type": "webhook", "url": f"http://127.0.0.1:{port}/fleet"}]}})
-    clock = Clock()
+    clock = FakeClock()  # moved step_s per notifier pass
     notifier = Notifier(config, store, NotifyOptions(group_wait_ms=0), env={}, clock=clock)
     expected: dict[tuple[str, str], list[tuple[str, str]]] = {}
 
@@ -218,7 +184,7 @@ def run_outage(workdir: Path, *, down_s: float = 600, subjects: int = 40, step_s
     def one_pass() -> None:
         nonlocal passes
         notifier.run(once=True)
-        clock.now += step_s
+        clock.advance(step_s)
         passes += 1
 
     receiver = ReceiverProcess(port, arrivals_path)
@@ -229,7 +195,7 @@ def run_outage(workdir: Path, *, down_s: float = 600, subjects: int = 40, step_s
             one_pass()
         receiver.kill()
         gone_at = time.monotonic()
-        if not _refused(port):
+        if not nobody_listens_on(port):
             raise RuntimeError("the receiver's port still accepts connections after the kill")
         down_ms = int(down_s * 1000)
         down_from = clock.ms

@@ -22,8 +22,9 @@ import sys
 import time
 from typing import Any
 
-from streaming.bus import EmbeddedBus, free_port
+from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions, Prober, Target
+from streaming.ports import free_port
 
 
 def _blackhole() -> socket.socket:

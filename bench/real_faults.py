@@ -25,6 +25,7 @@ Also printed: the start-up time and resident memory of each node of the cluster.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -46,6 +47,7 @@ from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig
 from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
 from streaming.pipeline import spark_session, start_job
+from streaming.polling import poll
 from streaming.store import Store, alerts, broker_transitions, controller_history
 
 # Kafka's defaults (SPEC section 1).
@@ -56,14 +58,8 @@ GOAL_S = 3.0
 BROKER_RULES = ("broker.heartbeat_late", "broker.heartbeat_lost", "broker.partitioned", "broker.fenced")
 
 
-def _poll(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+# TimeoutError: a wait that may fail is caught as such (STOPPING can be missed by a probe round).
+_poll = functools.partial(poll, interval_s=0.05, retry_on=(), error=TimeoutError)
 
 
 class Rig:

@@ -64,7 +64,6 @@ from throughput_measures import (
     iso_ms,
     limited_by,
     sent_events,
-    wait_for,
 )
 from throughput_report import print_table, write_chart
 
@@ -74,6 +73,7 @@ from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produ
 from streaming.config import FleetwatchConfig
 from streaming.kraft import KRaftCluster
 from streaming.pipeline import QUERY_NAME, build_pipeline, parse_stage, spark_session, start_job, stop_gracefully
+from streaming.polling import poll
 from streaming.sinks import BatchWriter
 from streaming.source import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
 from streaming.store import Store, alert_history
@@ -86,8 +86,8 @@ BACKLOG_EVENTS = 800_000  # four full micro-batches at the default cap
 
 def _drain(spark: SparkSession, query: StreamingQuery, log: BatchLog, name: str, total: int,
            timeout_s: float) -> None:
-    wait_for(lambda: sum(b["rows"] for b in log.rows if b["query"] == name) >= total or not query.isActive,
-             timeout_s, f"{name} to read {total} events")
+    poll(lambda: sum(b["rows"] for b in log.rows if b["query"] == name) >= total or not query.isActive,
+         timeout_s, f"{name} to read {total} events", interval_s=0.5, error=TimeoutError)
     if query.exception() is not None:
         raise RuntimeError(f"{name} failed: {query.exception()}")
     stop_gracefully(spark, query)
@@ -201,8 +201,8 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
         job = start_job(spark, live_config, bus.bootstrap, store)
         # A deployment is up before faults happen: the fleet starts once the job has finished its
         # first (empty) micro-batch, which plans the query and starts Spark's Python workers.
-        wait_for(lambda: any(b["query"] == QUERY_NAME for b in log.rows) or not job.query.isActive, 300,
-                 "the live job's first micro-batch")
+        poll(lambda: any(b["query"] == QUERY_NAME for b in log.rows) or not job.query.isActive, 300,
+             "the live job's first micro-batch", interval_s=0.5, error=TimeoutError)
         progress(f"(c) live fleet for {live_s} s, a fault every {fault_every_s} s")
         simulator = subprocess.Popen(
             [sys.executable, "-m", "streaming.cli", "simulate", "--bootstrap", bus.bootstrap,
@@ -227,7 +227,8 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
         result.offered_events_per_s = sent / sim_s
         consumed = lambda: sum(b["rows"] for b in log.rows if b["query"] == QUERY_NAME)  # noqa: E731
         try:
-            wait_for(lambda: consumed() >= sent or not job.query.isActive, 120, "the job to read the live events")
+            poll(lambda: consumed() >= sent or not job.query.isActive, 120, "the job to read the live events",
+                 interval_s=0.5, error=TimeoutError)
         except TimeoutError:
             progress(f"  the job had read {consumed():,} of {sent:,} events 120 s after the fleet stopped")
         if job.query.exception() is not None:

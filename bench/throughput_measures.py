@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,7 +26,6 @@ __all__ = [
     "iso_ms",
     "limited_by",
     "sent_events",
-    "wait_for",
 ]
 
 SESSION_TIMEOUT_MS = RuleSettings().session_timeout_ms  # the bench runs the default rules
@@ -135,14 +132,6 @@ def _process_kind(proc: psutil.Process, me: psutil.Process) -> str:
     if proc.name().startswith("java"):
         return "JVM"
     return "Python workers"
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(poll_s)  # polling, bounded by the deadline above
 
 
 def events_per_s(clusters: int, brokers: int) -> float:

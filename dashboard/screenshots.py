@@ -27,9 +27,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from streaming.receiver import Reply, Request, WebhookReceiver
 
 __all__ = ["PAGES", "LocalReceiver", "build_store", "main", "take_screenshots"]
 
@@ -49,42 +50,31 @@ PAGES: dict[str, tuple[str, str]] = {
 
 
 class LocalReceiver:
-    """A webhook receiver on 127.0.0.1: answers a POST with the status its path maps to
-    (`statuses`, by path prefix; 200 otherwise) and keeps what it received."""
+    """A webhook receiver on 127.0.0.1 (streaming/receiver.py): answers a POST with the status its
+    path maps to (`statuses`, by path prefix; 200 otherwise) and keeps what it received."""
 
     def __init__(self, statuses: Mapping[str, int] | None = None) -> None:
         self.statuses = dict(statuses or {})
         self.received: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        receiver = self
+        self._receiver = WebhookReceiver(self._answer)
+        self.port = self._receiver.port
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                code = next((c for prefix, c in receiver.statuses.items() if self.path.startswith(prefix)), 200)
-                with receiver._lock:
-                    receiver.received.append({"path": self.path, "status": code, "body": body})
-                self.send_response(code)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
+    def _answer(self, request: Request) -> Reply:
+        code = next((c for prefix, c in self.statuses.items() if request.path.startswith(prefix)), 200)
+        with self._lock:
+            self.received.append({"path": request.path, "status": code, "body": request.body})
+        return Reply(code)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return self._receiver.url(path)
 
     def start(self) -> LocalReceiver:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._receiver.start()
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._receiver.stop()
 
 
 def _fleetwatch(*args: str, log: Path) -> subprocess.Popen[bytes]:

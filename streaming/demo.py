@@ -25,7 +25,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +41,7 @@ from streaming.config import AlertingConfig, ConfigError, FleetwatchConfig, Rece
 from streaming.console import Console, Status, StatusReader, StatusTicker, duration_text, open_console, plural
 from streaming.demo_receiver import DemoReceiver
 from streaming.logs import LogPipe
+from streaming.ports import nobody_listens_on
 from streaming.store import Store
 
 if TYPE_CHECKING:
@@ -81,16 +81,6 @@ def demo_alerting(receiver_url: str) -> AlertingConfig:
     """Every alert to the demo's own receiver, and nowhere else: a simulated fault must never page anyone."""
     return AlertingConfig(receivers=[Receiver(name=RECEIVER, type="webhook", url=receiver_url,
                                               secret_env=_SECRET_ENV)])
-
-
-def _port_taken(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-        return False
 
 
 def check_workdir(workdir: Path) -> None:
@@ -168,7 +158,7 @@ def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
     check_workdir(options.workdir)  # before anything starts (Spark's modules too); emptied below
     from streaming.pipeline import stop_on_signals
 
-    if _port_taken(options.port):
+    if not nobody_listens_on(options.port):
         raise ConfigError(f"port {options.port} is in use: give the dashboard another one with --port")
     spec = FleetSpec(clusters=options.clusters, brokers=options.brokers, faults=FAULT_KINDS,
                      start_ms=now_ms(), duration_ms=7 * 24 * 3600 * 1000,

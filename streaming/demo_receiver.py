@@ -15,18 +15,16 @@ import logging
 import threading
 import time
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from streaming.clock import now_ms
 from streaming.notify import verify_signature
+from streaming.receiver import MAX_BODY, Reply, Request, WebhookReceiver
 
 __all__ = ["DemoReceiver"]
 
 log = logging.getLogger(__name__)
-
-_MAX_BODY = 1 << 20
 
 
 class DemoReceiver:
@@ -39,29 +37,31 @@ class DemoReceiver:
         self._seen: set[tuple[str, str]] = set()
         self.accepted = 0
         self.refused = 0
-        self._server = ThreadingHTTPServer((host, port), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="demo-receiver", daemon=True)
+        self._receiver = WebhookReceiver(self._answer, host=host, port=port, name="demo-receiver")
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/alerts"
+        return self._receiver.url("/alerts")
 
     def start(self) -> DemoReceiver:
-        self._thread.start()
+        self._receiver.start()
         log.info("demo webhook receiver listening", extra={"url": self.url, "records": str(self.record_path)})
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._receiver.stop()
 
     def __enter__(self) -> DemoReceiver:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _answer(self, request: Request) -> Reply:
+        status = (self._accept(request.body, request.headers.get("x-fleetwatch-signature"))
+                  if 0 < request.length <= MAX_BODY else HTTPStatus.BAD_REQUEST)
+        return Reply(status, json.dumps({"ok": status == HTTPStatus.OK}).encode(),
+                     {"Content-Type": "application/json"})
 
     def _accept(self, body: bytes, signature: str | None) -> HTTPStatus:
         if signature is None or not verify_signature(self._secret, body, signature, now=time.time()):
@@ -84,28 +84,3 @@ class DemoReceiver:
         log.info("demo receiver got an alert", extra={"alert_id": key[0], "status": key[1],
                                                       "rule": alert.get("rule"), "duplicate": duplicate})
         return HTTPStatus.OK
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if not 0 < length <= _MAX_BODY:
-                    self._answer(HTTPStatus.BAD_REQUEST)
-                    return
-                body = self.rfile.read(length)
-                self._answer(receiver._accept(body, self.headers.get("X-Fleetwatch-Signature")))
-
-            def _answer(self, status: HTTPStatus) -> None:
-                payload = json.dumps({"ok": status == HTTPStatus.OK}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug("demo receiver: " + format, *args)
-
-        return Handler

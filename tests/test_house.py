@@ -26,7 +26,7 @@ MAX_LINES = 500
 # sinks and the progress recorder count into, its exposition reads the store; the pipeline serves it,
 # and the ops commands (check-config, the spark-submit driver) stand on the pipeline.
 FLOORS: list[tuple[str, set[str]]] = [
-    ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss"}),
+    ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver"}),
     ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
     ("tools that fail", {"jars", "resilience"}),
     ("records", {"contract", "alert"}),

@@ -13,7 +13,6 @@ from streaming.bus.embedded import (
     EmbeddedBus,
     answers_api_versions,
     ensure_topics,
-    free_port,
     tansu_binary,
 )
 from streaming.bus.listoffsets import ListOffsetsCheck, check_list_offsets
@@ -26,6 +25,5 @@ __all__ = [
     "answers_api_versions",
     "check_list_offsets",
     "ensure_topics",
-    "free_port",
     "tansu_binary",
 ]

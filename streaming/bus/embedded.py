@@ -39,9 +39,10 @@ from kafka.errors import (
 from streaming import topics as bus_topics
 from streaming.bus.access import BusAccess
 from streaming.errors import BusFailure
+from streaming.ports import free_port, nobody_listens_on
 from streaming.resilience import one_line
 
-__all__ = ["BusError", "EmbeddedBus", "answers_api_versions", "ensure_topics", "free_port", "tansu_binary"]
+__all__ = ["BusError", "EmbeddedBus", "answers_api_versions", "ensure_topics", "tansu_binary"]
 
 log = logging.getLogger(__name__)
 
@@ -183,25 +184,6 @@ def _partition_count(partitions: int | Mapping[str, int], topic: str) -> int:
     return count
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (another process may still take it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((_HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def _port_is_free(port: int) -> bool:
-    # Tansu binds with SO_REUSEPORT: a second Tansu on a taken port starts "fine" and the
-    # kernel then spreads connections over two brokers with separate stores. A plain bind
-    # (no SO_REUSEPORT) fails on such a port, so it detects the conflict up front.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((_HOST, port))
-        except OSError:
-            return False
-        return True
-
-
 def answers_api_versions(port: int, timeout_s: float) -> bool:
     """True when a Kafka ApiVersions v0 request on `port` gets a well-formed answer.
 
@@ -284,7 +266,7 @@ class EmbeddedBus:
         if self._process is not None:
             raise BusError("embedded bus already started")
         binary = tansu_binary()
-        if self._requested_port is not None and not _port_is_free(self._requested_port):
+        if self._requested_port is not None and not nobody_listens_on(self._requested_port):
             raise BusError(f"cannot start Tansu: port {_HOST}:{self._requested_port} is already in use")
         if self._log_path is None:
             fd, name = tempfile.mkstemp(prefix="fleetwatch-tansu-", suffix=".log")

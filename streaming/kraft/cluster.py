@@ -40,7 +40,6 @@ import base64
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -52,6 +51,8 @@ from streaming.kraft.kafka_view import active_controller, describe_brokers
 from streaming.kraft.node import KafkaNode, NodeFailed, clock_environment
 from streaming.kraft.proxy import TcpProxy
 from streaming.kraft.secure_listener import SecureListener
+from streaming.polling import poll
+from streaming.ports import free_port
 
 __all__ = ["CONTROLLER_ID_BASE", "KRaftCluster", "new_cluster_id"]
 
@@ -91,23 +92,6 @@ def new_cluster_id() -> str:
             return text
 
 
-# Ports handed out by this process: a port is free only until someone binds it, and the kernel hands
-# a just-released ephemeral port out again, so two nodes built before either started got the same
-# port (measured: a 3-node cluster's node 2 with its PLAINTEXT and CONTROLLER listeners on one port,
-# with four clusters built at once). A port is never handed out twice.
-_HANDED_OUT: set[int] = set()
-
-
-def _free_port() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
-
-
 class KRaftCluster:
     """A real KRaft cluster of `brokers` brokers (and `controllers` controllers when separate)."""
 
@@ -137,16 +121,16 @@ class KRaftCluster:
         self.nodes: dict[int, KafkaNode] = {}
         for i in range(1, brokers + 1):
             roles = ("broker", "controller") if self.combined else ("broker",)
-            self.nodes[i] = KafkaNode(i, roles, self.workdir / f"node-{i}", client_port=_free_port(),
-                                      controller_port=_free_port() if self.combined else None,
-                                      secure_port=_free_port() if secure else None)
+            self.nodes[i] = KafkaNode(i, roles, self.workdir / f"node-{i}", client_port=free_port(),
+                                      controller_port=free_port() if self.combined else None,
+                                      secure_port=free_port() if secure else None)
         for i in range(controllers):
             cid = CONTROLLER_ID_BASE + i
             self.nodes[cid] = KafkaNode(cid, ("controller",), self.workdir / f"node-{cid}",
-                                        controller_port=_free_port())
+                                        controller_port=free_port())
         if metrics_exporter:
             for node in self.controllers:
-                node.metrics_port = _free_port()
+                node.metrics_port = free_port()
         for node_id, offset_s in (clock_offsets or {}).items():
             self.nodes[node_id].clock_offset_s = offset_s
         self.partitionable = set(partitionable)
@@ -301,19 +285,21 @@ class KRaftCluster:
     def wait_node(self, node_id: int, timeout_s: float = 60) -> float:
         """Wait until the node logs that it started; returns seconds since spawn."""
         node = self.nodes[node_id]
-        deadline = time.monotonic() + timeout_s
         marker = b"Kafka Server started"
-        while time.monotonic() < deadline:
+
+        def started() -> bool:
             if not node.running:
                 raise NodeFailed(f"node {node_id} exited with {node.process.returncode if node.process else None}: "
                                  f"see {node.log_path}")
             with contextlib.suppress(FileNotFoundError), node.log_path.open("rb") as fh:
                 fh.seek(getattr(node, "_log_from", 0))
-                if marker in fh.read():
-                    node.started_s = time.monotonic() - node._spawned  # type: ignore[attr-defined]
-                    return node.started_s
-            time.sleep(0.1)
-        raise NodeFailed(f"node {node_id} did not start within {timeout_s:.0f} s: see {node.log_path}")
+                return marker in fh.read()
+            return False
+
+        poll(started, timeout_s, f"node {node_id} to start: see {node.log_path}", interval_s=0.1, retry_on=(),
+             error=NodeFailed)
+        node.started_s = time.monotonic() - node._spawned  # type: ignore[attr-defined]
+        return node.started_s
 
     def start(self, timeout_s: float = 90) -> KRaftCluster:
         """Format, start every node, and wait until every broker is registered and unfenced."""
@@ -416,13 +402,12 @@ class KRaftCluster:
         return time.time()
 
     def wait_for(self, check, timeout_s: float, what: str) -> dict[int, bool]:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout_s
         view: dict[int, bool] = {}
-        while time.monotonic() < deadline:
-            with contextlib.suppress(NodeFailed):
-                view = self.describe()
-                if check(view):
-                    return view
-            time.sleep(0.1)
-        raise NodeFailed(f"timed out after {timeout_s:.0f} s waiting for {what}; last view {view}; "
-                         f"logs in {self.workdir}")
+
+        def seen() -> tuple[dict[int, bool]] | None:
+            nonlocal view
+            view = self.describe()
+            return (view,) if check(view) else None  # a tuple: an empty view may be the one awaited
+
+        return poll(seen, timeout_s, lambda: f"{what}; last view {view}; logs in {self.workdir}", interval_s=0.1,
+                    retry_on=(NodeFailed,), error=NodeFailed)[0]

@@ -9,7 +9,6 @@ engine gives for the same events. A wrong password is refused with a one-line er
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,13 +16,15 @@ from kafka import KafkaConsumer
 from sqlalchemy import select
 
 from streaming import topics
-from streaming.bus import BusAccess, BusError, ensure_topics, free_port
+from streaming.bus import BusAccess, BusError, ensure_topics
 from streaming.collect.simulate import FleetSpec, Simulation, produce_live
 from streaming.config import ConfigError, SecurityConfig
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.kraft import KRaftCluster, SecureListener
 from streaming.pipeline.run import start_job
+from streaming.polling import poll
+from streaming.ports import free_port
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.store import Store, alert_history
 
@@ -74,10 +75,8 @@ def test_the_job_reads_and_publishes_over_sasl_ssl(spark, test_config, secure_bu
     job = start_job(spark, config, access, store, publisher)
     recorder = job.recorder
     try:
-        deadline = time.monotonic() + 180
-        while _lines(store) != expected and time.monotonic() < deadline:
-            time.sleep(0.5)  # polling the store, bounded by the deadline
-        assert _lines(store) == expected
+        poll(lambda: _lines(store) == expected, 180, lambda: f"the replay's alert lines in the store (missing "
+             f"{expected - _lines(store)}, unexpected {_lines(store) - expected})", interval_s=0.5)
         # Progress reaches the listener after the batch's sink: wait for it (a second test's run
         # reads the first's records too).
         assert recorder.wait("fleetwatch", lambda stats: stats.input_rows >= sent, timeout_s=30)

@@ -33,7 +33,7 @@ def test_a_tansu_bus_answers_inside_the_last_batch_and_is_found_out(tmp_path):
 
 
 def test_a_bus_nobody_listens_on_cannot_be_told(tmp_path):
-    from streaming.bus import free_port
+    from streaming.ports import free_port
 
     check = check_list_offsets(f"127.0.0.1:{free_port()}", timeout_s=2)
     assert check.verdict is None and check.error and "\n" not in check.reason

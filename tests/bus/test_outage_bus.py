@@ -12,17 +12,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import time
 
 import pytest
 from sqlalchemy import func, select
-from support.live_fleet import expected_lines, poll_until, produce, simulated_fleet, stored_lines
+from support.live_fleet import expected_lines, produce, simulated_fleet, stored_lines
 
-import streaming.bus.embedded as bus_module
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.pipeline.run import start_job
+from streaming.polling import poll
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.store import Store, alert_history, outbox, quarantine
 
@@ -30,18 +29,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 OUTAGE_S = 30
 PARTITIONS = {topics.HEARTBEATS: 2, topics.METADATA: 2}
-
-
-def _no_listener_on(port: int) -> bool:
-    # The killed broker leaves its connections in TIME_WAIT for a minute, which makes the bus's own
-    # check (a plain bind) refuse the port; only a listener on it would be a real conflict.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def _what_went_wrong(store: Store, expected: set[tuple[str, str]], query, start_ms: int) -> str:
@@ -60,7 +47,7 @@ def _what_went_wrong(store: Store, expected: set[tuple[str, str]], query, start_
             f"{batches}")
 
 
-def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, test_config, tmp_path, monkeypatch):
+def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, test_config, tmp_path):
     # The second half is produced all at once while the job reads: a batch can see one partition
     # further in event time than another. A minute of allowed lateness keeps such a backlog from
     # being late (as it would be from collectors flushing after an outage); the replay uses it too.
@@ -91,13 +78,13 @@ def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, tes
         while time.monotonic() - down_at < OUTAGE_S:
             assert query.isActive, f"the job died with the bus: {query.exception()}"
             time.sleep(1)  # the outage lasts OUTAGE_S; the job is watched meanwhile
-        monkeypatch.setattr(bus_module, "_port_is_free", _no_listener_on)
         restarted = EmbeddedBus(partitions=PARTITIONS, port=port, log_path=tmp_path / "tansu-2.log").start()
         back_at = time.monotonic()
         produced += produce(restarted.bootstrap, events[half:])
 
         try:
-            poll_until(lambda: stored_lines(store) == expected, 240, "every expected alert after the bus restart")
+            poll(lambda: stored_lines(store) == expected, 240, "every expected alert after the bus restart",
+                 interval_s=0.5)
         except AssertionError:
             raise AssertionError(_what_went_wrong(store, expected, query, sim.spec.start_ms)
                                  + f"; read {recorder.stats['fleetwatch'].input_rows} of {produced}") from None

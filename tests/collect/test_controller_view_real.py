@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.processes import poll
 
 from streaming import clock
 from streaming.collect.probe import ProbeOptions, Prober, Target
@@ -32,6 +31,7 @@ from streaming.config import FleetwatchConfig
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.kraft import KRaftCluster
+from streaming.polling import poll
 
 pytestmark = [pytest.mark.real_kafka]
 

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 from support.healthy_kafka import PROBE
-from support.processes import poll
 
 from streaming.alert import Alert
 from streaming.collect.probe import Prober
@@ -34,6 +33,7 @@ from streaming.config import FleetwatchConfig
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.kraft import KRaftCluster, TcpProxy, target_of
+from streaming.polling import poll
 
 pytestmark = [pytest.mark.real_kafka]
 

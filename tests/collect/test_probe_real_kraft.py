@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 from support.healthy_kafka import PROBE
-from support.processes import poll
 
 from streaming import clock
 from streaming.alert import Alert
@@ -34,6 +33,7 @@ from streaming.config import FleetwatchConfig
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.kraft import CONTROLLER_ID_BASE, KRaftCluster, target_of
+from streaming.polling import poll
 
 pytestmark = [pytest.mark.real_kafka]
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 from support.notify import make_alert
-from support.processes import poll
 
 from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
@@ -24,6 +23,7 @@ from streaming.demo_receiver import DemoReceiver
 from streaming.logs import LogPipe, group_lines, parse_line
 from streaming.notify.delivery import Notifier, NotifyOptions
 from streaming.notify.receivers import sign
+from streaming.polling import poll
 from streaming.store import Store, deliveries
 
 # -- other processes' lines -------------------------------------------------------------------

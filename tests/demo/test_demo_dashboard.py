@@ -24,12 +24,13 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import pytest
-from support.processes import free_port
 
 from streaming.demo import RECEIVER
+from streaming.polling import poll
+from streaming.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
@@ -38,7 +39,6 @@ SHOW_WITHIN_S = 15.0  # issue 6: the overview shows a fault within 15 s of its a
 # the first fault fires and resolves in one catch-up batch (never firing in the store): the
 # next fault comes 60 s later, hence the margin.
 FIRST_ALERT_S = 150.0
-T = TypeVar("T")
 
 # The alert's cluster as the overview attributes it (dashboard/queries/shared.py `attributed_cluster`):
 # target alerts may carry no cluster id and then count against their target's cluster.
@@ -60,18 +60,6 @@ class Alert(NamedTuple):
     recorded_at_ms: int
     cluster_id: str | None
     seen_at: float  # wall time (time.time()) the poller first saw the row
-
-
-def _poll(what: str, check: Callable[[], T | None], timeout_s: float, interval_s: float = 0.2) -> T:
-    """check() until it returns something truthy; AssertionError at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:g} s")
-        time.sleep(interval_s)
 
 
 def _alive(pids_of: Callable[[], set[int]]) -> set[int]:
@@ -137,7 +125,7 @@ def _first_alert(db: Path, demo: subprocess.Popen[bytes], stop: threading.Event)
         return None if row is None else Alert(*row, seen_at=time.time())
 
     try:
-        return _poll("the first firing alert in the store", check, FIRST_ALERT_S, interval_s=0.1)
+        return poll(check, FIRST_ALERT_S, "the first firing alert in the store", interval_s=0.1, retry_on=())
     finally:
         if conn is not None:
             conn.close()
@@ -176,7 +164,7 @@ def test_demo_fault_reaches_the_overview_within_15_s_of_its_alert(dash_br, tmp_p
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         landed: Future[Alert] = pool.submit(_first_alert, workdir / "fleetwatch.db", demo, stop)
-        _poll("the demo's dashboard answering", lambda: _dashboard_up(url, demo), 60.0)
+        poll(lambda: _dashboard_up(url, demo), 60.0, "the demo's dashboard answering", interval_s=0.2, retry_on=())
         tansu = _tansu(log)
         dash_br.wait_for_page(url=url, timeout=20)
         healthy_at: dict[str, float] = {}  # cluster -> first poll that showed it sev-healthy
@@ -197,8 +185,8 @@ def test_demo_fault_reaches_the_overview_within_15_s_of_its_alert(dash_br, tmp_p
             alert = landed.result()  # re-raises the store poller's failure
             return (alert, faulted_at[alert.cluster_id][0]) if alert.cluster_id in faulted_at else None
 
-        alert, shown_at = _poll("the first alert's cluster faulted on the overview", shows_fault,
-                                FIRST_ALERT_S + SHOW_WITHIN_S + 15)
+        alert, shown_at = poll(shows_fault, FIRST_ALERT_S + SHOW_WITHIN_S + 15,
+                               "the first alert's cluster faulted on the overview", interval_s=0.2, retry_on=())
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         dash_br.driver.set_window_size(1400, 1000)
         dash_br.driver.save_screenshot(str(SCREENSHOTS / "demo-overview-alert.png"))
@@ -224,7 +212,8 @@ def test_demo_fault_reaches_the_overview_within_15_s_of_its_alert(dash_br, tmp_p
             cells = [[td.text for td in r.find_elements("css selector", "td")] for r in dash_br.find_elements(row)]
             return [c for c in cells if len(c) > 4 and c[3] == "firing" and c[4] == "delivered"]
 
-        [cells] = _poll("the first alert delivered on the deliveries page", delivered_rows, 60.0)
+        [cells] = poll(delivered_rows, 60.0, "the first alert delivered on the deliveries page", interval_s=0.2,
+                       retry_on=())
         assert cells[0] == RECEIVER and cells[1] == alert.rule, cells
         dash_br.driver.save_screenshot(str(SCREENSHOTS / "demo-deliveries.png"))
     finally:
@@ -237,9 +226,9 @@ def test_demo_fault_reaches_the_overview_within_15_s_of_its_alert(dash_br, tmp_p
         except subprocess.TimeoutExpired:
             code = None
         # The JVM and Tansu may take a moment after the demo itself has gone.
-        deadline = time.monotonic() + 20
-        while (left := _leftovers(demo, tansu)) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        with contextlib.suppress(AssertionError):  # what is left after 20 s is killed below, and reported
+            poll(lambda: not _leftovers(demo, tansu), 20, "the demo's processes to exit", interval_s=0.2)
+        left = _leftovers(demo, tansu)
         for pid in left:  # only ours, by id, and only after the deadline
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -36,7 +36,9 @@ from typing import TypeVar
 import psutil
 import pytest
 import yaml
-from support.processes import free_port
+
+from streaming.polling import poll
+from streaming.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WATCH_S = 90  # issue 20: at most 20 lines in the demo's first 90 s
@@ -113,9 +115,9 @@ def ctrl_c(process: subprocess.Popen[bytes], family: set[psutil.Process]) -> int
     except subprocess.TimeoutExpired:
         code = None
     # The JVM and Kafka may take a moment after the command itself has gone.
-    deadline = time.monotonic() + 20
-    while (left := _left_running(family)) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    with contextlib.suppress(AssertionError):  # what is left after 20 s is killed below, and reported
+        poll(lambda: not _left_running(family), 20, "the demo's processes to exit", interval_s=0.2)
+    left = _left_running(family)
     for p in left:  # only ours, by id, and only after the deadline
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
@@ -129,14 +131,13 @@ def ctrl_c(process: subprocess.Popen[bytes], family: set[psutil.Process]) -> int
 def wait_until(what: str, check: Callable[[], T], timeout_s: float, process: subprocess.Popen[bytes],
            output: Callable[[], str], interval_s: float = 0.25) -> T:
     """Poll check() until it returns something truthy; fail at the deadline, or at once if the command exits."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()):
-        if process.poll() is not None:
+    def checked() -> T:
+        value = check()
+        if not value and process.poll() is not None:
             raise AssertionError(f"exited ({process.returncode}) before {what}:\n{output()[-3000:]}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(interval_s)  # polling, bounded by the deadline
-    return value
+        return value
+
+    return poll(checked, timeout_s, what, interval_s=interval_s, retry_on=())
 
 
 def _answers(url: str) -> bool:

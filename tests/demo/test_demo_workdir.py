@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from support.processes import free_port
 
 from streaming.config import ConfigError
 from streaming.demo import WORKDIR_MARKER, prepare_workdir
+from streaming.ports import free_port
 
 # Runs the real CLI, then says whether Spark's modules were loaded: a refusal must come before.
 _CLI = ("import sys; from streaming.cli import main; code = main(sys.argv[1:]); "

@@ -26,13 +26,13 @@ from support.notify import (
     resolved,
     run_cli,
     store_text,
-    wait_for,
     write_config,
 )
 
 from streaming.alert import Alert, queue_subject_of
 from streaming.config import ConfigError
 from streaming.notify.receivers import verify_signature
+from streaming.polling import poll
 from streaming.store import Store, silences
 
 
@@ -63,25 +63,25 @@ def test_nothing_lost_through_outage_errors_slowness_and_a_kill(tmp_path, hook, 
     first = NotifierProcess(config, log1, env, *opts)
     try:
         # 1. The receiver is down: connection errors are recorded and retried with backoff.
-        wait_for(lambda: any(r["attempts"] >= 2 and "Connect" in (r["last_error"] or "")
-                             for r in delivery_rows(store)), 20, "retries against the down receiver")
+        poll(lambda: any(r["attempts"] >= 2 and "Connect" in (r["last_error"] or "")
+                             for r in delivery_rows(store)), 20, "retries against the down receiver", interval_s=0.05)
         assert not any(r["delivered_at"] for r in outbox_rows(store))
         # 2. It comes up answering 500 a few times, then slowly (longer than the notifier's timeout).
         hook.script.extend([("status", 500, "oops")] * 6 + [("slow", 3.0)] * 2)
         hook.start()
-        wait_for(lambda: len(hook.got()) >= 12, 30, "deliveries after the receiver came up")
+        poll(lambda: len(hook.got()) >= 12, 30, "deliveries after the receiver came up", interval_s=0.05)
         store.record_alerts(map(Alert.from_dict, wave2))
         # 3. One request hangs in the receiver; the notifier is killed while it is in flight.
         with hook.lock:
             hook.script.append(("hang",))
-        wait_for(hook.in_flight.is_set, 20, "a request in flight")
+        poll(hook.in_flight.is_set, 20, "a request in flight", interval_s=0.05)
         first.kill()
         hung = hook.hung
         hook.release.set()
         store.record_alerts(map(Alert.from_dict, wave3))  # written while no notifier runs
         second = NotifierProcess(config, log2, env, *opts)
         try:
-            wait_for(lambda: all_delivered(store), 40, "every outbox row delivered after the restart")
+            poll(lambda: all_delivered(store), 40, "every outbox row delivered after the restart", interval_s=0.05)
         finally:
             assert second.stop() == 0
     finally:
@@ -250,8 +250,9 @@ def test_storm_is_grouped_for_slack_but_not_for_webhooks(tmp_path, hook):
             return {aid for m in hook.got("/services/") for aid in re.findall(r"alert ([0-9a-f]{32})",
                                                                               json.loads(m["body"])["text"])}
 
-        wait_for(lambda: slack_ids() >= {a["alert_id"] for a in storm + calm}, 20, "the grouped Slack messages")
-        wait_for(lambda: len(hook.got("/hook")) >= 9, 20, "the webhook deliveries")
+        poll(lambda: slack_ids() >= {a["alert_id"] for a in storm + calm}, 20, "the grouped Slack messages",
+             interval_s=0.05)
+        poll(lambda: len(hook.got("/hook")) >= 9, 20, "the webhook deliveries", interval_s=0.05)
         messages = [json.loads(m["body"])["text"] for m in hook.got("/services/")]
         assert len(messages) == 2, messages
         big = next(m for m in messages if "stormy" in m)
@@ -259,7 +260,8 @@ def test_storm_is_grouped_for_slack_but_not_for_webhooks(tmp_path, hook):
         assert len(hook.got("/hook")) == 9  # webhooks get one request per alert
         # the storm's resolutions: one more grouped message
         store.record_alerts(map(Alert.from_dict, [resolved(a, now) for a in storm]))
-        wait_for(lambda: len(hook.got("/services/")) == 3 and all_delivered(store), 20, "the resolved group")
+        poll(lambda: len(hook.got("/services/")) == 3 and all_delivered(store), 20, "the resolved group",
+             interval_s=0.05)
         assert "(8 resolved)" in json.loads(hook.got("/services/")[-1]["body"])["text"]
     finally:
         assert proc.stop() == 0
@@ -282,7 +284,7 @@ def test_credentials_in_urls_are_redacted_everywhere(tmp_path, hook):
     log = tmp_path / "notify.log"
     proc = NotifierProcess(config, log, env, "--retry-base-ms", "50", "--group-wait-ms", "0")
     try:
-        wait_for(lambda: all_delivered(store), 20, "delivery after two 503s")
+        poll(lambda: all_delivered(store), 20, "delivery after two 503s", interval_s=0.05)
     finally:
         assert proc.stop() == 0
     (arrival,) = hook.got("/auth")
@@ -313,7 +315,7 @@ def test_second_notifier_waits_for_the_lease(tmp_path, hook):
     store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
     proc = NotifierProcess(config, tmp_path / "n.log", env)
     try:
-        wait_for(lambda: "notifier started" in (tmp_path / "n.log").read_text(), 20, "the first notifier")
+        poll(lambda: "notifier started" in (tmp_path / "n.log").read_text(), 20, "the first notifier", interval_s=0.05)
         done = run_cli("notify", "--config", str(config), "--once", env=env, check=False)
         assert done.returncode == 6 and "another notifier (pid" in done.stderr
     finally:

@@ -15,10 +15,11 @@ import time
 import httpx
 import pytest
 import yaml
-from support.notify import Hook, NotifierProcess, env_with, iso_ms, make_alert, resolved, wait_for, write_config
-from support.processes import free_port
+from support.notify import Hook, NotifierProcess, env_with, iso_ms, make_alert, resolved, write_config
 
 from streaming.alert import Alert
+from streaming.polling import poll
+from streaming.ports import free_port
 from streaming.store import Store
 
 AM_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -54,7 +55,7 @@ def alertmanager(tmp_path):
             return False
 
     try:
-        wait_for(ready, 30, "Alertmanager to be ready")
+        poll(ready, 30, "Alertmanager to be ready", interval_s=0.05)
         yield base, hook
     finally:
         proc.terminate()
@@ -88,8 +89,8 @@ def test_firing_and_resolved_alerts_reach_alertmanager(tmp_path, alertmanager):
 
     try:
         store.record_alerts(map(Alert.from_dict, [heartbeat, partitioned, no_controller]))
-        active = wait_for(lambda: (got := api_alerts()) and set(got) == set(ours) and got, 30,
-                          "fleetwatch's firing alerts in Alertmanager's API")
+        active = poll(lambda: (got := api_alerts()) and set(got) == set(ours) and got, 30,
+                      "fleetwatch's firing alerts in Alertmanager's API", interval_s=0.05)
         for rule, entry in active.items():
             alert = ours[rule]
             assert entry["status"]["state"] == "active"
@@ -105,12 +106,12 @@ def test_firing_and_resolved_alerts_reach_alertmanager(tmp_path, alertmanager):
         def logged():
             return [e for e in map(json.loads, log.read_text().splitlines()) if e.get("msg") == "delivered"]
 
-        assert [e["messages"] for e in wait_for(logged, 30, "the delivery to be recorded")] == [3]
+        assert [e["messages"] for e in poll(logged, 30, "the delivery to be recorded", interval_s=0.05)] == [3]
 
         ended = int(time.time() * 1000)
         store.record_alerts(map(Alert.from_dict, [resolved(heartbeat, ended), resolved(partitioned, ended)]))
-        wait_for(lambda: set(api_alerts()) == {"cluster.no_controller"}, 30,
-                 "the resolved alerts to leave Alertmanager's active alerts")
+        poll(lambda: set(api_alerts()) == {"cluster.no_controller"}, 30,
+             "the resolved alerts to leave Alertmanager's active alerts", interval_s=0.05)
 
         def resolved_notices():
             out = {}
@@ -120,9 +121,9 @@ def test_firing_and_resolved_alerts_reach_alertmanager(tmp_path, alertmanager):
                         out[alert["labels"]["rule"]] = alert
             return out
 
-        notices = wait_for(lambda: (got := resolved_notices()) and set(got) >= {"broker.heartbeat_lost",
+        notices = poll(lambda: (got := resolved_notices()) and set(got) >= {"broker.heartbeat_lost",
                                                                                 "broker.partitioned"} and got,
-                           30, "Alertmanager's resolved notifications")
+                       30, "Alertmanager's resolved notifications", interval_s=0.05)
         for rule in ("broker.heartbeat_lost", "broker.partitioned"):
             assert iso_ms(notices[rule]["endsAt"]) == ended <= int(time.time() * 1000)
             assert notices[rule]["labels"]["broker"] == "3"

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text
-from support.notify import NotifierProcess, env_with, make_alert, outbox_rows, wait_for, write_config
+from support.notify import NotifierProcess, env_with, make_alert, outbox_rows, write_config
 
 from streaming.alert import Alert
+from streaming.polling import poll
 from streaming.store import Store, notifier_lease
 
 LIBFAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))), None)
@@ -75,15 +76,17 @@ def test_skewed_clocks_never_make_two_senders_and_takeover_is_bounded(tmp_path, 
     a = NotifierProcess(config, tmp_path / "a.log", env_with(), *opts)
     b = a2 = None
     try:
-        wait_for(lambda: "notifier started" in a.log(), 30, "notifier A (the real clock) to hold the lease")
+        poll(lambda: "notifier started" in a.log(), 30, "notifier A (the real clock) to hold the lease",
+             interval_s=0.05)
         b = NotifierProcess(config, tmp_path / "b.log", env_with(**skewed), *opts, prefix=prefix)
-        wait_for(lambda: "another notifier holds the lease" in b.log(), 30, "notifier B (20 s ahead) to wait")
+        poll(lambda: "another notifier holds the lease" in b.log(), 30, "notifier B (20 s ahead) to wait",
+             interval_s=0.05)
         # 1. A sends through two renewals while B, 20 s ahead, watches its lease.
         until = time.monotonic() + 2.2 * LEASE_S / 3
         while time.monotonic() < until:
             record(2)
             time.sleep(0.4)  # the pace of the alerts, not a synchronisation
-        wait_for(delivered, 60, "the first alerts delivered")
+        poll(delivered, 60, "the first alerts delivered", interval_s=0.05)
         assert "notifier started" not in b.log() and "took over" not in b.log(), "B sent while A held the lease"
         assert _lease(store)["pid"] == a.proc.pid
         # 2. A is killed; B (20 s ahead) takes over once the lease expired on the database's clock.
@@ -91,19 +94,19 @@ def test_skewed_clocks_never_make_two_senders_and_takeover_is_bounded(tmp_path, 
         a.kill()
         killed = time.monotonic()
         record(10)
-        wait_for(lambda: "notifier started" in b.log(), 90, "B to take over")
+        poll(lambda: "notifier started" in b.log(), 90, "B to take over", interval_s=0.05)
         takeover_b = time.monotonic() - killed
-        wait_for(delivered, 60, "the alerts recorded after A was killed")
+        poll(delivered, 60, "the alerts recorded after A was killed", interval_s=0.05)
         # 3. A new A (the real clock, 20 s behind) waits; B is killed; A takes over.
         a2 = NotifierProcess(config, tmp_path / "a2.log", env_with(), *opts)
-        wait_for(lambda: "another notifier holds the lease" in a2.log(), 30, "the new A to wait")
+        poll(lambda: "another notifier holds the lease" in a2.log(), 30, "the new A to wait", interval_s=0.05)
         left_b = _lease_left_s(store)
         b.kill()
         killed = time.monotonic()
         record(10)
-        wait_for(lambda: "notifier started" in a2.log(), 90, "the new A to take over")
+        poll(lambda: "notifier started" in a2.log(), 90, "the new A to take over", interval_s=0.05)
         takeover_a = time.monotonic() - killed
-        wait_for(delivered, 60, "the alerts recorded after B was killed")
+        poll(delivered, 60, "the alerts recorded after B was killed", interval_s=0.05)
     finally:
         for proc in (a, b, a2):
             if proc is not None and proc.proc.poll() is None:

@@ -13,11 +13,11 @@ with a clock under the test's control.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 from sqlalchemy import func, inspect, select, text, update
+from support.clock import FakeClock
 from support.notify import Hook, delivery_rows, make_alert, outbox_rows, resolved
 
 from streaming.alert import Alert
@@ -28,26 +28,6 @@ from streaming.store import Store, add_silence, expire_silence, list_silences, o
 WEBHOOK_SECRET = "whsec-policies-5b1e"
 
 
-class Clock:
-    """The notifier's wall clock, moved by the test (starts at the real time)."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    @property
-    def ms(self) -> int:
-        return int(self.now * 1000)
-
-    def set_ms(self, ms: int) -> None:
-        self.now = ms / 1000
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def hook():
     h = Hook().start()
@@ -55,7 +35,7 @@ def hook():
     h.stop()
 
 
-def make_notifier(store_url: str, receivers: list[dict], clock: Clock, *, routes: list[dict] | None = None,
+def make_notifier(store_url: str, receivers: list[dict], clock: FakeClock, *, routes: list[dict] | None = None,
                   delivery: dict | None = None, clusters: list[dict] | None = None, **options) -> Notifier:
     config = FleetwatchConfig.model_validate({
         "clusters": clusters or [],
@@ -95,7 +75,7 @@ WEBHOOK = {"name": "ops", "type": "webhook", "secret_env": "FW_SECRET"}
 # -- 1. silences end ---------------------------------------------------------------------------
 
 def test_alert_held_by_a_silence_is_paged_when_the_silence_ends_unless_it_resolved(store_url, hook):
-    clock = Clock()
+    clock = FakeClock()
     notifier = make_notifier(store_url, [{**WEBHOOK, "url": hook.url()}], clock)
     store = notifier.store
     t = clock.ms
@@ -129,7 +109,7 @@ def test_alert_held_by_a_silence_is_paged_when_the_silence_ends_unless_it_resolv
 
 
 def test_expiring_a_silence_by_hand_and_a_resolution_after_its_end(store_url, hook):
-    clock = Clock()
+    clock = FakeClock()
     notifier = make_notifier(store_url, [{**WEBHOOK, "url": hook.url()}], clock)
     store = notifier.store
     t = clock.ms
@@ -162,7 +142,7 @@ def test_expiring_a_silence_by_hand_and_a_resolution_after_its_end(store_url, ho
 # -- 2. resolutions follow their firing --------------------------------------------------------
 
 def test_resolution_goes_wherever_its_firing_went(store_url, hook):
-    clock = Clock()
+    clock = FakeClock()
     receivers = [{"name": "pager", "type": "pagerduty", "url": hook.url("/v2/enqueue"), "routing_key_env": "FW_PD_KEY"},
                  {**WEBHOOK, "url": hook.url("/hook")},
                  {"name": "audit", "type": "webhook", "url": hook.url("/audit")}]
@@ -197,7 +177,7 @@ def test_resolution_goes_wherever_its_firing_went(store_url, hook):
 
 # -- 4. dead letters ---------------------------------------------------------------------------
 
-def _drive(notifier: Notifier, clock: Clock, until, *, step_s: float = 2.0, passes: int = 200) -> None:
+def _drive(notifier: Notifier, clock: FakeClock, until, *, step_s: float = 2.0, passes: int = 200) -> None:
     for _ in range(passes):
         if until():
             return
@@ -207,7 +187,7 @@ def _drive(notifier: Notifier, clock: Clock, until, *, step_s: float = 2.0, pass
 
 
 def test_a_delivery_refused_forever_becomes_dead_and_stops_blocking_its_subject(store_url, hook):
-    clock = Clock()
+    clock = FakeClock()
     notifier = make_notifier(store_url, [{**WEBHOOK, "url": hook.url()}], clock,
                              delivery={"dead_letter_attempts": 6, "dead_letter_age_ms": 3_600_000})
     store = notifier.store
@@ -246,7 +226,7 @@ def test_a_delivery_refused_forever_becomes_dead_and_stops_blocking_its_subject(
 
 
 def test_a_delivery_failing_for_longer_than_the_age_limit_becomes_dead(tmp_path, hook):
-    clock = Clock()
+    clock = FakeClock()
     notifier = make_notifier(f"sqlite:///{tmp_path / 'age.db'}", [{**WEBHOOK, "url": hook.url()}], clock,
                              delivery={"dead_letter_attempts": 1000, "dead_letter_age_ms": 600_000},
                              retry_max_ms=60_000)
@@ -264,7 +244,7 @@ def test_a_delivery_failing_for_longer_than_the_age_limit_becomes_dead(tmp_path,
 
 
 def test_requeue_dead_keeps_order_and_never_sends_a_firing_after_its_resolution(store_url, hook):
-    clock = Clock()
+    clock = FakeClock()
     notifier = make_notifier(store_url, [{**WEBHOOK, "url": hook.url()}], clock)
     store = notifier.store
     t = clock.ms
@@ -307,7 +287,7 @@ def test_requeue_dead_keeps_order_and_never_sends_a_firing_after_its_resolution(
 @pytest.mark.parametrize("value", ["inf", "nan", "-30", "1e400", "Fri, 31 Dec 9999 23:59:59 GMT", "garbage",
                                    "ØØ", "0"])
 def test_any_retry_after_is_survived_without_a_hot_loop(tmp_path, hook, value):
-    clock = Clock()
+    clock = FakeClock()
     notifier = make_notifier(f"sqlite:///{tmp_path / 'ra.db'}", [{**WEBHOOK, "url": hook.url()}], clock,
                              retry_base_ms=1000, retry_max_ms=30_000)
     store = notifier.store
@@ -337,7 +317,7 @@ def _count(store: Store, table) -> int:
 
 
 def test_old_finished_rows_go_in_bounded_batches_recent_and_open_ones_stay(store_url, hook):
-    clock = Clock()
+    clock = FakeClock()
     notifier = make_notifier(store_url, [{"name": "ops", "type": "webhook", "url": hook.url()}], clock,
                              delivery={"retention_days": 14, "dead_letter_age_ms": 60 * DAY_MS},
                              retention_batch_alerts=1, retention_batches=1)

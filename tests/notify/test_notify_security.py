@@ -28,7 +28,6 @@ from support.notify import (
     resolved,
     run_cli,
     store_text,
-    wait_for,
     write_config,
 )
 from support.paths import ROOT
@@ -38,6 +37,7 @@ from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions
 from streaming.notify.lease import Lease
 from streaming.notify.receivers import sign, verify_signature
+from streaming.polling import poll
 from streaming.store import DeliveryQueue, Store
 
 SECRET = "whsec-security-8d2c4e"
@@ -67,9 +67,9 @@ def test_an_inline_slack_url_or_a_token_in_a_path_is_never_printed_or_logged(tmp
     proc = NotifierProcess(config, log, env_with(), "--group-wait-ms", "0", "--retry-base-ms", "100",
                            "--retry-max-ms", "300")
     try:
-        wait_for(lambda: "delivery failed" in log.read_text(), 20, "a failed delivery to be logged")
+        poll(lambda: "delivery failed" in log.read_text(), 20, "a failed delivery to be logged", interval_s=0.05)
         hook.start()
-        wait_for(lambda: all(r["delivered_at"] for r in outbox_rows(store)), 30, "the delivery")
+        poll(lambda: all(r["delivered_at"] for r in outbox_rows(store)), 30, "the delivery", interval_s=0.05)
     finally:
         assert proc.stop() == 0
     logs = log.read_text()
@@ -191,8 +191,8 @@ def test_two_notifiers_with_the_same_host_and_pid_never_both_send(store_url, hoo
               for i in range(40)]
     for start in range(0, 40, 10):
         first.store.record_alerts(map(Alert.from_dict, alerts[start:start + 10]))
-    wait_for(lambda: all(r["delivered_at"] for r in outbox_rows(first.store)) and len(outbox_rows(first.store)) == 40,
-             30, "every alert delivered")
+    poll(lambda: all(r["delivered_at"] for r in outbox_rows(first.store)) and len(outbox_rows(first.store)) == 40,
+         30, "every alert delivered", interval_s=0.05)
     sent = [json.loads(a["body"])["alert_id"] for a in hook.got()]
     assert sorted(sent) == sorted(a["alert_id"] for a in alerts), "each exactly once: one notifier sent"
     for stop, thread in zip(stops, threads, strict=True):
@@ -210,7 +210,7 @@ def test_lease_identity_is_per_process_instance(tmp_path):
     assert a.acquire() and not b.acquire()
     assert b.holder is not None and str(a.pid) in b.holder
     # the holder stops renewing: its lease expires on the database's clock, then it may be taken over
-    wait_for(b.acquire, 10, "the expired lease taken over", every=0.1)
+    poll(b.acquire, 10, "the expired lease taken over", interval_s=0.1)
     assert not a.acquire() and not a.held
     assert (a.generation, b.generation) == (1, 2), "every takeover is a new generation"
     # the deposed holder's late write is refused: the fence is checked in the recording transaction

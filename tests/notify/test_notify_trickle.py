@@ -15,11 +15,12 @@ import threading
 import time
 
 import pytest
-from support.notify import NotifierProcess, delivery_rows, env_with, make_alert, wait_for, write_config
+from support.notify import NotifierProcess, delivery_rows, env_with, make_alert, write_config
 from support.paths import ROOT
-from support.processes import free_port
 
 from streaming.alert import Alert
+from streaming.polling import poll
+from streaming.ports import free_port
 from streaming.store import Store
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,7 @@ class Trickler:
         self.opened: list[str] = []
         self.closed: list[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
-        wait_for(lambda: "ready" in self.lines, 20, "the trickling receiver to listen")
+        poll(lambda: "ready" in self.lines, 20, "the trickling receiver to listen", interval_s=0.05)
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -75,18 +76,19 @@ def test_a_trickling_receiver_fails_each_attempt_by_its_deadline(tmp_path, hook)
                                "--retry-base-ms", "200", "--retry-max-ms", "400", "--timeout", str(ATTEMPT_S))
     try:
         store.record_alerts(map(Alert.from_dict, alerts[:4]))
-        wait_for(lambda: len(hook.got()) >= 4, 20, "the first alerts at the healthy receiver")
+        poll(lambda: len(hook.got()) >= 4, 20, "the first alerts at the healthy receiver", interval_s=0.05)
         # the tricklers hold attempts now; the healthy receiver still gets what comes next, at once
-        wait_for(lambda: {"/body", "/headers"} <= set(trickler.opened), 20, "attempts in flight at the tricklers")
+        poll(lambda: {"/body", "/headers"} <= set(trickler.opened), 20, "attempts in flight at the tricklers",
+             interval_s=0.05)
         recorded = time.monotonic()
         store.record_alerts(map(Alert.from_dict, alerts[4:]))
-        wait_for(lambda: len(hook.got()) >= 8, 20, "the later alerts at the healthy receiver")
+        poll(lambda: len(hook.got()) >= 8, 20, "the later alerts at the healthy receiver", interval_s=0.05)
         healthy_s = time.monotonic() - recorded
         trickled = [r for r in delivery_rows(store) if r["receiver"] != "ops"]
         assert any(r["state"] == "pending" for r in trickled), "delivered meanwhile, not after the tricklers"
         # every trickled delivery: attempts that time out, retried, dead after the configured 3
-        wait_for(lambda: all(r["state"] == "dead" for r in delivery_rows(store) if r["receiver"] != "ops"), 90,
-                 "the trickled deliveries to be dead letters after 3 attempts each")
+        poll(lambda: all(r["state"] == "dead" for r in delivery_rows(store) if r["receiver"] != "ops"), 90,
+             "the trickled deliveries to be dead letters after 3 attempts each", interval_s=0.05)
     finally:
         assert notifier.stop() == 0
         trickler.stop()

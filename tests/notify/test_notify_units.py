@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import insert, select
+from support.clock import FakeClock
 from support.notify import SECRET, delivery_rows, iso_ms, make_alert, resolved
 
 from streaming.alert import Alert
@@ -122,16 +123,6 @@ def test_response_classes_and_backoff(tmp_path):
     notifier.close()
 
 
-class FakeClock:
-    """Wall clock under the test's control (a little ahead, so rows just recorded are due)."""
-
-    def __init__(self) -> None:
-        self.now = time.time() + 5
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_down_receiver_is_probed_not_hammered(tmp_path):
     calls = []
 
@@ -139,7 +130,7 @@ def test_a_down_receiver_is_probed_not_hammered(tmp_path):
         calls.append(request)
         raise httpx.ConnectError("connection refused")
 
-    clock = FakeClock()
+    clock = FakeClock(time.time() + 5)  # a little ahead: rows just recorded are due
     notifier = _notifier(tmp_path, refuse, retry_base_ms=1000, concurrency=4)
     notifier._clock = clock
     store = notifier.store
@@ -149,7 +140,7 @@ def test_a_down_receiver_is_probed_not_hammered(tmp_path):
     assert len(calls) == 20  # the first pass tries everything that is due
     notifier.run(once=True)
     assert len(calls) == 20  # paused: the receiver as a whole backs off
-    clock.now += 3600
+    clock.advance(3600)
     notifier.run(once=True)
     assert len(calls) == 24  # then a probe of `concurrency` requests, not the backlog
     assert {r["state"] for r in delivery_rows(store)} == {"pending"}
@@ -165,7 +156,7 @@ def test_alertmanager_refresh_keeps_open_alerts_alive_and_only_those(tmp_path):
 
     config = FleetwatchConfig.model_validate({"alerting": {"receivers": [
         {"name": "am", "type": "alertmanager", "url": "http://alertmanager.invalid:9093"}]}})
-    clock = FakeClock()
+    clock = FakeClock(time.time() + 5)  # a little ahead: rows just recorded are due
     store = Store(f"sqlite:///{tmp_path / 'am.db'}")
     notifier = Notifier(config, store, NotifyOptions(group_wait_ms=0, alertmanager_refresh_ms=60_000), env={},
                         clock=clock, transport=httpx.MockTransport(accept))
@@ -177,7 +168,7 @@ def test_alertmanager_refresh_keeps_open_alerts_alive_and_only_those(tmp_path):
     assert [[e["annotations"]["alert_id"] for e in post] for post in posts] == [[first["alert_id"],
                                                                                  second["alert_id"]]]
     store.record_alerts(map(Alert.from_dict, [resolved(first, now)]))
-    clock.now += 61
+    clock.advance(61)
     notifier.run(once=True)
     resolution, refresh = posts[1:]
     assert [e["annotations"]["alert_id"] for e in resolution] == [first["alert_id"]]

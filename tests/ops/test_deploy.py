@@ -15,9 +15,9 @@ from pathlib import Path
 import pyspark
 import pytest
 import yaml
-from support.processes import free_port
 
 from streaming.ops import check_config
+from streaming.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -27,7 +27,6 @@ import pytest
 import yaml
 from kafka import KafkaProducer
 from sqlalchemy import func, select
-from support.processes import free_port, poll
 from support.reference import reference_alerts
 from support.spark_standalone import SPARK_HOME, Standalone, kill_session, session_alive
 
@@ -36,6 +35,8 @@ from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import FleetwatchConfig
 from streaming.pipeline.replay import replay_file
+from streaming.polling import poll
+from streaming.ports import free_port
 from streaming.store import Store, alerts, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]

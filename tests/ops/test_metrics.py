@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.processes import free_port, poll, stop_process
+from support.processes import stop_process
 
 from streaming.alert import Alert
 from streaming.metrics import CONTENT_TYPE, render_metrics, start_metrics_server
+from streaming.polling import poll
+from streaming.ports import free_port
 from streaming.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]

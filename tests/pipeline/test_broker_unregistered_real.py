@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 from support.healthy_kafka import PROBE
-from support.processes import poll
 
 from streaming import clock
 from streaming.collect.probe import Prober
@@ -28,6 +27,7 @@ from streaming.contract import UNREGISTERED, event_from_dict
 from streaming.detect import detect
 from streaming.jars import classpath
 from streaming.kraft import KRaftCluster, target_of
+from streaming.polling import poll
 
 pytestmark = [pytest.mark.real_kafka]
 

@@ -24,7 +24,7 @@ from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from sqlalchemy import func, select
-from support.live_fleet import START_MS, expected_lines, poll_until, produce, simulated_fleet, stored_lines
+from support.live_fleet import START_MS, expected_lines, produce, simulated_fleet, stored_lines
 from support.reference import reference_alerts
 
 from streaming import topics
@@ -36,6 +36,7 @@ from streaming.detect import detect
 from streaming.pipeline.replay import replay_file
 from streaming.pipeline.run import QUERY_NAME, start_job
 from streaming.pipeline.session import checkpoint_path
+from streaming.polling import poll
 from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -76,7 +77,7 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
                     alerts.c.rule == "broker.heartbeat_lost", alerts.c.cluster_id == lost["cluster_id"],
                     alerts.c.broker_id == lost["broker_id"])).first()
 
-        row = poll_until(heartbeat_lost_in_store, 240, "broker.heartbeat_lost in the store")
+        row = poll(heartbeat_lost_in_store, 240, "broker.heartbeat_lost in the store", interval_s=0.5)
         assert row.starts_at == lost["starts_at"]
         detected_after_s = time.monotonic() - started
 
@@ -84,10 +85,11 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
             with store.engine.connect() as conn:
                 return dict(conn.execute(select(quarantine.c.reason, func.count()).group_by(quarantine.c.reason)).all())
 
-        assert poll_until(lambda: len(quarantined()) == 2 and quarantined(), 60, "two quarantined messages") == {
+        assert poll(lambda: len(quarantined()) == 2 and quarantined(), 60, "two quarantined messages",
+                    interval_s=0.5) == {
             "missing_field:schema": 1, "not_json": 1}
         expected = expected_lines(sim)
-        poll_until(lambda: stored_lines(store) == expected, 120, "the live alerts to equal the replayed ones")
+        poll(lambda: stored_lines(store) == expected, 120, "the live alerts to equal the replayed ones", interval_s=0.5)
         assert query.isActive and query.exception() is None
         # Progress events reach listeners asynchronously, after the batch's sink has run.
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced + 2, timeout_s=60)
@@ -133,7 +135,7 @@ def test_killed_job_restarts_from_checkpoint_without_losing_or_repeating(bus, tm
     produce(bus.bootstrap, events[:half])
     job = _run_job(config_path, log_path)
     try:
-        poll_until(lambda: stored_lines(store), 240, "the first alerts of the first half")
+        poll(lambda: stored_lines(store), 240, "the first alerts of the first half", interval_s=0.5)
         # Mid-stream: the second half arrives and the job is killed while it works on it.
         produce(bus.bootstrap, events[half:])
         os.killpg(job.pid, signal.SIGKILL)
@@ -141,7 +143,7 @@ def test_killed_job_restarts_from_checkpoint_without_losing_or_repeating(bus, tm
         before = stored_lines(store)
         assert before < expected, "the kill came too late to test a restart"
         job = _run_job(config_path, log_path)
-        poll_until(lambda: stored_lines(store) == expected, 300, "every expected alert after the restart")
+        poll(lambda: stored_lines(store) == expected, 300, "every expected alert after the restart", interval_s=0.5)
     finally:
         os.killpg(job.pid, signal.SIGTERM)
         job.wait(timeout=60)
@@ -171,7 +173,7 @@ def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_con
     job = start_job(spark, config(4), bus.bootstrap, store)
     query, recorder = job.query, job.recorder
     try:
-        poll_until(lambda: not query.isActive, 120, "the job to refuse the checkpoint")
+        poll(lambda: not query.isActive, 120, "the job to refuse the checkpoint", interval_s=0.5)
         assert "has 8 buckets but spark.state_buckets is 4" in str(query.exception())
     finally:
         job.stop()
@@ -206,8 +208,8 @@ def test_a_checkpoint_of_the_one_stage_job_is_refused_in_one_line(spark, test_co
                  .transformWithStateInPandas(_OneKeyCounter(), "seen long", "Append", "None")
                  .writeStream.format("noop").option("checkpointLocation", location).start())
     try:
-        poll_until(lambda: not one_stage.isActive or (one_stage.lastProgress or {}).get("numInputRows", 0) > 0,
-                   120, "the one-stage query to commit state")
+        poll(lambda: not one_stage.isActive or (one_stage.lastProgress or {}).get("numInputRows", 0) > 0,
+             120, "the one-stage query to commit state", interval_s=0.5)
         assert one_stage.exception() is None
     finally:
         one_stage.stop()
@@ -257,7 +259,7 @@ def test_an_alert_open_before_a_checkpoint_reset_and_older_than_the_bus_is_carri
         job = start_job(spark, config, bootstrap, store)
         query, recorder = job.query, job.recorder
         try:
-            poll_until(lambda: done(recorder.stats.get("fleetwatch")) or query.exception(), 240, what)
+            poll(lambda: done(recorder.stats.get("fleetwatch")) or query.exception(), 240, what, interval_s=0.5)
             assert query.exception() is None
         finally:
             job.stop()

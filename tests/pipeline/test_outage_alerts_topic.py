@@ -8,7 +8,6 @@ automatic topic creation a real Apache Kafka 4.4 broker (auto.create.topics.enab
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -20,6 +19,7 @@ from streaming.bus import EmbeddedBus, ensure_topics
 from streaming.metrics import render_metrics
 from streaming.pipeline.run import start_job
 from streaming.pipeline.state import OUTPUT_SCHEMA
+from streaming.polling import poll
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.store import Store, alert_history, alerts, outbox
@@ -37,9 +37,7 @@ def _alert_row(broker_id: int, summary: str) -> tuple:
 def _published(bootstrap: str, timeout_s: float = 30) -> list[dict]:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, consumer_timeout_ms=2000)
     try:
-        deadline = time.monotonic() + timeout_s
-        while topics.ALERTS not in consumer.topics() and time.monotonic() < deadline:
-            time.sleep(0.2)  # polling the bus's metadata, bounded by the deadline
+        poll(lambda: topics.ALERTS in consumer.topics(), timeout_s, "the alerts topic on the bus", interval_s=0.2)
         partitions = [TopicPartition(topics.ALERTS, p) for p in consumer.partitions_for_topic(topics.ALERTS) or ()]
         consumer.assign(partitions)
         consumer.seek_to_beginning()
@@ -104,9 +102,7 @@ def test_the_job_creates_the_alerts_topic_on_a_bus_that_creates_none(spark, test
                 with store.engine.connect() as conn:
                     return set(conn.execute(select(alert_history.c.alert_id, alert_history.c.status)).all())
 
-            deadline = time.monotonic() + 240
-            while not stored() and query.isActive and time.monotonic() < deadline:
-                time.sleep(0.5)  # polling the store, bounded by the deadline
+            poll(lambda: stored() or not query.isActive, 240, "an alert stored", interval_s=0.5)
             assert stored(), f"no alert stored; query failed: {query.exception()}"
             published = _published(bootstrap)
             assert {(a["alert_id"], a["status"]) for a in published} == stored()

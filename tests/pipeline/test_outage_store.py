@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 from sqlalchemy import func, select
-from support.live_fleet import expected_lines, poll_until, produce, simulated_fleet, stored_lines
+from support.live_fleet import expected_lines, produce, simulated_fleet, stored_lines
 from support.postgres import PostgresServer, pg_binaries
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
+from streaming.polling import poll
 from streaming.store import Store, alert_history, outbox
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -84,14 +85,14 @@ def test_the_job_rides_out_a_postgresql_outage_losing_and_repeating_nothing(tmp_
             job = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config_path)],
                                    stdout=log_path.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
                                    env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-            poll_until(lambda: len(_job_lines(log_path, "store unavailable, retrying")) >= 2, 60,
-                       "the job to wait for the database at start")
+            poll(lambda: len(_job_lines(log_path, "store unavailable, retrying")) >= 2, 60,
+                 "the job to wait for the database at start", interval_s=0.5)
             assert job.poll() is None, "the job gave up while the database was down"
             pg.resume()
             store = Store(url)
             half = len(events) // 2
             produce(bus.bootstrap, events[:half])
-            poll_until(lambda: stored_lines(store), 240, "the first alerts")
+            poll(lambda: stored_lines(store), 240, "the first alerts", interval_s=0.5)
 
             # Mid-stream: the database dies, the second half arrives meanwhile.
             retries_before = len(_job_lines(log_path, "store unavailable, retrying"))
@@ -104,7 +105,7 @@ def test_the_job_rides_out_a_postgresql_outage_losing_and_repeating_nothing(tmp_
                 time.sleep(1)  # the outage lasts OUTAGE_S; the job is watched meanwhile
             pg.resume()
             back_at = time.monotonic()
-            poll_until(lambda: stored_lines(store) == expected, 180, "every expected alert after the outage")
+            poll(lambda: stored_lines(store) == expected, 180, "every expected alert after the outage", interval_s=0.5)
             caught_up_s = time.monotonic() - back_at
             assert job.poll() is None
             with store.engine.connect() as conn:
@@ -129,7 +130,7 @@ def test_the_job_rides_out_a_postgresql_outage_losing_and_repeating_nothing(tmp_
 def test_the_submitted_driver_serving_metrics_waits_for_a_database_that_is_down(tmp_path):
     # The Spark Operator's driver (`streaming.ops.submit --metrics-port`) opens the store for
     # /metrics before `run` starts: with the database down it must wait, as `run` does, not crash.
-    from support.processes import free_port
+    from streaming.ports import free_port
 
     down = f"postgresql+psycopg://fleetwatch@127.0.0.1:{free_port()}/fleetwatch"  # nothing listens there
     config_path = tmp_path / "fleetwatch.yaml"
@@ -142,9 +143,9 @@ def test_the_submitted_driver_serving_metrics_waits_for_a_database_that_is_down(
                               stdout=log_path.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
                               env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     try:
-        retries = poll_until(lambda: [r for r in _job_lines(log_path, "store unavailable, retrying")
+        retries = poll(lambda: [r for r in _job_lines(log_path, "store unavailable, retrying")
                                  if r.get("what") == "open the store"][1:] or driver.poll() is not None,
-                        120, "the driver to wait for the database")
+                        120, "the driver to wait for the database", interval_s=0.5)
         assert driver.poll() is None, f"the driver exited ({driver.returncode}):\n{log_path.read_text()[-2000:]}"
         assert retries
     finally:

@@ -28,6 +28,7 @@ from support.healthy_kafka import PROBE, HealthyWatch
 from streaming.config import FleetwatchConfig
 from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
 from streaming.pipeline.run import start_job
+from streaming.polling import poll
 from streaming.store import Store, alerts, broker_transitions, controller_history
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark, pytest.mark.broker]
@@ -61,14 +62,11 @@ class Watch:
             return list(conn.execute(query.order_by(alerts.c.starts_at)).all())
 
     def wait(self, what: str, check: Callable[[], Any], timeout_s: float = 90) -> Any:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            found = check()
-            if found:
-                return found
-            time.sleep(0.5)  # polling the store, bounded by the deadline
-        now = [(r.rule, r.cluster_id, r.target, r.broker_id, r.endpoint, r.status) for r in self.rows()]
-        raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}; alerts now: {now}")
+        def named() -> str:
+            now = [(r.rule, r.cluster_id, r.target, r.broker_id, r.endpoint, r.status) for r in self.rows()]
+            return f"{what}; alerts now: {now}"
+
+        return poll(check, timeout_s, named, interval_s=0.5)
 
     def firing(self, rule: str, timeout_s: float = 90, **subject: Any) -> Any:
         return self.wait(f"{rule} {subject} firing",

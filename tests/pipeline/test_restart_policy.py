@@ -4,6 +4,7 @@ restart count from the store to /metrics (the live cases are in test_supervise.p
 from __future__ import annotations
 
 import pytest
+from support.clock import FakeClock
 
 from streaming.config import ConfigError, RestartSettings, load_config
 from streaming.metrics import render_metrics
@@ -11,28 +12,20 @@ from streaming.pipeline.supervise import Backoff, QueryStalled, StallWatch, firs
 from streaming.store import Store
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_delays_double_up_to_the_cap_and_start_over_after_a_healthy_run():
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     backoff = Backoff(RestartSettings(give_up_after=100), clock)
     delays = []
     for _ in range(8):
-        clock.now += 1
+        clock.advance(1)
         delays.append(backoff.after_failure(ran_s=1))
     assert delays == [1, 2, 4, 8, 16, 32, 60, 60]
-    clock.now += 400
+    clock.advance(400)
     assert backoff.after_failure(ran_s=300) == 1
 
 
 def test_too_many_failures_within_the_window_give_up_and_older_ones_do_not_count():
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     backoff = Backoff(RestartSettings(give_up_after=3, give_up_window_ms=60_000), clock)
     assert backoff.after_failure(ran_s=1) is not None
     clock.now = 61
@@ -103,31 +96,31 @@ class QueryAsSparkSaysIt:
 
 
 def test_a_micro_batch_running_past_the_bound_is_a_stall_and_busy_or_idle_queries_are_not():
-    clock, query = FakeClock(), QueryAsSparkSaysIt()
+    clock, query = FakeClock(0.0), QueryAsSparkSaysIt()
     watch = StallWatch(query, stalled_after_s=600, clock=clock)
     for step in range(100):  # busy: a batch every 30 s, each one running, for 50 minutes
         query.batch(step, active=True)
         watch.check()
-        clock.now += 30
+        clock.advance(30)
     query.batch(100, active=False)  # idle for an hour: no data is no batch
     for _ in range(120):
         watch.check()
-        clock.now += 30
+        clock.advance(30)
     query.batch(100, active=True)  # then one batch that never ends
     watch.check()
-    clock.now += 600
+    clock.advance(600)
     watch.check()  # exactly the bound: not yet
-    clock.now += 1
+    clock.advance(1)
     with pytest.raises(QueryStalled, match="more than 600 s"):
         watch.check()
 
 
 def test_the_first_batch_of_a_new_query_is_watched_too():
-    clock, query = FakeClock(), QueryAsSparkSaysIt()
+    clock, query = FakeClock(0.0), QueryAsSparkSaysIt()
     watch = StallWatch(query, stalled_after_s=60, clock=clock)
     query.batch(None, active=True)  # no progress yet: the first batch is running
     watch.check()
-    clock.now += 61
+    clock.advance(61)
     with pytest.raises(QueryStalled):
         watch.check()
 

@@ -28,9 +28,10 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from support.live_fleet import expected_lines, poll_until, produce, real_kafka_bus, simulated_fleet, stored_lines
-from support.processes import free_port
+from support.live_fleet import expected_lines, produce, real_kafka_bus, simulated_fleet, stored_lines
 
+from streaming.polling import poll
+from streaming.ports import free_port
 from streaming.source import SPARK_SOURCE
 from streaming.store import Store
 
@@ -136,7 +137,7 @@ def test_a_job_killed_mid_stream_recovers_on_its_checkpoint_and_keeps_running(ka
     produce(kafka_bus, first)
     job = Job(tmp_path, kafka_bus).start()
     job_factory.append(job)
-    poll_until(lambda: stored_lines(store) and job.committed_batches(), 240, "the first alerts, committed")
+    poll(lambda: stored_lines(store) and job.committed_batches(), 240, "the first alerts, committed", interval_s=0.5)
     assert [r["source"] for r in job.lines("telemetry source:")] == [SPARK_SOURCE]
     # Mid-stream: more arrives and the job is killed, process group and all, while it works on it.
     produce(kafka_bus, second)
@@ -146,8 +147,8 @@ def test_a_job_killed_mid_stream_recovers_on_its_checkpoint_and_keeps_running(ka
     killed_at = time.monotonic()
     job.start()
     produce(kafka_bus, rest)
-    poll_until(lambda: stored_lines(store) == expected or not job.running, 300,
-               "every expected alert after the restart")
+    poll(lambda: stored_lines(store) == expected or not job.running, 300,
+         "every expected alert after the restart", interval_s=0.5)
     recovered_s = time.monotonic() - killed_at
     assert job.running, f"the restarted job exited with {job.proc.returncode if job.proc else None}"
     assert stored_lines(store) == expected
@@ -191,16 +192,16 @@ def test_a_failed_query_is_restarted_and_counted_and_a_stop_or_a_config_error_is
     produce(kafka_bus, first)
     job = Job(tmp_path, kafka_bus).start()
     job_factory.append(job)
-    poll_until(lambda: job.committed_batches() and _python_workers(job), 240, "a committed batch")
+    poll(lambda: job.committed_batches() and _python_workers(job), 240, "a committed batch", interval_s=0.5)
     produce(kafka_bus, second)
     failed_at = time.monotonic()
-    poll_until(lambda: _kill_workers(job) or not job.running, 120, "the query to fail and restart", interval_s=1)
+    poll(lambda: _kill_workers(job) or not job.running, 120, "the query to fail and restart", interval_s=1)
     assert job.running
     failure = job.lines("streaming query failed: restarting it from its checkpoint")[0]
     assert failure["restarts"] == 1 and failure["delay_s"] == 1
     assert "\n" not in failure["error"]
     produce(kafka_bus, rest)
-    poll_until(lambda: stored_lines(store) == expected, 300, "every expected alert after the restart")
+    poll(lambda: stored_lines(store) == expected, 300, "every expected alert after the restart", interval_s=0.5)
     recovered_s = time.monotonic() - failed_at
     assert job.running
     assert job.metric("fleetwatch_job_restarts_total") >= 1
@@ -235,7 +236,7 @@ def test_a_query_stuck_on_a_stopped_python_worker_is_restarted(kafka_bus, tmp_pa
     produce(kafka_bus, first)
     job = Job(tmp_path, kafka_bus, stalled_after_ms=STALLED_AFTER_MS).start()
     job_factory.append(job)
-    poll_until(lambda: job.committed_batches() and _python_workers(job), 240, "a committed batch")
+    poll(lambda: job.committed_batches() and _python_workers(job), 240, "a committed batch", interval_s=0.5)
     stopped: set[psutil.Process] = set()
 
     def stop_workers() -> bool:
@@ -250,8 +251,8 @@ def test_a_query_stuck_on_a_stopped_python_worker_is_restarted(kafka_bus, tmp_pa
     stopped_at = time.monotonic()
     produce(kafka_bus, second)
     try:
-        poll_until(lambda: stop_workers() or not job.running, STALLED_AFTER_MS / 1000 + 150,
-                   "the stuck query to be restarted", interval_s=0.5)
+        poll(lambda: stop_workers() or not job.running, STALLED_AFTER_MS / 1000 + 150,
+             "the stuck query to be restarted", interval_s=0.5)
     finally:
         for proc in stopped:  # what Spark did not kill when it stopped the query goes on
             with contextlib.suppress(psutil.Error):
@@ -262,7 +263,7 @@ def test_a_query_stuck_on_a_stopped_python_worker_is_restarted(kafka_bus, tmp_pa
                                      f"{STALLED_AFTER_MS // 1000} s"), stall
     assert time.monotonic() - stopped_at >= STALLED_AFTER_MS / 1000
     produce(kafka_bus, rest)
-    poll_until(lambda: stored_lines(store) == expected, 300, "every expected alert after the restart")
+    poll(lambda: stored_lines(store) == expected, 300, "every expected alert after the restart", interval_s=0.5)
     recovered_s = time.monotonic() - stopped_at
     assert job.metric("fleetwatch_job_restarts_total") == 1
     assert job.terminate() == 0

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
-from support.live_fleet import poll_until, produce, real_kafka_bus, stored_lines
+from support.live_fleet import produce, real_kafka_bus, stored_lines
 
 from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
@@ -29,6 +29,7 @@ from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.metrics import render_metrics
 from streaming.pipeline.run import start_job
+from streaming.polling import poll
 from streaming.source import KafkaReaderOptions, KafkaStreamReader
 from streaming.store import Store, alert_history
 
@@ -170,11 +171,11 @@ def test_a_range_whose_topic_is_deleted_before_it_is_read_ends_at_once(kafka_bus
         admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
         produce(kafka_bus, [(topic, {"i": i}) for i in range(10)])
         start = reader.initialOffset()
-        end = poll_until(lambda: (e := reader.latestOffset()).get(f"{topic}:0") == 10 and e, 30, "10 records")
+        end = poll(lambda: (e := reader.latestOffset()).get(f"{topic}:0") == 10 and e, 30, "10 records", interval_s=0.5)
         (planned,) = reader.partitions(start, end)
         reader.commit(end)
         admin.delete_topics([topic])
-        poll_until(lambda: topic not in admin.list_topics(), 30, "the topic deleted")
+        poll(lambda: topic not in admin.list_topics(), 30, "the topic deleted", interval_s=0.5)
         began = time.monotonic()
         assert list(reader.read(planned)) == []  # the records are gone with their topic
         took = time.monotonic() - began
@@ -183,8 +184,8 @@ def test_a_range_whose_topic_is_deleted_before_it_is_read_ends_at_once(kafka_bus
         # Created again (by an SRE or a producer): its records are read from its beginning, once.
         admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
         produce(kafka_bus, [(topic, {"again": i}) for i in range(3)])
-        latest = poll_until(lambda: (e := reader.latestOffset()).get(f"{topic}:0") == 3 and e, 30,
-                            "the new topic's 3 records planned")
+        latest = poll(lambda: (e := reader.latestOffset()).get(f"{topic}:0") == 3 and e, 30,
+                      "the new topic's 3 records planned", interval_s=0.5)
         rows = [row for r in reader.partitions(end, latest) for batch in reader.read(r) for row in batch.to_pylist()]
         assert [row["offset"] for row in rows] == [0, 1, 2]
         print(f"\na range of a deleted topic ended in {took:.2f} s")

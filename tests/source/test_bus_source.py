@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from streaming import topics
 from streaming.bus import BusError, EmbeddedBus, ensure_topics
 from streaming.config import BusConfig, ConfigError
+from streaming.polling import poll
 from streaming.source import (
     PYTHON_SOURCE,
     KafkaReaderOptions,
@@ -254,21 +255,8 @@ def test_a_taken_port_is_a_clear_error(bus: EmbeddedBus) -> None:
 
 
 @pytest.mark.broker
-def test_the_reader_waits_out_a_bus_restart_and_reads_the_new_records_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_reader_waits_out_a_bus_restart_and_reads_the_new_records_once(tmp_path: Path) -> None:
     import signal
-    import socket
-
-    import streaming.bus.embedded as bus_module
-
-    def no_listener_on(port: int) -> bool:  # the killed broker's connections linger in TIME_WAIT
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-            return True
 
     key = f"{ONE_PARTITION}:0"
     first = EmbeddedBus(topics=[ONE_PARTITION], log_path=tmp_path / "tansu-1.log").start()
@@ -288,12 +276,10 @@ def test_the_reader_waits_out_a_bus_restart_and_reads_the_new_records_once(
         # The bus is away: no new data, and no failure (the query keeps running).
         assert reader.latestOffset() == end
 
-        monkeypatch.setattr(bus_module, "_port_is_free", no_listener_on)
         second = EmbeddedBus(topics=[ONE_PARTITION], port=port, log_path=tmp_path / "tansu-2.log").start()
         new = produce(second.bootstrap, {(ONE_PARTITION, 0): 13}, "after")  # more than was read before
-        deadline = time.monotonic() + 30
-        while (latest := reader.latestOffset()) == end and time.monotonic() < deadline:
-            time.sleep(0.2)  # polling the reader until it sees the restarted bus, bounded
+        latest = poll(lambda: (offsets := reader.latestOffset()) != end and offsets, 30,
+                      "the reader to see the restarted bus", interval_s=0.2)
         ranges = reader.partitions(end, latest)
         rows = [row for r in ranges for batch in reader.read(r) for row in batch.to_pylist()]
         assert [(row["offset"], row["value"]) for row in rows] == [
@@ -306,15 +292,11 @@ def test_the_reader_waits_out_a_bus_restart_and_reads_the_new_records_once(
 
 
 @pytest.mark.broker
-def test_a_topic_that_restarted_is_read_from_the_beginning_in_every_partition(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_topic_that_restarted_is_read_from_the_beginning_in_every_partition(tmp_path: Path) -> None:
     # One partition comes back with fewer records than were read, the other already with more:
     # both are the new topic's, both are read from their beginning.
     import signal
 
-    import streaming.bus.embedded as bus_module
-
-    monkeypatch.setattr(bus_module, "_port_is_free", lambda port: True)  # TIME_WAIT of the killed broker
     first = EmbeddedBus(topics=[TWO_PARTITIONS], partitions=2, log_path=tmp_path / "tansu-1.log").start()
     port = int(first.bootstrap.rsplit(":", 1)[1])
     reader = KafkaStreamReader(KafkaReaderOptions(first.bootstrap, (TWO_PARTITIONS,), timeout_ms=1000))

@@ -23,11 +23,12 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from support.live_fleet import poll_until, produce, real_kafka_bus
+from support.live_fleet import produce, real_kafka_bus
 
 from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.pipeline.run import start_job
+from streaming.polling import poll
 from streaming.store import Store, alert_history
 
 pytestmark = [pytest.mark.real_kafka]
@@ -79,7 +80,7 @@ def test_a_telemetry_topic_deleted_under_the_job_is_read_again_once_it_is_back(
             assert job.recorder.wait("fleetwatch", lambda s: s.input_rows >= len(events) or job.query.exception(), 180)
             admin.delete_topics([topics.HEARTBEATS])
             deleted = time.monotonic()
-            poll_until(lambda: topics.HEARTBEATS not in admin.list_topics(), 30, "the topic deleted")
+            poll(lambda: topics.HEARTBEATS not in admin.list_topics(), 30, "the topic deleted", interval_s=0.5)
             # Held deleted under the running job: it keeps running and does not bring the topic back.
             recreated_by_job = None
             while time.monotonic() - deleted < HELD_S:
@@ -93,13 +94,14 @@ def test_a_telemetry_topic_deleted_under_the_job_is_read_again_once_it_is_back(
             # New records: a stale process of broker 1 (a lower epoch) is an alert at its event.
             produce(kafka_bus, [_heartbeat(START_MS + 21_000, cluster_id, 9),
                                 _heartbeat(START_MS + 21_500, cluster_id, 3)])
-            poll_until(lambda: "broker.epoch_regression" in _rules(store) or job.query.exception(), 120,
-                       "the alert from the recreated topic's records")
+            poll(lambda: "broker.epoch_regression" in _rules(store) or job.query.exception(), 120,
+                 "the alert from the recreated topic's records", interval_s=0.5)
             assert job.query.exception() is None and job.query.isActive
             # Other telemetry topics may be new in a batch (created by their first record): said too.
             # Said once the batch's progress reaches the listener, which can be after its alert is stored.
-            back = poll_until(lambda: [r for r in _lines(caplog, "bus topic present again")
-                                       if r.topic == topics.HEARTBEATS], 60, "the line saying the topic is back")
+            back = poll(lambda: [r for r in _lines(caplog, "bus topic present again")
+                                       if r.topic == topics.HEARTBEATS], 60, "the line saying the topic is back",
+                        interval_s=0.5)
     finally:
         job.stop()
         spark.streams.removeListener(job.recorder)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from streaming.config import ConfigError, FleetwatchConfig
 from streaming.contract import topic_of
 from streaming.pipeline.replay import replay_file
 from streaming.pipeline.run import start_job
+from streaming.polling import poll
 from streaming.source import SPARK_SOURCE, choose_source, jvm_kafka_available
 from streaming.store import Store, alert_history
 
@@ -86,10 +86,8 @@ def test_the_connector_over_real_kafka_gives_exactly_the_alerts_of_replay(spark,
     query, recorder = job.query, job.recorder
     try:
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced, timeout_s=240)
-        deadline = time.monotonic() + 120
-        while _lines(store) != expected and time.monotonic() < deadline:
-            time.sleep(0.5)  # polling the store, bounded by the deadline
-        assert _lines(store) == expected
+        poll(lambda: _lines(store) == expected, 120, lambda: f"the replay's alert lines in the store (missing "
+             f"{expected - _lines(store)}, unexpected {_lines(store) - expected})", interval_s=0.5)
         assert recorder.stats["fleetwatch"].input_rows == produced
         assert "Kafka" in query.lastProgress["sources"][0]["description"]  # Spark's KafkaV2 source read it
     finally:

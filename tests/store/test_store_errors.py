@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import OperationalError
-from support.processes import free_port
 
+from streaming.ports import free_port
 from streaming.resilience import StoreFailure, is_transient, retry_store
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.store import Store

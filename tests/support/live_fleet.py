@@ -5,7 +5,6 @@ Shared by the live job's tests and the outage tests (bus, store)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +21,7 @@ from streaming.detect import detect
 from streaming.kraft import KRaftCluster
 from streaming.store import Store, alert_history
 
-__all__ = ["START_MS", "expected_lines", "poll_until", "produce", "real_kafka_bus", "simulated_fleet", "stored_lines"]
+__all__ = ["START_MS", "expected_lines", "produce", "real_kafka_bus", "simulated_fleet", "stored_lines"]
 
 START_MS = 1_764_000_000_000
 
@@ -84,16 +83,6 @@ def _delivered(producer: KafkaProducer, sent: list) -> None:
     for future in sent:
         future.get(timeout=60)  # raises if the record could not be delivered
     sent.clear()
-
-
-def poll_until(predicate, timeout_s: float, what: str, interval_s: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval_s)  # polling the store, bounded by the deadline
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def stored_lines(store: Store) -> set[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""The notifier tests' real parts (no tests here): a real HTTP receiver on 127.0.0.1 whose answers
+"""The notifier tests' real parts (no tests here): the real HTTP receiver on 127.0.0.1 whose answers
 the test scripts, the notifier as a real child process and its CLI, alerts as the job writes them,
 and what the store holds afterwards. Imported by the tests in tests/notify/ and tests/demo/."""
 
@@ -13,7 +13,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +20,16 @@ import yaml
 from sqlalchemy import select, text
 
 from streaming.alert import RULES, alert_id, queue_subject_of
+from streaming.ports import free_port
+from streaming.receiver import Reply, Request, WebhookReceiver
 from streaming.store import Store, deliveries, metadata, outbox
 from support.paths import ROOT
-from support.processes import free_port
 
 __all__ = ["SECRET", "Hook", "NotifierProcess", "all_delivered", "delivery_rows", "env_with", "iso_ms", "make_alert",
-           "outbox_rows", "resolved", "run_cli", "store_text", "wait_for", "write_config"]
+           "outbox_rows", "resolved", "run_cli", "store_text", "write_config"]
 
 # The webhook secret of the notifier tests: it must never show in a log, an answer or the store.
 SECRET = "whsec-test-7f3a9c1e"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
-    """Poll until predicate() is truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
 
 
 def iso_ms(iso: str) -> int:
@@ -49,16 +37,16 @@ def iso_ms(iso: str) -> int:
 
 
 class Hook:
-    """A real HTTP receiver on 127.0.0.1 whose answers the test scripts.
+    """A real HTTP receiver on 127.0.0.1 (streaming/receiver.py) whose answers the test scripts.
 
     `script` holds the actions for the next requests (then `default`): ("ok",), ("status", code,
-    body), ("slow", seconds) or ("hang",): answer 200 only once `release` is set. `by_path` maps a
-    path prefix to a fixed action; `decide(path, body)`, when set, chooses first (None: go on). A
-    request is an *arrival* when the receiver accepts it (2xx), recorded the moment it is received.
+    body[, headers]), ("slow", seconds) or ("hang",): answer 200 only once `release` is set. `by_path`
+    maps a path prefix to a fixed action; `decide(path, body)`, when set, chooses first (None: go on).
+    A request is an *arrival* when the receiver accepts it (2xx), recorded the moment it is received.
     """
 
     def __init__(self, port: int | None = None) -> None:
-        self.port = port or free_port()
+        self.port = port or free_port()  # known before start(): a test may start it late (a receiver down)
         self.lock = threading.Lock()
         self.arrivals: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []
@@ -69,7 +57,7 @@ class Hook:
         self.in_flight = threading.Event()
         self.hung: dict[str, Any] | None = None
         self.release = threading.Event()
-        self.server: ThreadingHTTPServer | None = None
+        self.server: WebhookReceiver | None = None
 
     def url(self, path: str = "/hook") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -83,57 +71,31 @@ class Hook:
                     return action
             return self.script.popleft() if self.script else self.default
 
+    def _answer(self, request: Request) -> Reply:
+        received = {"path": request.path, "headers": dict(request.headers), "body": request.body, "t": request.t}
+        action = self._action(request.path, request.body)
+        code, reply = 200, b'{"status":"success"}'
+        if action[0] == "status":
+            code, reply = action[1], (action[2] if len(action) > 2 else "").encode()
+        with self.lock:
+            (self.arrivals if code < 300 else self.refused).append(received)
+        if action[0] == "slow":
+            time.sleep(action[1])  # the slow endpoint itself
+        elif action[0] == "hang":
+            self.hung = received
+            self.in_flight.set()
+            self.release.wait(30)
+        extra = action[3] if action[0] == "status" and len(action) > 3 else {}
+        return Reply(code, reply, {"Content-Type": "application/json", **extra})
+
     def start(self) -> Hook:
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                if len(body) < length:
-                    return  # the sender died mid-request (a killed notifier): nothing was received
-                request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                           "body": body, "t": time.monotonic()}
-                action = hook._action(self.path, body)
-                code, reply = 200, b'{"status":"success"}'
-                if action[0] == "status":
-                    code, reply = action[1], (action[2] if len(action) > 2 else "").encode()
-                with hook.lock:
-                    (hook.arrivals if code < 300 else hook.refused).append(request)
-                if action[0] == "slow":
-                    time.sleep(action[1])
-                elif action[0] == "hang":
-                    hook.hung = request
-                    hook.in_flight.set()
-                    hook.release.wait(30)
-                extra = action[3] if action[0] == "status" and len(action) > 3 else {}
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
-                    for name, value in extra.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(reply)))
-                    self.end_headers()
-                    self.wfile.write(reply)
-                except OSError:
-                    pass  # the client gave up (timeout, or it was killed)
-
-        class Server(ThreadingHTTPServer):
-            allow_reuse_address = True
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = WebhookReceiver(self._answer, port=self.port).start()
         return self
 
     def stop(self) -> None:
         self.release.set()
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            self.server.stop()
 
     def got(self, prefix: str = "/") -> list[dict[str, Any]]:
         with self.lock:

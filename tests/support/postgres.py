@@ -14,11 +14,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
-from support.processes import free_port
+from streaming.polling import poll
+from streaming.ports import free_port
 
 __all__ = ["PostgresServer", "pg_binaries"]
 
@@ -99,11 +99,10 @@ class PostgresServer:
         for member in family:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(member, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while any(Path(f"/proc/{member}").exists() and not _zombie(member) for member in family):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"PostgreSQL processes {family} outlived SIGKILL for 30 s")
-            time.sleep(0.05)  # the kernel reaps them within milliseconds
+        gone = lambda: not any(Path(f"/proc/{m}").exists() and not _zombie(m) for m in family)  # noqa: E731
+        # the kernel reaps them within milliseconds
+        poll(gone, 30, f"PostgreSQL processes {family} to be gone after SIGKILL", interval_s=0.05, retry_on=(),
+             error=RuntimeError)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from streaming.bus import answers_api_versions, free_port, tansu_binary
+from streaming.bus import answers_api_versions, tansu_binary
 from streaming.collect import probe
 from streaming.collect.probe import Target
 from streaming.collect.protocol import decode_request, encode_response
 from streaming.contract import event_from_dict
+from streaming.polling import poll
+from streaming.ports import free_port
 
 HOST = "127.0.0.1"
 
@@ -52,12 +54,19 @@ class Tansu:
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "NO_COLOR": "1"}, start_new_session=True)
         log.close()
-        deadline = time.monotonic() + timeout_s
-        while not answers_api_versions(self.port, timeout_s=1.0):  # poll readiness, no fixed sleep
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError(f"Tansu {self.cluster_id} did not start on {self.address}")
-            time.sleep(0.02)
+        def ready() -> bool:
+            if answers_api_versions(self.port, timeout_s=1.0):
+                return True
+            if self.process.poll() is not None:
+                raise RuntimeError(f"Tansu {self.cluster_id} exited before it answered on {self.address}")
+            return False
+
+        try:
+            poll(ready, timeout_s, f"Tansu {self.cluster_id} to answer on {self.address}", interval_s=0.02,
+                 retry_on=(), error=RuntimeError)
+        except RuntimeError:
+            self.kill()
+            raise
         return self
 
     def kill(self) -> None:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pyspark
 
-from support.processes import free_port, poll
+from streaming.polling import poll
+from streaming.ports import free_port
 
 __all__ = ["SPARK_HOME", "Standalone", "kill_session", "session_alive"]
 

@@ -33,11 +33,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 from support.dashboard_fleet import PAY, T0, alert, fill_fleet
-from support.processes import free_port, poll
 
 from dashboard.app import create_app
 from dashboard.page_content import PageContent
 from streaming.alert import Alert
+from streaming.polling import poll
+from streaming.ports import free_port
 from streaming.store import Silence, Store, silences
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 from sqlalchemy import select
 
+from streaming.polling import poll
 from streaming.store import notifier_lease
-from support.processes import poll
 from support.rehearsal.scoring import RowScore, all_delivered, arrivals, now_ms, score_row
 from support.rehearsal.targets import Fault, subject_of
 from support.rehearsal.topology import Topology

@@ -31,11 +31,12 @@ from streaming import topics
 from streaming.bus import ensure_topics
 from streaming.jars import connector_jars
 from streaming.kraft import KRaftCluster
+from streaming.polling import poll
+from streaming.ports import free_port
 from streaming.store import Store
 from support.notify import Hook
 from support.paths import ROOT
 from support.postgres import PostgresServer, pg_binaries
-from support.processes import free_port, poll
 from support.rehearsal.services import Service
 from support.rehearsal.targets import Targets
 from support.spark_standalone import SPARK_HOME, Standalone
