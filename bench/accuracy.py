@@ -23,7 +23,7 @@ from typing import Any
 from streaming.alert import RULES, queue_subject_of
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, parse_faults, write_events
 from streaming.config import FleetwatchConfig
-from streaming.pipeline import replay_file
+from streaming.job import replay_file
 
 START_MS = 1_764_000_000_000
 

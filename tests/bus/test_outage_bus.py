@@ -22,7 +22,7 @@ from support.live_fleet import expected_lines, poll_until, produce, simulated_fl
 import streaming.bus.embedded as bus_module
 from streaming import topics
 from streaming.bus import EmbeddedBus
-from streaming.pipeline.run import start_job
+from streaming.job import start_job
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.store import Store, alert_history, outbox, quarantine
 

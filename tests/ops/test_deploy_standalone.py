@@ -34,7 +34,7 @@ from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import FleetwatchConfig
-from streaming.pipeline.replay import replay_file
+from streaming.job import replay_file
 from streaming.store import Store, alerts, quarantine
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from streaming.config import ConfigError, RestartSettings, load_config
+from streaming.job.supervise import Backoff, QueryStalled, StallWatch, first_line, restartable
 from streaming.metrics import render_metrics
-from streaming.pipeline.supervise import Backoff, QueryStalled, StallWatch, first_line, restartable
 from streaming.store import Store
 
 
