@@ -261,6 +261,11 @@ class JobView:
         self.ticker: StatusTicker | None = None
         self.last = Status(0.0, phase="starting")
 
+    @property
+    def shown(self) -> bool:
+        """Whether the job got as far as its banner (its store opened)."""
+        return self.ticker is not None
+
     def opened(self, wiring: OpenedParts) -> None:
         self.console.banner(*self._banner(wiring))
         reader = StatusReader(wiring.store, None, wiring.query, deliveries_shown=self._deliveries_shown)

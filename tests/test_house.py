@@ -170,6 +170,16 @@ def test_no_modules_import_each_other_in_a_circle():
     assert sorted(sorted(group) for group in _circles(module_map())) == []
 
 
+def test_the_product_starts_a_job_in_one_place():
+    """Burrow's core/burrow.go: run, demo, replay and the spark-submit driver start Spark, a job's
+    query and its supervision through the job coordinator, not each in a start sequence of its own."""
+    starts = {"spark_session", "start_job", "start_recorded", "Supervisor"}
+    callers = sorted({_module(path) for path in SOURCES if not path.is_relative_to(ROOT / "bench")
+                      for node in ast.walk(_tree(path)) if isinstance(node, ast.Call)
+                      and getattr(node.func, "id", getattr(node.func, "attr", None)) in starts})
+    assert callers == ["streaming.job.coordinator"]
+
+
 def test_every_exception_class_derives_from_fleetwatch_error():
     """A class that names a built-in exception as a base names a kind of streaming/errors.py too
     (`class Rejected(FleetwatchError, ValueError)`): the CLI's mapping then covers it."""

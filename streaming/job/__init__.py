@@ -7,7 +7,8 @@ benches and tests:
   every job (bus, store, /metrics, companions, Spark, the alerts topic, the query, supervision,
   stop in reverse order); the observer (`JobObserver`; the console's `JobView`) is told what
   opened (`Wiring`), each phase, and when the query runs; `Companions` are the parts a job runs
-  beside its query (the demo's). `stop_on_signals(stop)`.
+  beside its query (the demo's); a replay's plan names its file (`Recording.of(path)`).
+  `stop_on_signals(stop)`.
 - `run_job(config, RunOptions)`: all of `fleetwatch run` and the spark-submit driver.
 - `replay_file(events, alerts_out, config, store=)` -> `ReplaySummary`.
 - `start_job(spark, config, bus, store, publisher, stop)` -> `RunningJob` (`.query`, `.recorder`;
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     )
     from streaming.job.live import QUERY_NAME, open_store, start_job
     from streaming.job.query import RunningJob, stop_gracefully
+    from streaming.job.recorded import Recording
     from streaming.job.replay import ReplaySummary, replay_file
     from streaming.job.run import RunOptions, run_job
     from streaming.job.session import checkpoint_id, checkpoint_path, spark_session
@@ -52,6 +54,7 @@ __all__ = [
     "JobObserver",
     "JobPlan",
     "Outcome",
+    "Recording",
     "ReplaySummary",
     "RunOptions",
     "RunningJob",
@@ -72,6 +75,7 @@ _HOME = {
                     "coordinator"),
     **dict.fromkeys(("QUERY_NAME", "open_store", "start_job"), "live"),
     **dict.fromkeys(("RunningJob", "stop_gracefully"), "query"),
+    "Recording": "recorded",
     **dict.fromkeys(("ReplaySummary", "replay_file"), "replay"),
     **dict.fromkeys(("RunOptions", "run_job"), "run"),
     **dict.fromkeys(("checkpoint_id", "checkpoint_path", "spark_session"), "session"),

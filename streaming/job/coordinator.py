@@ -34,6 +34,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pyspark.sql import SparkSession
+
 from streaming.bus import BusAccess, EmbeddedBus
 from streaming.config import FleetwatchConfig
 from streaming.job.live import QUERY_NAME, open_store, start_job
@@ -257,7 +259,7 @@ class JobCoordinator:
                  companions.note() if companions is not None else None]
         return "; ".join(note for note in notes if note) or None
 
-    def _replay(self, parts: ExitStack, spark: Any, started: float) -> Outcome:
+    def _replay(self, parts: ExitStack, spark: SparkSession, started: float) -> Outcome:
         """Steps 7 to 9 for a replay: the file's query, run until it is read, stopped at once. The
         session stays up for the process's next replay (the tests' and benches' share one)."""
         plan, recording = self.plan, self.plan.recording

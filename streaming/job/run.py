@@ -49,7 +49,7 @@ def run_job(config: FleetwatchConfig, options: RunOptions) -> int:
     with open_console(log_path, verbose=options.verbose) as console:
         view = JobView(console, banner, deliveries_shown=False)
         outcome = JobCoordinator(config, JobPlan(metrics=metrics), view).run()
-        if outcome.job is None:  # stopped before the query started
+        if not view.shown:  # stopped while the store was out of reach: nothing was started to speak of
             return 0
         if outcome.failure is not None:
             console.closing(f"fleetwatch run: the streaming job failed: {first_line(outcome.failure)}; "
