@@ -19,9 +19,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Once per install (then a check): pyspark's bytecode inside its zip and the JVM's class archive,
-# which every start of Spark would otherwise pay for again (streaming/pipeline/startup.py).
+# which every start of Spark would otherwise pay for again (streaming/job/startup.py).
 startup: $(STAMP) java
-	@$(BIN)/python -m streaming.pipeline.startup
+	@$(BIN)/python -m streaming.job.startup
 
 # What the product and the tests need from Debian, installed in one apt-get run when missing
 # (we must be root with apt-get; otherwise a one-line message says what to install):

@@ -31,7 +31,7 @@ from reference import SEVERITY, detect
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, InjectedFault, Simulation, parse_faults, write_events
 from streaming.config import FleetwatchConfig
-from streaming.pipeline import replay_file
+from streaming.job import replay_file
 
 START_MS = 1_764_000_000_000
 Key = tuple[Any, ...]

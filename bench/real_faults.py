@@ -45,8 +45,8 @@ from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig
+from streaming.job import spark_session, start_job
 from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
-from streaming.pipeline import spark_session, start_job
 from streaming.polling import poll
 from streaming.store import Store, alerts, broker_transitions, controller_history
 

@@ -71,8 +71,9 @@ from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import FleetwatchConfig
+from streaming.job import QUERY_NAME, spark_session, start_job, stop_gracefully
 from streaming.kraft import KRaftCluster
-from streaming.pipeline import QUERY_NAME, build_pipeline, parse_stage, spark_session, start_job, stop_gracefully
+from streaming.pipeline import build_pipeline, parse_stage
 from streaming.polling import poll
 from streaming.sinks import BatchWriter
 from streaming.source import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry

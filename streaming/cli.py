@@ -34,14 +34,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     config = _config(args)  # a bad config is told at once, before Spark's modules load
-    from streaming.pipeline import RunOptions, run_job
+    from streaming.job import RunOptions, run_job
 
     return run_job(config, RunOptions(log_file=Path(args.log_file), verbose=args.verbose,
                                              metrics_port=args.metrics_port, metrics_host=args.metrics_host))
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from streaming.pipeline import replay_file
+    from streaming.job import replay_file
     from streaming.store import Store
 
     events = Path(args.events)

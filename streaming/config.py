@@ -293,7 +293,7 @@ class StoreConfig(_Strict):
 
 
 class RestartSettings(_Strict):
-    """How `fleetwatch run` restarts its streaming query when it fails (streaming/pipeline/supervise.py):
+    """How `fleetwatch run` restarts its streaming query when it fails (streaming/job/supervise.py):
     from its checkpoint, in the same Spark session, after a delay that doubles from `first_delay_ms`
     up to `max_delay_ms` and starts over once the query ran `healthy_after_ms` without failing.
     `give_up_after` failures within `give_up_window_ms` end `run` with exit 1, for the process's

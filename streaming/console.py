@@ -6,11 +6,14 @@ including what Spark's JVM, its Python workers and the dashboard print, goes to 
 JSON lines. Otherwise (stdout not a terminal, or `--verbose`): JSON log lines on stderr, as
 every other command writes them; the banner and the closing line are log records too.
 
-The status line is read once a second from the job's progress recorder and the store.
+The status line is read once a second from the job's progress recorder and the store. `JobView`
+is the console as the observer of a job's coordinator (streaming.job): told what opened, what the
+start is doing and when the query runs, it draws the banner and the status line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -21,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -32,9 +35,8 @@ from streaming.store import Store, alerts, deliveries
 if TYPE_CHECKING:
     from streaming.progress import ProgressRecorder
 
-__all__ = ["Console", "LogConsole", "Status", "StatusReader", "StatusTicker", "TerminalConsole", "duration_text",
-           "open_console", "plural", "rate_per_s",
-           "render_banner", "render_status"]
+__all__ = ["Console", "JobView", "LogConsole", "Status", "StatusReader", "StatusTicker", "TerminalConsole",
+           "duration_text", "open_console", "plural", "rate_per_s", "render_banner", "render_status"]
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +233,65 @@ class StatusTicker:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+class OpenedParts(Protocol):
+    """What a job's coordinator says is open before Spark starts (streaming.job.Wiring), as read here."""
+
+    query: str
+    store: Store
+    note: Callable[[], str | None]
+
+
+class StartedQuery(Protocol):
+    """A query the coordinator started (streaming.job.RunningJob), as read here."""
+
+    recorder: ProgressRecorder
+
+
+class JobView:
+    """The console as the observer of a job's coordinator (streaming.job.JobObserver). `banner`
+    makes the banner's title and rows from what opened; `last` is the status when the query stopped."""
+
+    def __init__(self, console: Console, banner: Callable[[Any], tuple[str, Sequence[tuple[str, str]]]], *,
+                 deliveries_shown: bool) -> None:
+        self.console = console
+        self._banner = banner
+        self._deliveries_shown = deliveries_shown
+        self.ticker: StatusTicker | None = None
+        self.last = Status(0.0, phase="starting")
+
+    @property
+    def shown(self) -> bool:
+        """Whether the job got as far as its banner (its store opened)."""
+        return self.ticker is not None
+
+    def opened(self, wiring: OpenedParts) -> None:
+        self.console.banner(*self._banner(wiring))
+        reader = StatusReader(wiring.store, None, wiring.query, deliveries_shown=self._deliveries_shown)
+        self.ticker = StatusTicker(self.console, reader, note=wiring.note).start()
+
+    def phase(self, text: str | None) -> None:
+        if self.ticker is not None:
+            self.ticker.phase = text
+
+    def started(self, job: StartedQuery) -> None:
+        if self.ticker is not None:
+            self.ticker.reader.recorder = job.recorder
+
+    def stopping(self) -> None:
+        """The last reading, for the closing line; the line says "stopping" while the parts stop."""
+        if self.ticker is None:
+            return
+        self.ticker.phase = None
+        with contextlib.suppress(Exception):  # the closing line is said with the last numbers read
+            self.ticker.tick()
+        self.last = self.ticker.last
+        self.ticker.phase = "stopping"
+
+    def closed(self) -> None:
+        if self.ticker is not None:
+            self.ticker.stop()
 
 
 @contextmanager

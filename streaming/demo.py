@@ -19,7 +19,6 @@ one-line error (exit 2) before anything starts.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import secrets
@@ -38,13 +37,13 @@ from streaming.bus import EmbeddedBus
 from streaming.clock import now_ms
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import AlertingConfig, ConfigError, FleetwatchConfig, Receiver
-from streaming.console import Console, Status, StatusReader, StatusTicker, duration_text, open_console, plural
+from streaming.console import Console, JobView, duration_text, open_console, plural
 from streaming.demo_receiver import DemoReceiver
 from streaming.logs import LogPipe
 from streaming.ports import nobody_listens_on
-from streaming.store import Store
 
 if TYPE_CHECKING:
+    from streaming.job import Wiring
     from streaming.kraft import RealClusterShowcase
 
 __all__ = ["WORKDIR_MARKER", "DemoOptions", "check_workdir", "demo_alerting", "prepare_workdir", "run_demo"]
@@ -136,27 +135,9 @@ class _Dashboard:
             self.process.wait()
 
 
-def _real_kafka(options: DemoOptions, bus: EmbeddedBus, console: Console,
-                ticker: StatusTicker) -> RealClusterShowcase | None:
-    """The real cluster beside the simulated fleet (not started yet), or None (with one line saying why) when it
-    cannot run."""
-    from streaming.jars import JarsUnavailable, fetch
-    from streaming.kraft import RealClusterShowcase
-
-    ticker.phase = "fetching Apache Kafka 4.4 from Maven Central (once)"
-    try:
-        if shutil.which("java") is None:
-            raise JarsUnavailable("Java 17+ is needed (java is not on PATH)")
-        fetch("kafka-4.4.0")
-    except JarsUnavailable as exc:
-        console.line(f"real Kafka skipped: {exc}")
-        return None
-    return RealClusterShowcase(options.workdir, bus.bootstrap, every_s=_REAL_KAFKA_EVERY_S)
-
-
 def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
     check_workdir(options.workdir)  # before anything starts (Spark's modules too); emptied below
-    from streaming.pipeline import stop_on_signals
+    from streaming.job import JobCoordinator, JobPlan, stop_on_signals
 
     if not nobody_listens_on(options.port):
         raise ConfigError(f"port {options.port} is in use: give the dashboard another one with --port")
@@ -169,9 +150,18 @@ def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
     workdir = options.workdir
     prepare_workdir(workdir)
     log_path = workdir / "fleetwatch.log"
+    # The job keeps its store and checkpoint in the work folder.
+    config = config.model_copy(update={
+        "store": config.store.model_copy(update={"url": f"sqlite:///{workdir / 'fleetwatch.db'}"}),
+        "spark": config.spark.model_copy(update={"checkpoint_dir": str(workdir / "checkpoint")})})
     with open_console(log_path, verbose=options.verbose) as console:
+        parts = _DemoParts(config, options, spec, stop, console, log_path)
+        view = JobView(console, parts.banner, deliveries_shown=True)
+        parts.view = view
+        plan = JobPlan(app_name="fleetwatch-demo", companions=parts,
+                       embedded_bus=EmbeddedBus(topics=topics.ALL, log_path=workdir / "tansu.log"))
         try:
-            final, failure = _Demo(config, options, spec, stop, console, log_path).run()
+            outcome = JobCoordinator(config, plan, view, stop).run()
         except KeyboardInterrupt:  # Ctrl-C while PySpark's own SIGINT handler was in place (Spark starting)
             console.closing(f"fleetwatch demo stopped; logs in {log_path}")
             return 0
@@ -179,10 +169,11 @@ def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
             log.exception("the demo failed")
             console.closing(f"fleetwatch demo failed: {_first_line(exc)}; details in {log_path}")
             return 1
-        if failure is not None:
-            console.closing(f"fleetwatch demo stopped: the streaming job failed: {_first_line(failure)}; "
+        if outcome.failure is not None:
+            console.closing(f"fleetwatch demo stopped: the streaming job failed: {_first_line(outcome.failure)}; "
                             f"details in {log_path}")
             return 1
+        final = view.last
         console.closing(f"fleetwatch demo stopped after {duration_text(final.elapsed_s)}: "
                         f"{plural(final.batches, 'micro-batch', 'micro-batches')}, "
                         f"{plural(final.alerts_seen, 'alert')} ({final.firing} still firing), "
@@ -190,121 +181,104 @@ def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
         return 0
 
 
-class _Demo:
-    """Starts every part (each registered to be stopped, in reverse order), runs the job until Ctrl-C."""
+class _DemoParts:
+    """What the demo runs beside the job (the coordinator's companions, streaming.job.Companions):
+    the webhook receiver, the simulated fleet, the dashboard, the notifier, and with --real-kafka
+    the real cluster. Each part is registered to be stopped, in reverse order."""
 
     def __init__(self, config: FleetwatchConfig, options: DemoOptions, spec: FleetSpec, stop: threading.Event,
                  console: Console, log_path: Path) -> None:
+        self.job_config = config
         self.options = options
         self.spec = spec
         self.stop = stop
         self.console = console
         self.log_path = log_path
         self.workdir = options.workdir
-        self.store_url = f"sqlite:///{self.workdir / 'fleetwatch.db'}"
-        self.config = config.model_copy(update={
-            "spark": config.spark.model_copy(update={"checkpoint_dir": str(self.workdir / "checkpoint")})})
+        self.view: JobView | None = None
+        self.receiver_url = ""
+        self.dashboard: _Dashboard | None = None
         self.showcase: RealClusterShowcase | None = None
+        self._pending_showcase: RealClusterShowcase | None = None
+        self._bus = ""
 
-    def run(self) -> tuple[Status, BaseException | None]:
-        """The last status and the job's failure (None: stopped by Ctrl-C or SIGTERM)."""
-        with ExitStack() as stack:
-            try:
-                ticker = self._start_parts(stack)
-                failure = None if self.stop.is_set() else self._run_job(stack, ticker)
-                ticker.phase = None
-                with contextlib.suppress(Exception):
-                    ticker.tick()
-                ticker.phase = "stopping"
-                return ticker.last, failure
-            finally:
-                self.stop.set()  # before any part is stopped, also when one failed to start: threads see it
-
-    def _note(self) -> str | None:
-        return f"real Kafka: {self.showcase.state}" if self.showcase is not None else None
-
-    def _start_parts(self, stack: ExitStack) -> StatusTicker:
+    def start(self, wiring: Wiring, parts: ExitStack) -> None:
         from streaming.notify import Notifier, NotifyOptions
-        from streaming.pipeline import QUERY_NAME
 
-        store = Store(self.store_url)
-        stack.callback(store.close)
+        assert wiring.bus is not None and wiring.store is not None
+        self._bus = wiring.bus
         secret = secrets.token_hex(32)
-        receiver = stack.enter_context(DemoReceiver(self.workdir / "received.jsonl", secret))
-        self._banner(receiver.url)
-        ticker = StatusTicker(self.console, StatusReader(store, None, QUERY_NAME, deliveries_shown=True),
-                              note=self._note).start()
-        stack.callback(ticker.stop)
-        ticker.phase = "starting the embedded Kafka bus"
-        self.bus = stack.enter_context(EmbeddedBus(topics=topics.ALL, log_path=self.workdir / "tansu.log"))
-        log.info("embedded broker on %s", self.bus.bootstrap, extra={"bootstrap": self.bus.bootstrap})
+        receiver = parts.enter_context(DemoReceiver(self.workdir / "received.jsonl", secret))
+        self.receiver_url = receiver.url
         simulator = threading.Thread(target=produce_live, name="simulator", daemon=True,
-                                     args=(Simulation(self.spec), self.bus.bootstrap),
+                                     args=(Simulation(self.spec), wiring.bus),
                                      kwargs={"realtime": True, "stop": self.stop})
         simulator.start()
-        stack.callback(simulator.join, 10)
-        self.dashboard = _Dashboard(self.store_url, self.options.port)
-        stack.callback(self.dashboard.stop)
+        parts.callback(simulator.join, 10)
+        self.dashboard = _Dashboard(self.job_config.store.url, self.options.port)
+        parts.callback(self.dashboard.stop)
         # httpx logs every request at INFO; the notifier's own records say what was delivered.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        alerting = self.config.model_copy(update={"alerting": demo_alerting(receiver.url)})
-        notifier = Notifier(alerting, store, NotifyOptions(), env={_SECRET_ENV: secret})
+        alerting = self.job_config.model_copy(update={"alerting": demo_alerting(receiver.url)})
+        notifier = Notifier(alerting, wiring.store, NotifyOptions(), env={_SECRET_ENV: secret})
         notifying = threading.Thread(target=notifier.run, args=(self.stop,), name="notifier", daemon=True)
         notifying.start()
-        stack.callback(notifier.close)
-        stack.callback(notifying.join, 30)
-        self.store = store
-        return ticker
+        parts.callback(notifier.close)
+        parts.callback(notifying.join, 30)
 
-    def _banner(self, receiver_url: str) -> None:
+    def banner(self, wiring: Wiring) -> tuple[str, list[tuple[str, str]]]:
         o = self.options
         real_kafka = ("off (--real-kafka adds a real Kafka 4.4 cluster with a real fault every few minutes)"
                       if not o.real_kafka else
                       "a real Kafka 4.4 cluster (1 controller, 3 brokers) as target real-kafka-4.4, "
                       f"a real fault every {_REAL_KAFKA_EVERY_S // 60} min")
-        self.console.banner(
-            f"fleetwatch demo: {o.clusters} simulated Kafka clusters x {o.brokers} brokers, watched by the Spark job",
-            [("dashboard", f"http://127.0.0.1:{o.port}"),
-             ("faults", f"one every {o.fault_every_s} s, the first {o.first_fault_s} s in"),
-             ("alerts", f"notifier -> the demo's webhook receiver {receiver_url} "
-                        f"({self.workdir / 'received.jsonl'})"),
-             ("real Kafka", real_kafka),
-             ("logs", f"{self.log_path} (--verbose shows them here)"),
-             ("stop", "Ctrl-C")])
+        title = f"fleetwatch demo: {o.clusters} simulated Kafka clusters x {o.brokers} brokers"
+        return (f"{title}, watched by the Spark job",
+                [("dashboard", f"http://127.0.0.1:{o.port}"),
+                 ("faults", f"one every {o.fault_every_s} s, the first {o.first_fault_s} s in"),
+                 ("alerts", f"notifier -> the demo's webhook receiver {self.receiver_url} "
+                            f"({self.workdir / 'received.jsonl'})"),
+                 ("real Kafka", real_kafka),
+                 ("logs", f"{self.log_path} (--verbose shows them here)"),
+                 ("stop", "Ctrl-C")])
 
-    def _run_job(self, stack: ExitStack, ticker: StatusTicker) -> BaseException | None:
-        from streaming.pipeline import spark_session, start_job, stop_on_signals
-        from streaming.sinks import AlertPublisher
-
-        ticker.phase = "starting Spark"
-        spark = spark_session(self.config, "fleetwatch-demo")
-        stop_on_signals(self.stop)  # creating the SparkContext took over SIGINT
-        stack.callback(spark.stop)
-        publisher = AlertPublisher(self.bus.bootstrap)
-        stack.callback(publisher.close)
-        if self.stop.is_set():
-            return None
-        showcase = None
+    def config(self, config: FleetwatchConfig) -> FleetwatchConfig:
+        """With --real-kafka, the real cluster's rules are the job's from the start; its JVMs start
+        once Spark has (2 cores)."""
         if self.options.real_kafka:
-            showcase = _real_kafka(self.options, self.bus, self.console, ticker)
-        if showcase is not None:
-            # Its rules are the job's from the start; its JVMs start once Spark has (2 cores).
-            self.config = self.config.model_copy(update={"clusters": [*self.config.clusters,
-                                                                      showcase.cluster_config()]})
-        ticker.phase = "starting the job"
-        job = start_job(spark, self.config, self.bus.bootstrap, self.store, publisher)
-        ticker.reader.recorder = job.recorder
-        if showcase is not None:
-            self.showcase = showcase.start()
-            stack.callback(showcase.stop)
-        ticker.phase = None
-        job.run_until(self.stop, on_poll=self._report_dashboard_exit)
-        ticker.phase = "stopping: finishing the current micro-batch"
-        self.stop.set()
-        job.stop()
-        return job.query.exception()
+            self._pending_showcase = self._real_kafka()
+        if self._pending_showcase is None:
+            return config
+        return config.model_copy(update={"clusters": [*config.clusters, self._pending_showcase.cluster_config()]})
 
-    def _report_dashboard_exit(self) -> None:
-        if self.dashboard.process.poll() is not None and not self.dashboard.exit_reported:
+    def started(self, parts: ExitStack) -> None:
+        if self._pending_showcase is not None:
+            self.showcase = self._pending_showcase.start()
+            parts.callback(self._pending_showcase.stop)
+
+    def poll(self) -> None:
+        """Say once that the dashboard exited."""
+        if self.dashboard is not None and self.dashboard.process.poll() is not None \
+                and not self.dashboard.exit_reported:
             self.dashboard.exit_reported = True
             self.console.line(f"the dashboard exited (code {self.dashboard.process.returncode}); see {self.log_path}")
+
+    def note(self) -> str | None:
+        return f"real Kafka: {self.showcase.state}" if self.showcase is not None else None
+
+    def _real_kafka(self) -> RealClusterShowcase | None:
+        """The real cluster beside the simulated fleet (not started yet), or None (with one line saying why)
+        when it cannot run."""
+        from streaming.jars import JarsUnavailable, fetch
+        from streaming.kraft import RealClusterShowcase
+
+        if self.view is not None:
+            self.view.phase("fetching Apache Kafka 4.4 from Maven Central (once)")
+        try:
+            if shutil.which("java") is None:
+                raise JarsUnavailable("Java 17+ is needed (java is not on PATH)")
+            fetch("kafka-4.4.0")
+        except JarsUnavailable as exc:
+            self.console.line(f"real Kafka skipped: {exc}")
+            return None
+        return RealClusterShowcase(self.workdir, self._bus, every_s=_REAL_KAFKA_EVERY_S)

@@ -40,7 +40,7 @@ def test_config():
 @pytest.fixture(scope="session")
 def spark(test_config):
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from streaming.pipeline.session import spark_session
+    from streaming.job import spark_session
 
     session = spark_session(test_config, "fleetwatch-tests")
     yield session

@@ -23,8 +23,10 @@ MAX_LINES = 500
 
 # The floors, bottom first: a room imports only rooms on floors below its own. /metrics follows
 # client_python's layout: its counters (metrics.counters, no import of the project) are what the
-# sinks and the progress recorder count into, its exposition reads the store; the pipeline serves it,
-# and the ops commands (check-config, the spark-submit driver) stand on the pipeline.
+# sinks and the progress recorder count into, its exposition reads the store; the job serves it.
+# As in Burrow, what runs is apart from who starts it: the pipeline graph (what Spark's workers
+# run) is below the job (the coordinator that starts, runs and stops it, the console its
+# observer), and the programs (demo, check-config, the spark-submit driver) stand on the job.
 FLOORS: list[tuple[str, set[str]]] = [
     ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver"}),
     ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
@@ -36,7 +38,8 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("on the store and the probe", {"metrics", "notify", "kraft"}),
     ("the job's outputs, the dashboard", {"sinks", "progress", "dashboard", "demo_receiver"}),
     ("console", {"console"}),
-    ("pipeline", {"pipeline"}),
+    ("pipeline graph", {"pipeline"}),
+    ("job", {"job"}),
     ("programs", {"ops", "spark_daemon", "demo"}),
     ("entry point", {"cli"}),
 ]
@@ -118,6 +121,34 @@ def _circles(arrows: dict[str, set[str]]) -> list[set[str]]:
     return [set(group) for group in groups]
 
 
+def _module_imports(path: Path) -> set[str]:
+    """The modules of the project that the module at `path` imports (relative imports resolved).
+    `from package import submodule` imports the submodule: the package's face is not needed for it."""
+    module, modules = _module(path), _modules()
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package[:len(package) - node.level + 1], *([base] if base else [])])
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & modules
+            found |= submodules if len(submodules) == len(node.names) else {base, *submodules}
+    return (found & modules) - {module}
+
+
+@functools.cache
+def _modules() -> frozenset[str]:
+    return frozenset(_module(p) for p in SOURCES)
+
+
+def module_map() -> dict[str, set[str]]:
+    """Module -> the modules of the project it imports (lazy and TYPE_CHECKING imports too)."""
+    return {_module(p): _module_imports(p) for p in SOURCES}
+
+
 def test_every_room_has_a_floor():
     rooms = set(import_map()) | {other for others in import_map().values() for other in others}
     placed = [room for _, floor in FLOORS for room in floor]
@@ -131,6 +162,22 @@ def test_imports_point_only_down_the_floors():
 
 def test_no_rooms_import_each_other_in_a_circle():
     assert _circles(import_map()) == []
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    """Inside a stage too: a module that imports one that imports it back (even lazily, even for
+    types only) is a knot a reader cannot start from either end of."""
+    assert sorted(sorted(group) for group in _circles(module_map())) == []
+
+
+def test_the_product_starts_a_job_in_one_place():
+    """Burrow's core/burrow.go: run, demo, replay and the spark-submit driver start Spark, a job's
+    query and its supervision through the job coordinator, not each in a start sequence of its own."""
+    starts = {"spark_session", "start_job", "start_recorded", "Supervisor"}
+    callers = sorted({_module(path) for path in SOURCES if not path.is_relative_to(ROOT / "bench")
+                      for node in ast.walk(_tree(path)) if isinstance(node, ast.Call)
+                      and getattr(node.func, "id", getattr(node.func, "attr", None)) in starts})
+    assert callers == ["streaming.job.coordinator"]
 
 
 def test_every_exception_class_derives_from_fleetwatch_error():
@@ -210,7 +257,10 @@ if __name__ == "__main__":  # the numbers of the import map, for a note
     floors = {room for _, floor in FLOORS for room in floor}
     unplaced = sorted(every - floors)
     upward = _upward(rooms) if not unplaced else []
+    modules = module_map()
     print(f"rooms {len(every)}, arrows {sum(map(len, rooms.values()))}, upward imports {len(upward)}, "
-          f"circles {len(_circles(rooms))}" + (f"; not on a floor: {unplaced}" if unplaced else ""))
-    for line in upward + [" <-> ".join(sorted(group)) for group in _circles(rooms)]:
+          f"circles {len(_circles(rooms))}; modules {len(modules)}, module arrows "
+          f"{sum(map(len, modules.values()))}, module circles {len(_circles(modules))}"
+          + (f"; not on a floor: {unplaced}" if unplaced else ""))
+    for line in upward + [" <-> ".join(sorted(group)) for group in [*_circles(rooms), *_circles(modules)]]:
         print(" ", line)

@@ -14,7 +14,7 @@ only here.
   omitted; such pairs are what the upgrade lets go).
 - Versions 1 (untagged) and 2 were written by the job of one stateful stage, whose checkpoints
   Spark refuses to continue with two (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA;
-  the job names the checkpoint to move aside before it starts: streaming/pipeline/session.py).
+  the job names the checkpoint to move aside before it starts: streaming/job/session.py).
   None can reach this code; one that did is refused with the same advice.
 
 A layout change that needs more than a class default (a field added with a plain default needs

@@ -106,7 +106,7 @@ def _job_checkpoint(config: SimpleNamespace) -> str | None:
     """The checkpoint URL the job would write, when it is not the configured URL's path with the
     query's name under it: the job joins the name to the URL as text, so a URL with a query or a
     fragment (`s3a://b/ck?versionId=3`) gets the name inside them, and Hadoop takes the whole as a path."""
-    from streaming.pipeline import QUERY_NAME, checkpoint_path
+    from streaming.job import QUERY_NAME, checkpoint_path
 
     used = checkpoint_path(FleetwatchConfig.model_construct(spark=config.spark), QUERY_NAME)
     meant, got = urlsplit(config.spark.checkpoint_dir), urlsplit(used)

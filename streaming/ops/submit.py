@@ -3,9 +3,9 @@
 `deploy/spark/fleetwatch_job.py` (the application file spark-submit runs) calls `main()`. The
 SparkSession is created first from what spark-submit passed (`--master`, `--conf`, `--packages`),
 so the config's `spark.master` does not override the cluster's; `fleetwatch run`'s job
-(`streaming.pipeline.run.run_job`) then takes the session over unchanged: same pipeline, same
-store, same SIGTERM handling (the running micro-batch finishes, then the query stops), and a
-failed query restarts from its checkpoint in this session (`streaming.pipeline.supervise`).
+(`streaming.job.run_job`, on the job coordinator) then takes the session over unchanged: same
+pipeline, same store, same SIGTERM handling (the running micro-batch finishes, then the query
+stops), and a failed query restarts from its checkpoint in this session (`streaming.job.supervise`).
 `--metrics-port` serves Prometheus `/metrics` from the driver for as long as the job runs, on
 `--metrics-host` (default 127.0.0.1; the Kubernetes manifest says 0.0.0.0), with the auth of
 `streaming.metrics` (FLEETWATCH_METRICS_TOKEN, ...).
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("spark.master of the config ignored: spark-submit's master wins",
                  extra={"config_master": config.spark.master, "master": master})
 
-    from streaming.pipeline import RunOptions, run_job
+    from streaming.job import RunOptions, run_job
 
     # `run_job` waits for the store while it is down, as `run` does, and serves /metrics from it.
     try:

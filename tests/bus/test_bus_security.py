@@ -21,8 +21,8 @@ from streaming.collect.simulate import FleetSpec, Simulation, produce_live
 from streaming.config import ConfigError, SecurityConfig
 from streaming.contract import event_from_dict
 from streaming.detect import detect
+from streaming.job import start_job
 from streaming.kraft import KRaftCluster, SecureListener
-from streaming.pipeline.run import start_job
 from streaming.polling import poll
 from streaming.ports import free_port
 from streaming.sinks.alerts_topic import AlertPublisher

@@ -20,7 +20,7 @@ from support.live_fleet import expected_lines, produce, simulated_fleet, stored_
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
-from streaming.pipeline.run import start_job
+from streaming.job import start_job
 from streaming.polling import poll
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.store import Store, alert_history, outbox, quarantine

@@ -149,7 +149,7 @@ def test_probe_then_replay_raises_the_right_alerts(fleet, spark, test_config, tm
 
     path = tmp_path / "probe-events.jsonl"
     path.write_text("".join(json.dumps(ev) + "\n" for ev in events))
-    from streaming.pipeline.replay import replay_file
+    from streaming.job import replay_file
 
     summary = replay_file(path, tmp_path / "alerts.jsonl", test_config)
     assert sum(summary.quarantined.values()) == 0, summary.render()

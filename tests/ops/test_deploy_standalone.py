@@ -34,7 +34,7 @@ from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import FleetwatchConfig
-from streaming.pipeline.replay import replay_file
+from streaming.job import replay_file
 from streaming.polling import poll
 from streaming.ports import free_port
 from streaming.store import Store, alerts, quarantine

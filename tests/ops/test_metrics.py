@@ -144,8 +144,8 @@ _METRICS_ENV = ("FLEETWATCH_METRICS_HOST", "FLEETWATCH_METRICS_PORT", "FLEETWATC
 def test_metrics_listen_on_loopback_by_default(tmp_path, monkeypatch):
     import argparse
 
+    from streaming.job import RunOptions
     from streaming.metrics import add_metrics_arguments
-    from streaming.pipeline.run import RunOptions
 
     for name in _METRICS_ENV:
         monkeypatch.delenv(name, raising=False)

@@ -33,9 +33,7 @@ from streaming.collect.simulate import FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, RuleSettings
 from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.pipeline.replay import replay_file
-from streaming.pipeline.run import QUERY_NAME, start_job
-from streaming.pipeline.session import checkpoint_path
+from streaming.job import QUERY_NAME, checkpoint_path, replay_file, start_job
 from streaming.polling import poll
 from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
 

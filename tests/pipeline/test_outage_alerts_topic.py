@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 from streaming import topics
 from streaming.alert import Alert, encode_output
 from streaming.bus import EmbeddedBus, ensure_topics
+from streaming.job import start_job
 from streaming.metrics import render_metrics
-from streaming.pipeline.run import start_job
 from streaming.pipeline.state import OUTPUT_SCHEMA
 from streaming.polling import poll
 from streaming.sinks.alerts_topic import AlertPublisher

@@ -26,8 +26,8 @@ from sqlalchemy import select
 from support.healthy_kafka import PROBE, HealthyWatch
 
 from streaming.config import FleetwatchConfig
+from streaming.job import start_job
 from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
-from streaming.pipeline.run import start_job
 from streaming.polling import poll
 from streaming.store import Store, alerts, broker_transitions, controller_history
 

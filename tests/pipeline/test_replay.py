@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import func, select
 from support.paths import EXAMPLES
 
+from streaming.job import replay_file
 from streaming.pipeline.parse import bucket_of
-from streaming.pipeline.replay import replay_file
 from streaming.store import Store, alert_history, alerts, outbox, quarantine
 
 pytestmark = pytest.mark.spark

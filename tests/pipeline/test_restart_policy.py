@@ -7,8 +7,8 @@ import pytest
 from support.clock import FakeClock
 
 from streaming.config import ConfigError, RestartSettings, load_config
+from streaming.job.supervise import Backoff, QueryStalled, StallWatch, first_line, restartable
 from streaming.metrics import render_metrics
-from streaming.pipeline.supervise import Backoff, QueryStalled, StallWatch, first_line, restartable
 from streaming.store import Store
 
 

@@ -24,8 +24,8 @@ from sqlalchemy import func, select
 from streaming import clock
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation
+from streaming.job import start_job
 from streaming.metrics import start_metrics_server
-from streaming.pipeline.run import start_job
 from streaming.store import Store, alerts, quarantine, source_clocks
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]

@@ -1,6 +1,6 @@
 """The processes fleetwatch starts Spark in, in real Spark: the Python workers from fleetwatch's
 daemon (streaming.spark_daemon), the driver's JVM with `spark.driver_java_options` and the class
-archive, the stock Python processes from a precompiled pyspark.zip (streaming.pipeline.startup)."""
+archive, the stock Python processes from a precompiled pyspark.zip (streaming.job.startup)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import psutil
 import pytest
 from support.paths import EXAMPLES
 
-from streaming.pipeline.replay import replay_file
-from streaming.pipeline.startup import bundled_zips, class_archive, precompile
+from streaming.job import replay_file
+from streaming.job.prepared import bundled_zips, class_archive, precompile
 
 pytestmark = pytest.mark.spark
 
@@ -106,7 +106,7 @@ def test_a_driver_jvm_fleetwatch_starts_loads_sparks_classes_from_the_archive_ma
     log = tmp_path / "classes.log"
     script = (
         "from streaming.config import FleetwatchConfig\n"
-        "from streaming.pipeline.session import spark_session\n"
+        "from streaming.job import spark_session\n"
         "options = FleetwatchConfig().spark.driver_java_options + ' -Xlog:class+load=info:file=" + str(log) + "'\n"
         "spark = spark_session(FleetwatchConfig.model_validate({'spark': {'master': 'local[1]', "
         "'driver_java_options': options}}))\n"

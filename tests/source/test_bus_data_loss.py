@@ -27,8 +27,8 @@ from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.contract import event_from_dict
 from streaming.detect import detect
+from streaming.job import start_job
 from streaming.metrics import render_metrics
-from streaming.pipeline.run import start_job
 from streaming.polling import poll
 from streaming.source import KafkaReaderOptions, KafkaStreamReader
 from streaming.store import Store, alert_history

@@ -27,7 +27,7 @@ from support.live_fleet import produce, real_kafka_bus
 
 from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
-from streaming.pipeline.run import start_job
+from streaming.job import start_job
 from streaming.polling import poll
 from streaming.store import Store, alert_history
 

@@ -24,8 +24,7 @@ from streaming.bus import check_list_offsets
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, FleetwatchConfig
 from streaming.contract import topic_of
-from streaming.pipeline.replay import replay_file
-from streaming.pipeline.run import start_job
+from streaming.job import replay_file, start_job
 from streaming.polling import poll
 from streaming.source import SPARK_SOURCE, choose_source, jvm_kafka_available
 from streaming.store import Store, alert_history

@@ -241,7 +241,7 @@ def test_dark_scheme_is_readable(dash_duo, store_url: str) -> None:
 @pytest.mark.browser
 @pytest.mark.skipif(not (EXAMPLES / "misroute.jsonl").is_file(), reason=f"worked examples not found at {EXAMPLES}")
 def test_pages_over_a_replayed_store(dash_duo, spark, test_config, tmp_path: Path) -> None:
-    from streaming.pipeline.replay import replay_file
+    from streaming.job import replay_file
 
     url = f"sqlite:///{tmp_path / 'replayed.db'}"
     store = Store(url)

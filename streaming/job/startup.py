@@ -1,4 +1,4 @@
-"""`python -m streaming.pipeline.startup`: what makes Spark start fast, prepared once by `make`.
+"""`python -m streaming.job.startup`: what makes Spark start fast, prepared once by `make`.
 
 Every start of the job (`run`, `replay`, `demo`, the tests' and benches' sessions) paid twice for
 work whose result never changes between starts:
@@ -25,80 +25,26 @@ starts as before.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
-from importlib._bootstrap_external import _code_to_hash_pyc  # type: ignore[attr-defined]
 from pathlib import Path
 
-import pyspark
+from streaming.job.prepared import ARCHIVE_PREFIX, bundled_zips, class_archive, precompile
 
-__all__ = ["bundled_zips", "class_archive", "precompile"]
+__all__ = ["build_class_archive", "main"]
 
-_ARCHIVE_PREFIX = "jvm-classes-"
 _DUMP_TIMEOUT_S = 600
 _SIMULATED_START_MS = 1_764_000_000_000  # any real time: the contract refuses a `ts` before 2000
-
-
-def bundled_zips() -> list[Path]:
-    """The zips the installed pyspark package ships for Spark's Python processes (pyspark's and
-    py4j's, in SPARK_HOME/python/lib): Spark puts them first on those processes' path."""
-    spec = importlib.util.find_spec("pyspark")
-    assert spec is not None and spec.origin is not None
-    return sorted((Path(spec.origin).parent / "python" / "lib").glob("*.zip"))
-
-
-def precompile(archive: Path) -> int:
-    """Add the bytecode of every module of `archive` that has none; the number added (0: done before)."""
-    with zipfile.ZipFile(archive) as source:
-        names = set(source.namelist())
-        missing = {n for n in names if n.endswith(".py") and n + "c" not in names}
-        if not missing:
-            return 0
-        partial = archive.with_name(archive.name + ".partial")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as target:
-            for info in source.infolist():
-                data = source.read(info)
-                target.writestr(info, data)
-                if info.filename in missing:
-                    # The file name zipimport gives a module it compiles itself: tracebacks stay the same.
-                    code = compile(data, f"{archive}/{info.filename}", "exec", dont_inherit=True)
-                    bytecode = _code_to_hash_pyc(code, importlib.util.source_hash(data), checked=False)
-                    target.writestr(zipfile.ZipInfo(info.filename + "c", info.date_time), bytes(bytecode),
-                                    compress_type=zipfile.ZIP_DEFLATED)
-    os.replace(partial, archive)
-    return len(missing)
-
-
-def _java() -> Path | None:
-    """The java that spark-submit runs (JAVA_HOME's, else the one on PATH), links resolved."""
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    return Path(found).resolve() if found and Path(found).exists() else None
-
-
-def class_archive() -> Path | None:
-    """Where the class archive for this pyspark and this Java lives, in this environment (None:
-    no Java). Another pyspark (other jars) or another Java (its path or its file changed) names
-    another archive, so a JVM is never given one it would refuse."""
-    java = _java()
-    if java is None:
-        return None
-    key = hashlib.sha256(f"{pyspark.__version__}|{java}|{java.stat().st_mtime_ns}".encode()).hexdigest()[:16]
-    return Path(sys.prefix) / "fleetwatch" / f"{_ARCHIVE_PREFIX}{key}.jsa"
 
 
 def _dump_classes(target: Path) -> None:
     """In this process: a small replay in a JVM that writes the classes it loaded to `target` at exit."""
     from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
     from streaming.config import FleetwatchConfig
-    from streaming.pipeline.replay import replay_file
+    from streaming.job.replay import replay_file
 
     with tempfile.TemporaryDirectory(prefix="fleetwatch-classes-") as work:
         events = Path(work) / "events.jsonl"
@@ -127,11 +73,11 @@ def build_class_archive() -> str:
     if target.is_file():
         return f"{target}: already made"
     target.parent.mkdir(parents=True, exist_ok=True)
-    for old in target.parent.glob(f"{_ARCHIVE_PREFIX}*"):
+    for old in target.parent.glob(f"{ARCHIVE_PREFIX}*"):
         old.unlink()  # made for another pyspark or Java
     partial = target.with_name(target.name + ".partial")
     started = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "streaming.pipeline.startup", "--dump-classes", str(partial)],
+    run = subprocess.run([sys.executable, "-m", "streaming.job.startup", "--dump-classes", str(partial)],
                          capture_output=True, text=True, timeout=_DUMP_TIMEOUT_S, check=False)
     if run.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
@@ -142,7 +88,7 @@ def build_class_archive() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streaming.pipeline.startup",
+    parser = argparse.ArgumentParser(prog="python -m streaming.job.startup",
                                      description="Prepare pyspark's bytecode and the JVM's class archive "
                                                  "(run by make).")
     parser.add_argument("--dump-classes", type=Path, metavar="ARCHIVE",

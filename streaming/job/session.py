@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from streaming.config import ConfigError, FleetwatchConfig
 from streaming.jars import connector_jars
-from streaming.pipeline.startup import class_archive
+from streaming.job.prepared import class_archive
 
 __all__ = ["checkpoint_id", "checkpoint_path", "refuse_one_stage_checkpoint", "spark_session"]
 
@@ -37,7 +37,7 @@ def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
     options = config.spark.driver_java_options
     archive = class_archive()
     if archive is not None and archive.is_file():
-        options = f"{options} -XX:SharedArchiveFile={archive}".strip()  # made by `make` (startup.py)
+        options = f"{options} -XX:SharedArchiveFile={archive}".strip()  # made by `make` (streaming/job/startup.py)
     if options:
         settings["spark.driver.extraJavaOptions"] = options
     return settings

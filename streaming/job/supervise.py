@@ -1,4 +1,4 @@
-"""Keeping the live job's streaming query running (`fleetwatch run` and the spark-submit driver).
+"""Keeping the live job's streaming query running (`fleetwatch run`, `demo`, the spark-submit driver).
 
 A query that fails is started again from its checkpoint, in the same Spark session, after a delay
 that doubles from `spark.restarts.first_delay_ms` up to `max_delay_ms`, and starts over once the
@@ -42,7 +42,7 @@ from streaming.resilience import Stopping, one_line
 from streaming.store import Store
 
 if TYPE_CHECKING:
-    from streaming.pipeline.run import RunningJob
+    from streaming.job.query import RunningJob
     from streaming.progress import ProgressRecorder
 
 __all__ = ["NOT_RESTARTABLE", "Backoff", "QueryStalled", "StallWatch", "Supervisor", "first_line", "restartable"]
@@ -188,17 +188,18 @@ class Supervisor:
         return f"query restarted {times} (last: {(self.last_error or '')[:80]})"
 
     def run(self, job: RunningJob, restart: Callable[[ProgressRecorder], RunningJob],
-            show: Callable[[str | None], Any] = lambda _: None) -> BaseException | None:
+            show: Callable[[str | None], Any] = lambda _: None,
+            on_poll: Callable[[], Any] = lambda: None) -> BaseException | None:
         """Run the started `job` until a stop (None) or a failure that ends the run (returned); `stop()`
         afterwards. `restart(recorder)` starts the query again, with the first start's progress
         recorder (a ConfigError it raises ends the run); `show` tells the status line what is
-        going on (None: the query runs)."""
+        going on (None: the query runs); `on_poll` runs every second while the query runs."""
         self.job = job
         recorder = job.recorder
         while True:
             started = time.monotonic()
             try:
-                failure = self._watch(lambda: restart(recorder), show)
+                failure = self._watch(lambda: restart(recorder), show, on_poll)
             except Stopping:  # asked to stop while a restart waited for the store
                 return None
             if failure is None:
@@ -231,7 +232,8 @@ class Supervisor:
         stopper.join(timeout_s)
         return not stopper.is_alive()
 
-    def _watch(self, start: Callable[[], RunningJob], show: Callable[[str | None], Any]) -> BaseException | None:
+    def _watch(self, start: Callable[[], RunningJob], show: Callable[[str | None], Any],
+               on_poll: Callable[[], Any]) -> BaseException | None:
         """Start the query if it is not running, and run it until a stop (None) or its failure."""
         if self.job is None:
             try:
@@ -242,8 +244,13 @@ class Supervisor:
                 return exc
             show(None)
         watch = StallWatch(self.job.query, self._backoff.settings.stalled_after_ms / 1000)
+
+        def poll() -> None:
+            watch.check()
+            on_poll()
+
         try:
-            self.job.run_until(self._stop, on_poll=watch.check)
+            self.job.run_until(self._stop, on_poll=poll)
         except QueryStalled as stalled:
             return stalled
         if self._stop.is_set():  # a batch that gave up waiting for the store on a stop is no failure

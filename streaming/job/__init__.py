@@ -1,0 +1,84 @@
+"""The driver side: who starts the pipeline, runs it and stops it (the graph that runs on Spark's
+workers is streaming.pipeline's).
+
+Its door, for `fleetwatch run`, `demo`, `replay`, the spark-submit driver, check-config, the
+benches and tests:
+- `JobCoordinator(config, JobPlan, observer, stop).run()` -> `Outcome`: the one start sequence of
+  every job (bus, store, /metrics, companions, Spark, the alerts topic, the query, supervision,
+  stop in reverse order); the observer (`JobObserver`; the console's `JobView`) is told what
+  opened (`Wiring`), each phase, and when the query runs; `Companions` are the parts a job runs
+  beside its query (the demo's); a replay's plan names its file (`Recording.of(path)`).
+  `stop_on_signals(stop)`.
+- `run_job(config, RunOptions)`: all of `fleetwatch run` and the spark-submit driver.
+- `replay_file(events, alerts_out, config, store=)` -> `ReplaySummary`.
+- `start_job(spark, config, bus, store, publisher, stop)` -> `RunningJob` (`.query`, `.recorder`;
+  `run_until(stop, finished)`, then `stop()`): the live query in a session of one's own;
+  `stop_gracefully`, `open_store`, `QUERY_NAME`.
+- `spark_session(config)`; `checkpoint_path`, `checkpoint_id`.
+
+Inside, bottom first: `prepared` (what `make` prepares for a fast start), `session`, `query` (a
+started query), `live` and `recorded` (the live job's and the replay's query: startup checks,
+source, writer), `supervise`, `coordinator`, then the programs on it: `run`, `replay`, `startup`
+(`python -m streaming.job.startup`, run by `make`). No module imports one above it.
+
+Names are loaded on first use: `fleetwatch run` checks its config before Spark's modules load.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from streaming.lazy_names import load_on_first_use
+
+if TYPE_CHECKING:
+    from streaming.job.coordinator import (
+        Companions,
+        JobCoordinator,
+        JobObserver,
+        JobPlan,
+        Outcome,
+        Wiring,
+        stop_on_signals,
+    )
+    from streaming.job.live import QUERY_NAME, open_store, start_job
+    from streaming.job.query import RunningJob, stop_gracefully
+    from streaming.job.recorded import Recording
+    from streaming.job.replay import ReplaySummary, replay_file
+    from streaming.job.run import RunOptions, run_job
+    from streaming.job.session import checkpoint_id, checkpoint_path, spark_session
+
+__all__ = [
+    "QUERY_NAME",
+    "Companions",
+    "JobCoordinator",
+    "JobObserver",
+    "JobPlan",
+    "Outcome",
+    "Recording",
+    "ReplaySummary",
+    "RunOptions",
+    "RunningJob",
+    "Wiring",
+    "checkpoint_id",
+    "checkpoint_path",
+    "open_store",
+    "replay_file",
+    "run_job",
+    "spark_session",
+    "start_job",
+    "stop_gracefully",
+    "stop_on_signals",
+]
+
+_HOME = {
+    **dict.fromkeys(("Companions", "JobCoordinator", "JobObserver", "JobPlan", "Outcome", "Wiring", "stop_on_signals"),
+                    "coordinator"),
+    **dict.fromkeys(("QUERY_NAME", "open_store", "start_job"), "live"),
+    **dict.fromkeys(("RunningJob", "stop_gracefully"), "query"),
+    "Recording": "recorded",
+    **dict.fromkeys(("ReplaySummary", "replay_file"), "replay"),
+    **dict.fromkeys(("RunOptions", "run_job"), "run"),
+    **dict.fromkeys(("checkpoint_id", "checkpoint_path", "spark_session"), "session"),
+}
+
+__getattr__ = load_on_first_use(__name__, _HOME)

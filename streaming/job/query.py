@@ -1,0 +1,94 @@
+"""A started pipeline query: how it starts over any source into any writer, runs and stops.
+
+- `start_query`: the pipeline graph (`streaming.pipeline.build_pipeline`) over the readers'
+  columns, into a foreachBatch writer, with its progress recorder -> `RunningJob`.
+- `RunningJob.run_until(stop, finished)`, then `RunningJob.stop()` (`stop_gracefully`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from streaming.config import FleetwatchConfig
+from streaming.pipeline import build_pipeline
+from streaming.progress import ProgressRecorder, QueryStats
+from streaming.store import Store
+
+__all__ = ["RunningJob", "start_query", "stop_gracefully"]
+
+log = logging.getLogger(__name__)
+
+
+def stop_gracefully(spark: SparkSession, query: StreamingQuery, timeout_s: float = 20.0) -> None:
+    """Let the running micro-batch finish (its output is then committed), then stop.
+
+    A batch still running at the deadline is cancelled: nothing of it is committed, so the
+    next start runs it again (every sink write is idempotent).
+    """
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling the query status, bounded by the deadline
+    # A cancelled batch is expected here, not an error worth a stack trace in the user's terminal.
+    spark.sparkContext.setLogLevel("OFF")
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    query.stop()
+    log.info("job stopped", extra={"query": query.name})
+
+
+@dataclass
+class RunningJob:
+    """A started pipeline query and its progress recorder (`recorder.stats[query.name]`)."""
+
+    spark: SparkSession
+    query: StreamingQuery
+    recorder: ProgressRecorder
+
+    def run_until(self, stop: threading.Event | None = None, finished: Callable[[QueryStats], bool] | None = None,
+                  *, poll_s: float = 1.0, on_poll: Callable[[], Any] | None = None) -> bool:
+        """Block until `stop` is set, the query ends (it failed), or `finished` holds for its
+        progress; True when it finished. `on_poll` runs every `poll_s` meanwhile."""
+        stop = stop if stop is not None else threading.Event()
+        while True:
+            if finished is not None:
+                if self.recorder.wait(self.query.name, finished, timeout_s=poll_s):
+                    return True
+            elif stop.wait(poll_s):
+                return False
+            if stop.is_set() or not self.query.isActive:
+                return False
+            if on_poll is not None:
+                on_poll()
+
+    def stop(self, *, graceful: bool = True) -> None:
+        """Graceful: the running micro-batch finishes first (`stop_gracefully`). Otherwise at once,
+        for a query that has nothing left to do."""
+        if graceful:
+            stop_gracefully(self.spark, self.query)
+        else:
+            self.query.stop()
+
+
+def start_query(spark: SparkSession, config: FleetwatchConfig, raw: DataFrame, writer: Callable[[DataFrame, int], Any],
+                *, name: str, checkpoint: str, trigger: str, store: Store | None,
+                recorder: ProgressRecorder | None = None) -> RunningJob:
+    """Start the pipeline over `raw` (the readers' columns) into `writer` (foreachBatch), as query
+    `name`; its progress is recorded (in `store` too, when given). `trigger`: Spark's processingTime.
+    `recorder`: the one of an earlier start of the query (already listening), so a restarted query's
+    progress adds up with its earlier runs'."""
+    if recorder is None:
+        recorder = ProgressRecorder(store)
+        spark.streams.addListener(recorder)
+    query = (build_pipeline(raw, config.rule_book(), config.spark.state_buckets).writeStream.queryName(name)
+             .foreachBatch(writer)
+             .option("checkpointLocation", checkpoint)
+             .trigger(processingTime=trigger)
+             .start())
+    return RunningJob(spark, query, recorder)

@@ -1,0 +1,62 @@
+"""The replay's query: a recorded JSONL file in, through the live job's pipeline, to a writer.
+
+The file is read by a streaming source with the same columns as the Kafka readers, so the same
+Spark wiring and the same engines run. `Recording.finished` says when the query is done: every
+line read and the batch with the final watermark (largest event time minus the allowed lateness)
+run. The end of the file is not silence: timers fire only once that watermark passes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from streaming.config import FleetwatchConfig
+from streaming.job.query import RunningJob, start_query
+from streaming.progress import QueryStats
+from streaming.source import JsonlFileSource
+from streaming.store import Store
+
+__all__ = ["REPLAY_QUERY", "Recording", "start_recorded"]
+
+REPLAY_QUERY = "fleetwatch_replay"
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A recorded events file and its number of lines (what the query must read)."""
+
+    path: Path
+    lines: int
+
+    @classmethod
+    def of(cls, path: str | Path) -> Recording:
+        with Path(path).open("rb") as fh:
+            return cls(Path(path), sum(1 for _ in fh))
+
+    def finished(self, lateness_ms: int) -> Callable[[QueryStats], bool]:
+        """Whether a replay's progress says it is done (module docstring)."""
+
+        def done(stats: QueryStats) -> bool:
+            if stats.input_rows < self.lines:
+                return False
+            if stats.max_event_ms is None:
+                return True  # nothing valid to detect on: no timer can be pending
+            # The batch after the last data batch runs with the final watermark.
+            return not stats.last_batch_rows and (stats.watermark_ms or 0) >= stats.max_event_ms - lateness_ms
+
+        return done
+
+
+def start_recorded(spark: SparkSession, config: FleetwatchConfig, recording: Recording,
+                   writer: Callable[[DataFrame, int], Any], *, checkpoint: str, store: Store | None) -> RunningJob:
+    """Start the pipeline over `recording` into `writer`, as query `REPLAY_QUERY`, as fast as it reads."""
+    spark.dataSource.register(JsonlFileSource)
+    raw = (spark.readStream.format("fleetwatch_jsonl").option("path", str(recording.path))
+           .option("lines_per_partition", str(config.spark.max_records_per_batch)).load())
+    return start_query(spark, config, raw, writer, name=REPLAY_QUERY, checkpoint=checkpoint, trigger="0 seconds",
+                       store=store)
