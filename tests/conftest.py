@@ -11,7 +11,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support.costs import cost_hook
 from support.postgres import PostgresServer, pg_binaries
+
+pytest_runtest_protocol = cost_hook  # each test's wall and CPU time, when tests/lanes.py asks
 
 
 def pytest_collection_modifyitems(items):

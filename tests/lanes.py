@@ -12,11 +12,15 @@ is kept in a file and printed when both are done. The exit status is the first f
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from support.costs import ENV as COSTS_ENV
+from support.costs import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -51,11 +55,15 @@ def main(args: list[str]) -> int:
     started = time.monotonic()
     log_b = Path(tempfile.mkdtemp(prefix="fleetwatch-lane-b-")) / "pytest.log"
     running = {}
+    costs = {name: ROOT / "artifacts" / f"test-costs-lane-{name.lower()}.jsonl" for name in lanes}
     with open(log_b, "wb") as out_b:
         for name, paths in lanes.items():
             basetemp = tempfile.mkdtemp(prefix=f"fleetwatch-lane-{name.lower()}-")
             command = [sys.executable, "-m", "pytest", *args, f"--basetemp={basetemp}", *paths]
+            costs[name].parent.mkdir(exist_ok=True)
+            costs[name].unlink(missing_ok=True)
             running[name] = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL,
+                                             env={**os.environ, COSTS_ENV: str(costs[name])},
                                              stdout=None if name == "A" else out_b,
                                              stderr=None if name == "A" else subprocess.STDOUT)
         codes = {}
@@ -65,6 +73,8 @@ def main(args: list[str]) -> int:
                   f"after {time.monotonic() - started:.0f} s", flush=True)
     sys.stdout.write(f"\n== lane B's output ({log_b})\n")
     sys.stdout.write(log_b.read_text(errors="replace"))
+    print(f"\n== the costliest modules ({', '.join(str(p.relative_to(ROOT)) for p in costs.values())})")
+    print(summarize(list(costs.values())))
     print(f"\n== lanes: A exit {codes['A']}, B exit {codes['B']}; {time.monotonic() - started:.0f} s in all")
     return next((code for code in codes.values() if code != 0), 0)
 
