@@ -16,7 +16,8 @@ two mean a blind time too short to matter. A partition whose offsets went back s
 topic deleted and created again): what it held before is gone too.
 
 `ReadPositions` is per bucket of detection state (streaming/pipeline/state.py): every bucket
-follows every partition, since a cluster whose brokers all fell silent sends its bucket nothing.
+follows every partition, since a cluster whose brokers all fell silent sends its bucket nothing
+(a bucket without shards keeps none: a shard new there has no session to restart).
 """
 
 from __future__ import annotations

@@ -76,7 +76,9 @@ _HANDOFF_COLUMNS = [f.name for f in HANDOFF_SCHEMA.fields]
 # The state of one bucket: {shard: (next deadline or None, pickled engine)}, the timer
 # registered for the bucket, and the bucket count it was written with. The first pass also keeps
 # its `ReadPositions` in the engines' dict, pickled, under `_POSITIONS` (no shard's name: each has
-# a prefix with a colon); a state written before has none, and starts following the offsets.
+# a prefix with a colon); a state written before has none, and starts following the offsets. A
+# bucket without shards keeps none either (its row goes, as before): a shard new there has no
+# broker session a gap before it could restart.
 _BUCKET_STATE = StructType([
     StructField("engines", BinaryType()),
     StructField("timer", LongType()),
@@ -159,9 +161,9 @@ class _BucketsOfShards(StatefulProcessor):
                 self.handle.deleteTimer(registered)
             if timer is not None:
                 self.handle.registerTimer(timer)
-        if positions.at:
-            engines = {**engines, _POSITIONS: (None, pickle.dumps(positions, protocol=pickle.HIGHEST_PROTOCOL))}
         if engines:
+            if positions.at:
+                engines = {**engines, _POSITIONS: (None, pickle.dumps(positions, protocol=pickle.HIGHEST_PROTOCOL))}
             self.state.update((pickle.dumps(engines, protocol=pickle.HIGHEST_PROTOCOL), timer, self.buckets))
         else:  # every shard of the bucket was forgotten (state TTL): so is the bucket's row
             self.state.clear()
