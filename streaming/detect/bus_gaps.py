@@ -51,8 +51,8 @@ class ReadPositions:
     of the last valid event read, whether a gap is open)}. A gap stays open while the records after
     it carry no valid event: its end is the first event time read after it."""
 
-    def __init__(self) -> None:
-        self.at: dict[str, tuple[int, int | None, bool]] = {}
+    def __init__(self, at: dict[str, tuple[int, int | None, bool]] | None = None) -> None:
+        self.at = {} if at is None else at
 
     def advance(self, runs: Iterable[Run]) -> list[BusGap]:
         """Take one micro-batch's runs (in any order); the gaps before them."""

@@ -105,9 +105,9 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
                  max_source_lead_ms: int) -> pa.RecordBatch:
     """The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
     items of its shards, packed (streaming.pipeline.packing); each of the `buckets` rows carries
-    the chunk's runs of consecutive offsets per bus partition (`reads`). The rejected messages of a chunk leave as
-    one quarantine row: marshal-ed (source, offset, raw text, reason, detail, event source or None)
-    items. The clock readings leave as one `SOURCE_CLOCK_BUCKET` row (see there).
+    the chunk's runs of consecutive offsets per bus partition (`reads`). The rejected messages of a
+    chunk leave as one quarantine row: marshal-ed (source, offset, raw text, reason, detail, event
+    source or None) items. The clock readings leave as one `SOURCE_CLOCK_BUCKET` row (see there).
     `latest_ts_ms`: the latest event time the contract accepts (the job's clock + clock skew);
     `now_ms`: the job's clock (the micro-batch's timestamp), which no accepted event time leads by
     more than `max_source_lead_ms`.

@@ -75,8 +75,9 @@ HANDOFF_SCHEMA = StructType([
 _HANDOFF_COLUMNS = [f.name for f in HANDOFF_SCHEMA.fields]
 # The state of one bucket: {shard: (next deadline or None, pickled engine)}, the timer
 # registered for the bucket, and the bucket count it was written with. The first pass also keeps
-# its `ReadPositions` in the engines' dict, pickled, under `_POSITIONS` (no shard's name: each has
-# a prefix with a colon); a state written before has none, and starts following the offsets. A
+# its `ReadPositions` in the engines' dict under `_POSITIONS` (no shard's name: each has a prefix
+# with a colon), as (None, its `at` pickled: builtins only, no class to keep loadable); a state
+# written before has none, and starts following the offsets. A
 # bucket without shards keeps none either (its row goes, as before): a shard new there has no
 # broker session a gap before it could restart.
 _BUCKET_STATE = StructType([
@@ -149,7 +150,7 @@ class _BucketsOfShards(StatefulProcessor):
                                f"is {self.buckets}: set it back to {buckets}, or start a new checkpoint")
         loaded: _Engines = pickle.loads(engines)
         positions = loaded.pop(_POSITIONS, None)
-        return loaded, timer, ReadPositions() if positions is None else pickle.loads(positions[1])
+        return loaded, timer, ReadPositions(None if positions is None else pickle.loads(positions[1]))
 
     def _save(self, engines: _Engines, registered: int | None, positions: ReadPositions) -> None:
         deadlines = [deadline for deadline, _ in engines.values() if deadline is not None]
@@ -163,7 +164,7 @@ class _BucketsOfShards(StatefulProcessor):
                 self.handle.registerTimer(timer)
         if engines:
             if positions.at:
-                engines = {**engines, _POSITIONS: (None, pickle.dumps(positions, protocol=pickle.HIGHEST_PROTOCOL))}
+                engines = {**engines, _POSITIONS: (None, pickle.dumps(positions.at, protocol=pickle.HIGHEST_PROTOCOL))}
             self.state.update((pickle.dumps(engines, protocol=pickle.HIGHEST_PROTOCOL), timer, self.buckets))
         else:  # every shard of the bucket was forgotten (state TTL): so is the bucket's row
             self.state.clear()

@@ -42,7 +42,7 @@ def first_pass(batches: list[Segment | list[Segment]]) -> list[tuple]:
         alerts += engine.process(items, watermark, book).alerts
         watermark = max(watermark, max(e.ts for _, _, events in segments for e in events) - LATENESS)
         engine = load_engine(dump_engine(engine))  # kept pickled between batches, as in the state store
-        positions = pickle.loads(pickle.dumps(positions))
+        positions = ReadPositions(pickle.loads(pickle.dumps(positions.at)))  # as state.py keeps them
     alerts += engine.advance(watermark, book).alerts
     return sorted(line_of(a.to_dict()) for a in alerts)
 
