@@ -14,6 +14,9 @@ Its interface, as the pipeline (streaming/pipeline/) and the others use it:
 - `dump_engine(engine)` / `load_engine(data)`: an engine as bytes for the checkpoint's state
   store, in the format STATE_FORMAT_VERSION; the formats of the two-pass job before it (3 on) load,
   those of the one-stage job are refused in one line (state_format.py).
+- `ReadPositions` follows the offsets the job reads per bus partition; `advance(runs)` says where
+  records were lost unread (`BusGap`s), which `ShardEngine.process` takes among its events: a
+  broker session restarts at a gap's end instead of lapsing in the blind time (bus_gaps.py).
 - `is_carried_over(starts_at, evidence_since)`, `carried_over_ends(carried, fired, snapshots)`:
   which alerts open before a reset of the detection state outlive it, and when the new state ends
   them (carried.py).
@@ -27,6 +30,7 @@ The rules themselves (README.md beside this file) are plain Python over contract
 """
 
 
+from streaming.detect.bus_gaps import BusGap, ReadPositions, Run
 from streaming.detect.carried import carried_over_ends, is_carried_over
 from streaming.detect.driver import detect
 from streaming.detect.engine import (
@@ -47,10 +51,13 @@ from streaming.detect.thinning import redundant_heartbeats
 __all__ = [
     "STATE_FORMAT_VERSION",
     "Advertisements",
+    "BusGap",
     "Handoff",
     "HeldId",
     "HolderShard",
     "Position",
+    "ReadPositions",
+    "Run",
     "ShardEngine",
     "ShardOutput",
     "carried_over_ends",

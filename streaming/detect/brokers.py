@@ -260,6 +260,13 @@ class BrokerTracker:
             self._quiet_until = None
             self.session_reset_at = at
 
+    def restart_session(self, at: int, incidents: Incidents) -> None:
+        """The job could not hear the broker until `at` (its heartbeats' bus partition lost records
+        unread: engine.py, `BusGap`): its session runs from `at` at the earliest, as after a takeover."""
+        if self.last_hb is not None and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
+            self._quiet_until = None
+            self.session_reset_at = at if self.session_reset_at is None else max(self.session_reset_at, at)
+
     def hold_session(self, at: int) -> None:
         """From `at` the cluster reports no active controller (the broker is advanced to `at`)."""
         self._quiet_until = None

@@ -29,6 +29,7 @@ from streaming.config import RuleBook, RuleSettings
 from streaming.contract import UNREGISTERED, Broker, BrokerHeartbeat, BrokerState, Event, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.brokers import HEARTBEAT_LOST, BrokerTracker
+from streaming.detect.bus_gaps import BusGap
 from streaming.detect.controller import ClusterTracker
 from streaming.detect.identity import HeldId, IdChange, IdHolders, TargetTracker
 from streaming.detect.misroutes import AddressChange, AddressHolders, Advertisements, check_misrouted
@@ -113,6 +114,11 @@ class _Forgettable:
 
 
 class ShardEngine(_Forgettable):
+    # The bus partitions ("topic:partition") the shard's heartbeats were read from: a gap in one of
+    # them restarts its brokers' sessions (`BusGap`). A class default: a state pickled before it
+    # reads none, and learns them from its next heartbeats.
+    heartbeat_sources: frozenset[str] = frozenset()
+
     def __init__(self, shard: str) -> None:
         self.shard = shard
         self._start()
@@ -127,6 +133,7 @@ class ShardEngine(_Forgettable):
         self.targets: dict[str, TargetTracker] = {}
         self.advertisements = Advertisements()  # of a cluster's shard
         self.held_id = HeldId()  # of a target's shard
+        self.heartbeat_sources = frozenset()
 
     def _derive(self) -> None:
         """What the engine keeps beside its state: computed from it, not pickled."""
@@ -202,8 +209,11 @@ class ShardEngine(_Forgettable):
 
     # -- events -----------------------------------------------------------------------------
 
-    def process(self, events: Iterable[tuple[Position, Event]], watermark: int, book: RuleBook) -> ShardOutput:
-        """Apply one micro-batch of this shard's events, after the timers the watermark passed."""
+    def process(self, events: Iterable[tuple[Position, Event | BusGap]], watermark: int,
+                book: RuleBook) -> ShardOutput:
+        """Apply one micro-batch of this shard's events, after the timers the watermark passed. A
+        `BusGap` among them (at its `ts`: the last event read before the lost records) says where
+        the job was blind."""
         result = self.advance(watermark, book)
         self._forget_quiet_brokers(watermark, book)
         touched_brokers: set[int] = set()
@@ -214,6 +224,9 @@ class ShardEngine(_Forgettable):
         out = Emitter()
         ttl = book.defaults.state_ttl_ms
         for position, event in sorted(events, key=lambda pe: (pe[1].ts, pe[0])):
+            if event.__class__ is BusGap:
+                self._bus_gap(event, book, timers)  # type: ignore[arg-type]
+                continue
             if event.ts < watermark:
                 result.late.append((position, event))
                 continue
@@ -236,6 +249,18 @@ class ShardEngine(_Forgettable):
             result.controller_changes = self.cluster.drain_history()
         result.targets += [self.targets[t].snapshot() for t in sorted(touched_targets) if t in self.targets]
         return result
+
+    def _bus_gap(self, gap: BusGap, book: RuleBook, timers: Emitter) -> None:
+        """The job read nothing of bus partition `gap.source` from `gap.ts` to `gap.until_ms`: records
+        the bus dropped unread. When the shard's heartbeats travel there, that time is blindness, not
+        silence: what fell due before it fires, and every broker's session restarts at its end (a
+        broker still silent then fires one session later)."""
+        if gap.source not in self.heartbeat_sources:
+            return
+        rules = self._rules(book)
+        for broker in self.brokers.values():
+            broker.advance_to(gap.ts, rules, self.incidents, timers)
+            broker.restart_session(gap.until_ms, self.incidents)
 
     def _quiet_for_long(self, now: int, book: RuleBook, result: ShardOutput) -> None:
         """The shard heard nothing for longer than the state TTL before `now`: what fell due
@@ -324,6 +349,8 @@ class ShardEngine(_Forgettable):
         broker.updated_ms = max(broker.updated_ms, event.ts)
         adverts = self.advertisements
         if isinstance(event, BrokerHeartbeat):
+            if position[0] not in self.heartbeat_sources:
+                self.heartbeat_sources = self.heartbeat_sources | {position[0]}
             if event.rack is not None and event.rack != broker.rack:
                 self._forget_listing()
             broker.on_heartbeat(event, rules, inc, out)

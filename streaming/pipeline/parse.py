@@ -43,9 +43,12 @@ from streaming.pipeline.packing import PackedItem, pack
 __all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "SOURCE_CLOCK_BUCKET", "bucket_of", "no_cycle_collection",
            "parse_stage"]
 
-# One row per bucket per chunk of input: the bucket's events, packed (see `_parse`), and the
-# largest event time among them, which is all the watermark needs.
-_PARSED_ARROW_SCHEMA = pa.schema([("bucket", pa.int32()), ("ts", pa.int64()), ("events", pa.binary())])
+# One row per bucket per chunk of input: the bucket's events, packed (see `_parse`; null when the
+# chunk has none of the bucket's), the largest event time among them, which is all the watermark
+# needs, and the chunk's runs of bus offsets (`reads`: marshal-ed `streaming.detect.bus_gaps.Run`s):
+# every bucket follows every bus partition's offsets, to tell records lost unread from silence.
+_PARSED_ARROW_SCHEMA = pa.schema([("bucket", pa.int32()), ("ts", pa.int64()), ("events", pa.binary()),
+                                  ("reads", pa.binary())])
 PARSED_SCHEMA = from_arrow_schema(_PARSED_ARROW_SCHEMA)
 # Rejected messages travel through the stateful operator too (with a null event time, which
 # Spark's late-row filter keeps), so the source is read and parsed once, not once per branch.
@@ -101,9 +104,10 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
                  bucket_by_shard: dict[str, int], latest_ts_ms: int, now_ms: int,
                  max_source_lead_ms: int) -> pa.RecordBatch:
     """The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
-    items of its shards, packed (streaming.pipeline.packing). The rejected messages of a chunk leave as
-    one quarantine row: marshal-ed (source, offset, raw text, reason, detail, event source or None)
-    items. The clock readings leave as one `SOURCE_CLOCK_BUCKET` row (see there).
+    items of its shards, packed (streaming.pipeline.packing); each of the `buckets` rows carries
+    the chunk's runs of consecutive offsets per bus partition (`reads`). The rejected messages of a
+    chunk leave as one quarantine row: marshal-ed (source, offset, raw text, reason, detail, event
+    source or None) items. The clock readings leave as one `SOURCE_CLOCK_BUCKET` row (see there).
     `latest_ts_ms`: the latest event time the contract accepts (the job's clock + clock skew);
     `now_ms`: the job's clock (the micro-batch's timestamp), which no accepted event time leads by
     more than `max_source_lead_ms`.
@@ -114,10 +118,18 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
     valid: list[tuple[Event, str, int]] = []
     # source -> [largest lead, events, refused for being ahead]
     clocks: dict[str, list[int]] = {}
+    # [source, first offset, last offset, first valid event's ts, last one's]: streaming.detect.bus_gaps.Run
+    runs: list[list[Any]] = []
+    run: list[Any] = [None, 0, 0, None, None]
     for topic, partition, offset, value in zip(*(raw.column(name).to_pylist()
                                                  for name in ("topic", "partition", "offset", "value")),
                                                strict=True):
         src = f"{topic}:{partition}"
+        if offset == run[2] + 1 and src == run[0]:
+            run[2] = offset
+        else:
+            run = [src, offset, offset, None, None]
+            runs.append(run)
         try:
             event = parse_message(value, topic, latest_ts_ms)
             lead = event.ts - now_ms
@@ -131,6 +143,9 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
             if lead > max_source_lead_ms:
                 refuse_ahead_of_clock(event, now_ms, max_source_lead_ms)
             valid.append((event, src, offset))
+            if run[3] is None:
+                run[3] = event.ts
+            run[4] = event.ts
         except Rejected as exc:
             source = exc.source
             rejected.append((src, offset, value, exc.reason, exc.detail, source))
@@ -153,13 +168,16 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
                 bucket = bucket_by_shard[shard] = bucket_of(shard, buckets)
             packs[bucket].append((shard, src, offset, event))
             latest[bucket] = max(latest.get(bucket, event.ts), event.ts)
-    bucket_column = list(packs)
-    ts_column: list[int | None] = [latest[bucket] for bucket in bucket_column]
-    events_column = [pack(packs[bucket]) for bucket in bucket_column]
+    bucket_column: list[int] = list(range(buckets)) if runs else []
+    ts_column: list[int | None] = [latest.get(bucket) for bucket in bucket_column]
+    events_column = [pack(packs[bucket]) if bucket in packs else None for bucket in bucket_column]
+    reads = marshal.dumps([tuple(r) for r in runs])
+    reads_column: list[bytes | None] = [reads] * len(bucket_column)
     if rejected:
         bucket_column.append(QUARANTINE_BUCKET)
         ts_column.append(None)
         events_column.append(marshal.dumps(rejected))
+        reads_column.append(None)
     if clocks:
         items = [(source, lead, n, ahead) for source, (lead, n, ahead) in clocks.items()]
         if len(items) > MAX_TRACKED_SOURCES:
@@ -167,8 +185,9 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
         bucket_column.append(SOURCE_CLOCK_BUCKET)
         ts_column.append(None)
         events_column.append(marshal.dumps(items))
-    return pa.RecordBatch.from_pydict({"bucket": bucket_column, "ts": ts_column, "events": events_column},
-                                     schema=_PARSED_ARROW_SCHEMA)
+        reads_column.append(None)
+    return pa.RecordBatch.from_pydict({"bucket": bucket_column, "ts": ts_column, "events": events_column,
+                                      "reads": reads_column}, schema=_PARSED_ARROW_SCHEMA)
 
 
 def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:

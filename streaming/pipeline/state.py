@@ -34,6 +34,8 @@ from streaming.contract import event_to_dict
 from streaming.detect import (
     Handoff,
     Position,
+    ReadPositions,
+    Run,
     ShardOutput,
     dump_engine,
     engine_for,
@@ -72,13 +74,19 @@ HANDOFF_SCHEMA = StructType([
 ])
 _HANDOFF_COLUMNS = [f.name for f in HANDOFF_SCHEMA.fields]
 # The state of one bucket: {shard: (next deadline or None, pickled engine)}, the timer
-# registered for the bucket, and the bucket count it was written with.
+# registered for the bucket, and the bucket count it was written with. The first pass also keeps
+# its `ReadPositions` in the engines' dict under `_POSITIONS` (no shard's name: each has a prefix
+# with a colon), as (None, its `at` pickled: builtins only, no class to keep loadable); a state
+# written before has none, and starts following the offsets. A
+# bucket without shards keeps none either (its row goes, as before): a shard new there has no
+# broker session a gap before it could restart.
 _BUCKET_STATE = StructType([
     StructField("engines", BinaryType()),
     StructField("timer", LongType()),
     StructField("buckets", IntegerType()),
 ])
 _Engines = dict[str, tuple[int | None, bytes]]
+_POSITIONS = "bus-positions"
 
 
 def _output_rows(out: ShardOutput) -> list[tuple[Any, ...]]:
@@ -132,17 +140,19 @@ class _BucketsOfShards(StatefulProcessor):
         self.handle = handle
         self.state = handle.getValueState("bucket", _BUCKET_STATE)
 
-    def _load(self) -> tuple[_Engines, int | None]:
+    def _load(self) -> tuple[_Engines, int | None, ReadPositions]:
         stored = self.state.get()  # None for a new bucket: one round trip, not exists() + get()
         if stored is None:
-            return {}, None
+            return {}, None, ReadPositions()
         engines, timer, buckets = stored
         if buckets != self.buckets:
             raise RuntimeError(f"the checkpoint's detection state has {buckets} buckets but spark.state_buckets "
                                f"is {self.buckets}: set it back to {buckets}, or start a new checkpoint")
-        return pickle.loads(engines), timer
+        loaded: _Engines = pickle.loads(engines)
+        positions = loaded.pop(_POSITIONS, None)
+        return loaded, timer, ReadPositions(None if positions is None else pickle.loads(positions[1]))
 
-    def _save(self, engines: _Engines, registered: int | None) -> None:
+    def _save(self, engines: _Engines, registered: int | None, positions: ReadPositions) -> None:
         deadlines = [deadline for deadline, _ in engines.values() if deadline is not None]
         # Spark fires a timer once the watermark reaches it; the engines' timers fire once the
         # watermark has passed them, hence the extra millisecond.
@@ -153,6 +163,8 @@ class _BucketsOfShards(StatefulProcessor):
             if timer is not None:
                 self.handle.registerTimer(timer)
         if engines:
+            if positions.at:
+                engines = {**engines, _POSITIONS: (None, pickle.dumps(positions.at, protocol=pickle.HIGHEST_PROTOCOL))}
             self.state.update((pickle.dumps(engines, protocol=pickle.HIGHEST_PROTOCOL), timer, self.buckets))
         else:  # every shard of the bucket was forgotten (state TTL): so is the bucket's row
             self.state.clear()
@@ -169,12 +181,19 @@ class _BucketsOfShards(StatefulProcessor):
             engines[shard] = (engine.next_deadline(self.book), dump_engine(engine))
         return out
 
-    def _run(self, by_shard: dict[str, list[tuple[Position, Any]]], watermark: int) -> list[ShardOutput]:
-        """The bucket's shards with items, then those whose deadline the watermark passed."""
-        engines, registered = self._load()
+    def _run(self, by_shard: dict[str, list[tuple[Position, Any]]], watermark: int,
+             reads: list[Run] | None = None) -> list[ShardOutput]:
+        """The bucket's shards with items, then those whose deadline the watermark passed. `reads`:
+        the micro-batch's runs of bus offsets (first pass); each gap before them goes to every
+        shard of the bucket, which knows whether its heartbeats travel there."""
+        engines, registered, positions = self._load()
+        if reads:
+            gaps = positions.advance(reads)
+            for shard in dict.fromkeys([*engines, *by_shard]) if gaps else ():
+                by_shard[shard] += [((gap.source, gap.offset), gap) for gap in gaps]
         outputs = [self._step(engines, shard, items, watermark) for shard, items in by_shard.items()]
         outputs += self._advance_due(engines, watermark, skip=by_shard)
-        self._save(engines, registered)
+        self._save(engines, registered, positions)
         return outputs
 
     def _advance_due(self, engines: _Engines, watermark: int, skip: Container[str] = ()) -> list[ShardOutput]:
@@ -183,9 +202,9 @@ class _BucketsOfShards(StatefulProcessor):
         return [self._step(engines, shard, None, watermark) for shard in due]
 
     def _expired(self, watermark: int) -> list[ShardOutput]:
-        engines, _ = self._load()
+        engines, _, positions = self._load()
         outputs = self._advance_due(engines, watermark)
-        self._save(engines, None)  # Spark deletes the expired timer after this call
+        self._save(engines, None, positions)  # Spark deletes the expired timer after this call
         return outputs
 
     def close(self) -> None:
@@ -211,13 +230,18 @@ class DetectorProcessor(_BucketsOfShards):
         # A function of its own, so that its events are gone when the collector comes back.
         by_shard: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
         earliest: int | None = None
+        reads: list[Run] = []
         for frame in frames:
-            for packed in frame["events"].tolist():
+            for packed, runs in zip(frame["events"].tolist(), frame["reads"].tolist(), strict=True):
+                if runs is not None:
+                    reads += marshal.loads(runs)
+                if packed is None:  # the chunk had none of the bucket's events, only its reads
+                    continue
                 for shard, src, pos, event in unpack(packed):
                     by_shard[shard].append(((src, pos), event))
                     earliest = event.ts if earliest is None else min(earliest, event.ts)
         extra = [] if earliest is None else [("earliest_event", None, earliest, None)]
-        return self._passed_on(bucket, self._run(by_shard, watermark), watermark, extra)
+        return self._passed_on(bucket, self._run(by_shard, watermark, reads), watermark, extra)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         (bucket,) = key

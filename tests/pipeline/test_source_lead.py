@@ -46,7 +46,7 @@ def parse(events: list[dict], now_ms: int = NOW_MS, max_source_lead_ms: int = LE
             refused += [(reason, detail, source) for *_, reason, detail, source in marshal.loads(packed)]
         elif bucket == SOURCE_CLOCK_BUCKET:
             clocks = {source: (lead, n, ahead) for source, lead, n, ahead in marshal.loads(packed)}
-        else:
+        elif packed is not None:  # (a bucket with none of the chunk's events has a row for its reads)
             accepted += [(event.source, event.ts) for _, _, _, event in unpack(packed)]
             latest = ts if latest is None else max(latest, ts)
     return sorted(accepted), refused, clocks, latest

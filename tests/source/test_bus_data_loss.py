@@ -3,8 +3,9 @@ bus, with both telemetry sources (Spark's kafka connector and the Python reader,
 
 - DeleteRecords while the job is stopped (what retention does to a job down for too long): the
   restarted job counts exactly the records it lost (`fleetwatch_bus_records_lost_total`), says so in
-  one log line, keeps running, and raises no alert a healthy fleet does not deserve. For a loss
-  longer than a broker session it does raise some (not yet fixed: see that test).
+  one log line, keeps running, and raises no alert a healthy fleet does not deserve, even for a
+  loss longer than a broker session: the lost time is blindness, not silence (issue 27). A broker
+  still silent after the loss fires one session after its end.
 - The Python reader alone: a planned range whose topic is deleted before it is read ends at once,
   instead of failing the query after `timeout_ms` (which a restart of the query would meet again),
   without creating the topic again; once created again, its records are read from 0, once.
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.partitioner.default import murmur2
 from support.live_fleet import produce, real_kafka_bus, stored_lines
 
 from streaming import topics
@@ -98,6 +100,22 @@ def _lose_while_stopped(spark, config, kafka_bus: str, store: Store, caplog, eve
     return lines, _lost_total(store) - counted
 
 
+def _first_ts_after_loss(bootstrap: str, cluster_id: str) -> int:
+    """The event time of the first record the bus still holds in the heartbeats partition of
+    `cluster_id` (collectors key their records by cluster id): where the job's blindness ends."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        partitions = sorted(consumer.partitions_for_topic(topics.HEARTBEATS))
+        tp = TopicPartition(topics.HEARTBEATS,
+                            partitions[(murmur2(cluster_id.encode()) & 0x7FFFFFFF) % len(partitions)])
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        records = poll_until(lambda: consumer.poll(timeout_ms=1000).get(tp), 30, "the partition's first record")
+        return json.loads(records[0].value)["ts"]
+    finally:
+        consumer.close()
+
+
 def _job_config(test_config, kafka_bus: str, tmp_path: Path, source: str):
     return test_config.model_copy(update={
         "bus": test_config.bus.model_copy(update={"bootstrap_servers": kafka_bus, "source": source}),
@@ -128,12 +146,11 @@ def test_records_deleted_while_the_job_was_stopped_are_counted_once_and_the_job_
 @pytest.mark.parametrize("source", ["spark", "python"])
 def test_a_loss_longer_than_a_broker_session_is_counted_and_raises_no_alert(
         spark, test_config, kafka_bus, tmp_path, caplog, source):
-    """30 s of a healthy fleet's telemetry deleted unread (longer than the 9 s broker session).
-    Measured (both sources): counted in one line, the job goes on, and it stores exactly what the
-    detector makes of the records it read: `broker.heartbeat_lost` firing for every broker (at its
-    last heartbeat before the loss + 9 s) and resolved at its first heartbeat after it. A false page
-    made by the job's blindness: detection does not know of the loss (issue 27). Until it does,
-    this test xfails when those are the only alerts, and fails on anything else."""
+    """30 s of a healthy fleet's telemetry deleted unread (longer than the 9 s broker session):
+    counted in one line, the job goes on, and stores no alert. Before detection knew of the loss
+    (issue 27), it stored what the detector makes of the records it read: `broker.heartbeat_lost`
+    fired for every broker (at its last heartbeat before the loss + 9 s) and resolved at its first
+    heartbeat after it, a false page made by the job's blindness."""
     started = time.monotonic()
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     events = list(Simulation(FleetSpec(clusters=2, brokers=3, faults=(), start_ms=START_MS,
@@ -144,23 +161,50 @@ def test_a_loss_longer_than_a_broker_session_is_counted_and_raises_no_alert(
                                          store, caplog, events, lost_from, lost_until)
     assert [r.lost for r in lines] == [len(lost)]
     assert counted == len(lost)
-    stored = stored_lines(store)
     read = [event_from_dict(e) for _, e in events if not lost_from <= e["ts"] < lost_until]
-    assert stored == {(a.to_dict()["alert_id"], a.status) for a in detect(read)}
     brokers = {(e["cluster_id"], e["broker_id"]) for _, e in events if e.get("kind") == "heartbeat"}
-    print(f"\n{source}: {len(lost)} deleted records counted in one line; {len(stored)} alert lines stored; "
-          f"test took {time.monotonic() - started:.1f} s")
-    if stored:
-        rules = _stored_rules(store)
-        assert rules == [("broker.heartbeat_lost", "firing")] * len(brokers) + [
-            ("broker.heartbeat_lost", "resolved")] * len(brokers)
-        pytest.xfail(f"{len(brokers)} brokers: broker.heartbeat_lost fired and resolved for each (issue 27)")
+    # What the job stored before issue 27: the detector over the records it read, blind to the loss.
+    blind = sorted((a.rule, a.status) for a in detect(read))
+    assert blind == [("broker.heartbeat_lost", "firing")] * len(brokers) + [
+        ("broker.heartbeat_lost", "resolved")] * len(brokers)
+    print(f"\n{source}: {len(lost)} deleted records counted in one line; {len(_stored(store))} alerts stored "
+          f"({len(blind)} lines blind to the loss); test took {time.monotonic() - started:.1f} s")
+    assert _stored(store) == []
 
 
-def _stored_rules(store: Store) -> list[tuple[str, str]]:
+@pytest.mark.spark
+@pytest.mark.parametrize("source", ["spark", "python"])
+def test_a_broker_silent_after_a_long_loss_fires_one_session_after_its_end(
+        spark, test_config, kafka_bus, tmp_path, caplog, source):
+    """The same 30 s deleted unread, and one broker sends nothing after them (nor answers): its
+    `broker.heartbeat_lost` fires one session after the first record of its partition after the loss
+    (the end of the job's blindness), and nothing else does."""
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    events = list(Simulation(FleetSpec(clusters=2, brokers=3, faults=(), start_ms=START_MS,
+                                       duration_ms=90_000, seed=5)).events())
+    lost_from, lost_until = START_MS + 30_000, START_MS + 60_000
+    cluster = events[0][1]["cluster_id"]
+
+    def silent(e: dict) -> bool:
+        return e["ts"] >= lost_until and e["cluster_id"] == cluster and 3 in (
+            e.get("broker_id"), e.get("responder_node_id"))
+
+    events = [(topic, e) for topic, e in events if not silent(e)]
+    lost = [e for e in events if lost_from <= e[1]["ts"] < lost_until]
+    lines, counted = _lose_while_stopped(spark, _job_config(test_config, kafka_bus, tmp_path, source), kafka_bus,
+                                         store, caplog, events, lost_from, lost_until)
+    assert [r.lost for r in lines] == [len(lost)] and counted == len(lost)
+    until = _first_ts_after_loss(kafka_bus, cluster)
+    assert lost_until <= until < lost_until + 2_000
+    assert [(a["rule"], a["status"], a["cluster_id"], a["broker_id"], a["starts_at"]) for a in _stored(store)] == [
+        ("broker.heartbeat_lost", "firing", cluster, 3, until + 9_000)]
+
+
+def _stored(store: Store) -> list[dict]:
+    """The alert lines stored, in event-time order."""
     with store.engine.connect() as conn:
         bodies = [json.loads(row.body) for row in conn.execute(alert_history.select())]
-    return sorted((b["rule"], b["status"]) for b in bodies)
+    return sorted(bodies, key=lambda b: (b["starts_at"], b["rule"], b["status"]))
 
 
 def test_a_range_whose_topic_is_deleted_before_it_is_read_ends_at_once(kafka_bus):
