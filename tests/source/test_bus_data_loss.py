@@ -110,7 +110,7 @@ def _first_ts_after_loss(bootstrap: str, cluster_id: str) -> int:
                             partitions[(murmur2(cluster_id.encode()) & 0x7FFFFFFF) % len(partitions)])
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
-        records = poll_until(lambda: consumer.poll(timeout_ms=1000).get(tp), 30, "the partition's first record")
+        records = poll(lambda: consumer.poll(timeout_ms=1000).get(tp), 30, "the partition's first record")
         return json.loads(records[0].value)["ts"]
     finally:
         consumer.close()
