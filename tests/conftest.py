@@ -63,6 +63,26 @@ def postgres():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def kafka_node(tmp_path_factory):
+    """One real Kafka 4.4 node for the session's tests that read a real bus (started by the first).
+    Tests share it as jobs share a production bus, never at once: `kafka_bus` empties it first."""
+    from support.live_fleet import real_kafka_bus
+
+    with real_kafka_bus(tmp_path_factory.mktemp("kafka-bus")) as bootstrap:
+        yield bootstrap
+
+
+@pytest.fixture
+def kafka_bus(kafka_node):
+    """The session's real Kafka node with none of the earlier tests' topics or records: the
+    telemetry topics created again, empty (support/live_fleet.py `empty_topics`)."""
+    from support.live_fleet import empty_topics
+
+    empty_topics(kafka_node)
+    return kafka_node
+
+
 _HEALTHY = pytest.StashKey[object]()
 _HEALTHY_ROOT = pytest.StashKey[Path]()
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from support.live_fleet import expected_lines, produce, real_kafka_bus, simulated_fleet, stored_lines
+from support.live_fleet import expected_lines, produce, simulated_fleet, stored_lines
 
 from streaming.polling import poll
 from streaming.ports import free_port
@@ -36,13 +36,6 @@ from streaming.source import SPARK_SOURCE
 from streaming.store import Store
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
-
-
-@pytest.fixture
-def kafka_bus(tmp_path: Path) -> Iterator[str]:
-    """A real Kafka 4.4 node of its own for each test: a test kills the job reading it."""
-    with real_kafka_bus(tmp_path / "kafka-bus") as bootstrap:
-        yield bootstrap
 
 
 class Job:

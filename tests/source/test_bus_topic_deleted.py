@@ -17,13 +17,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from support.live_fleet import produce, real_kafka_bus
+from support.live_fleet import produce
 
 from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
@@ -35,12 +33,6 @@ pytestmark = [pytest.mark.real_kafka]
 
 START_MS = 1_764_000_000_000
 HELD_S = 20  # how long the topic stays deleted under the running job
-
-
-@pytest.fixture
-def kafka_bus(tmp_path: Path) -> Iterator[str]:
-    with real_kafka_bus(tmp_path / "kafka-bus") as bootstrap:
-        yield bootstrap
 
 
 def _heartbeat(ts: int, cluster_id: str, epoch: int) -> tuple[str, dict]:

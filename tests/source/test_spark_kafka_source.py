@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
 from sqlalchemy import select
-from support.live_fleet import real_kafka_bus
 
 from streaming import topics
 from streaming.bus import check_list_offsets
@@ -32,12 +30,6 @@ from streaming.store import Store, alert_history
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 
 START_MS = 1_764_000_000_000
-
-
-@pytest.fixture(scope="module")
-def kafka_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with real_kafka_bus(tmp_path_factory.mktemp("kafka-bus")) as bootstrap:
-        yield bootstrap
 
 
 def _config(tmp_path: Path, test_config: FleetwatchConfig, bootstrap: str, source: str) -> FleetwatchConfig:

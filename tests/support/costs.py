@@ -5,15 +5,18 @@ started (JVMs, brokers, Python workers, browsers), as JSON lines in `$FLEETWATCH
 other lane waits for, so its wall time alone does not say what to make cheaper. tests/lanes.py
 sets the variable per lane and prints the costliest modules at the end.
 
-A process's CPU counts once: while it runs (user + system, and its reaped children's), and after
-it exits in its parent's reaped-children time. Only descendants that leave the tree (daemons that
-double-fork, such as PostgreSQL's postmaster) are not counted.
+The processes are sampled every half second while the test runs (a killed job's JVM is orphaned
+and reaped by init, so its parent never accounts for it): each process's CPU (user + system) at its
+last sample, less what it had used when the test began. What a process uses in its last half
+second, and processes that live less than that, are not counted; nor are daemons outside the tree
+(PostgreSQL's postmaster).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -27,16 +30,41 @@ __all__ = ["ENV", "cost_hook", "summarize"]
 ENV = "FLEETWATCH_TEST_COSTS"
 
 
-def _tree_cpu_s() -> float:
-    me = psutil.Process()
-    total = 0.0
-    for proc in (me, *me.children(recursive=True)):
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:  # it exited between the listing and the reading
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
+class _Sampler:
+    """The CPU seconds of pytest's process tree since `start()`, sampled every `every_s`."""
+
+    def __init__(self, every_s: float = 0.5) -> None:
+        self._every_s = every_s
+        self._stop = threading.Event()
+        self._at_start: dict[tuple[int, float], float] = {}
+        self._last: dict[tuple[int, float], float] = {}
+        self._thread = threading.Thread(target=self._run, name="test-costs", daemon=True)
+
+    def _sample(self) -> dict[tuple[int, float], float]:
+        me = psutil.Process()
+        seen = {}
+        for proc in (me, *me.children(recursive=True)):
+            try:
+                t = proc.cpu_times()
+                seen[(proc.pid, proc.create_time())] = t.user + t.system
+            except psutil.Error:  # it exited between the listing and the reading
+                continue
+        return seen
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every_s):
+            self._last.update(self._sample())
+
+    def start(self) -> None:
+        self._at_start = self._sample()
+        self._last = dict(self._at_start)
+        self._thread.start()
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        self._last.update(self._sample())
+        return sum(cpu - self._at_start.get(key, 0.0) for key, cpu in self._last.items())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -46,10 +74,10 @@ def cost_hook(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]
     if not path:
         yield
         return
-    wall, cpu = time.monotonic(), _tree_cpu_s()
+    wall, sampler = time.monotonic(), _Sampler()
+    sampler.start()
     yield
-    line = {"test": item.nodeid, "wall_s": round(time.monotonic() - wall, 2),
-            "cpu_s": round(_tree_cpu_s() - cpu, 2)}
+    line = {"test": item.nodeid, "wall_s": round(time.monotonic() - wall, 2), "cpu_s": round(sampler.stop(), 2)}
     with open(path, "a") as out:
         out.write(json.dumps(line) + "\n")
 

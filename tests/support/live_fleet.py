@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
 from sqlalchemy import select
 
 from streaming import topics
@@ -19,9 +20,11 @@ from streaming.config import RuleBook
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.kraft import KRaftCluster
+from streaming.polling import poll
 from streaming.store import Store, alert_history
 
-__all__ = ["START_MS", "expected_lines", "produce", "real_kafka_bus", "simulated_fleet", "stored_lines"]
+__all__ = ["START_MS", "empty_topics", "expected_lines", "produce", "real_kafka_bus", "simulated_fleet",
+           "stored_lines"]
 
 START_MS = 1_764_000_000_000
 
@@ -36,12 +39,34 @@ def real_kafka_bus(workdir: Path) -> Iterator[str]:
     """One real Kafka 4.4 node as the telemetry bus (its address), its topics with two partitions each."""
     with KRaftCluster(workdir, brokers=1) as cluster:
         bootstrap = cluster.bootstrap[0]
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        try:
-            admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1) for t in topics.TELEMETRY])
-        finally:
-            admin.close()
+        empty_topics(bootstrap)
         yield bootstrap
+
+
+def empty_topics(bootstrap: str, timeout_s: float = 60) -> None:
+    """Every topic of the bus deleted (Kafka's own `__` topics aside) and the telemetry topics created
+    again, empty, with two partitions each: a test on a node earlier tests wrote to (and deleted
+    records or topics of) starts from a bus none of them touched."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        ours = [t for t in admin.list_topics() if not t.startswith("__")]
+        if ours:
+            admin.delete_topics(ours)
+            poll(lambda: not set(ours) & set(admin.list_topics()), timeout_s, f"topics {ours} deleted")
+
+        def created() -> bool:
+            missing = [t for t in topics.TELEMETRY if t not in admin.list_topics()]
+            if not missing:
+                return True
+            try:  # a name whose deletion the controller has not finished is still taken
+                admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1) for t in missing])
+            except TopicAlreadyExistsError:
+                return False
+            return False  # listed by the next look
+
+        poll(created, timeout_s, "the telemetry topics created again", interval_s=0.2, retry_on=())
+    finally:
+        admin.close()
 
 
 # Produced events are flushed every this much event time, as collectors that send as they probe.
