@@ -137,7 +137,7 @@ class _Dashboard:
 
 def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
     check_workdir(options.workdir)  # before anything starts (Spark's modules too); emptied below
-    from streaming.job import JobCoordinator, JobPlan, stop_on_signals
+    from streaming.job import JobCoordinator, JobPlan, first_line, stop_on_signals
 
     if not nobody_listens_on(options.port):
         raise ConfigError(f"port {options.port} is in use: give the dashboard another one with --port")
@@ -170,7 +170,7 @@ def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
             console.closing(f"fleetwatch demo failed: {_first_line(exc)}; details in {log_path}")
             return 1
         if outcome.failure is not None:
-            console.closing(f"fleetwatch demo stopped: the streaming job failed: {_first_line(outcome.failure)}; "
+            console.closing(f"fleetwatch demo stopped: the streaming job failed: {first_line(outcome.failure)}; "
                             f"details in {log_path}")
             return 1
         final = view.last

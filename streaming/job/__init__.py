@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from streaming.job.replay import ReplaySummary, replay_file
     from streaming.job.run import RunOptions, run_job
     from streaming.job.session import checkpoint_id, checkpoint_path, spark_session
+    from streaming.job.supervise import first_line
 
 __all__ = [
     "QUERY_NAME",
@@ -61,6 +62,7 @@ __all__ = [
     "Wiring",
     "checkpoint_id",
     "checkpoint_path",
+    "first_line",
     "open_store",
     "replay_file",
     "run_job",
@@ -79,6 +81,7 @@ _HOME = {
     **dict.fromkeys(("ReplaySummary", "replay_file"), "replay"),
     **dict.fromkeys(("RunOptions", "run_job"), "run"),
     **dict.fromkeys(("checkpoint_id", "checkpoint_path", "spark_session"), "session"),
+    "first_line": "supervise",
 }
 
 __getattr__ = load_on_first_use(__name__, _HOME)
