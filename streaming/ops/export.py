@@ -4,7 +4,10 @@ It reads the telemetry topics (streaming.topics.TELEMETRY) of the configured bus
 kafka-python, from the first record stamped at or after `since - max_clock_skew_ms` (ListOffsets
 by timestamp, `offsets_for_times`): an event's record is published after the event happened,
 up to a clock skew earlier on the collector's clock. Each partition is read up to its end as it
-was when the export started, or until a record stamped `read_past_ms` after `until` (a record
+was when the export started (the larger of ListOffsets(LATEST) and the first Fetch's high
+watermark: Tansu answers the former short, inside the last record batch, streaming/bus/listoffsets.py;
+it also answers every ListOffsets by timestamp with 0, so on Tansu the export reads from the start),
+or until a record stamped `read_past_ms` after `until` (a record
 published that much later than the range is past anything a collector buffered through an
 outage of the bus). An event is kept when its own `ts` is in [since, until); the file has them in
 event-time order (then topic, partition, offset), one contract object per line, as the bus had it.
@@ -95,7 +98,7 @@ def export_range(access: BusAccess, since: int, until: int, out: Path, *, skew_m
         todo = {}
         for tp in parts:
             found = starts.get(tp)
-            if found is not None and found.offset < ends[tp]:
+            if found is not None:  # None: no record stamped that late
                 consumer.seek(tp, found.offset)
                 todo[tp] = ends[tp]
         consumer.pause(*(tp for tp in parts if tp not in todo))
@@ -113,21 +116,23 @@ def export_range(access: BusAccess, since: int, until: int, out: Path, *, skew_m
 
 def _read(consumer: Any, todo: dict[Any, int], kept: list[tuple[int, int, int, int, bytes]], summary: ExportSummary,
           read_past_ms: int, progress: Callable[[str], None]) -> None:
-    """Poll the partitions of `todo` (-> their end offset) until each reaches its end or its cut."""
+    """Poll the partitions of `todo` (-> their listed end offset) until each reaches its end or its cut."""
     rank = {t: i for i, t in enumerate(topics.TELEMETRY)}
     cut_at = summary.until + read_past_ms
+    fetched: set[Any] = set()  # partitions whose end was raised to a Fetch's high watermark
     said = heard = time.monotonic()
     while todo:
-        for tp, records in consumer.poll(timeout_ms=500, max_records=5000).items():
+        polled = consumer.poll(timeout_ms=500, max_records=5000)
+        for tp in [tp for tp in todo if tp not in fetched and consumer.highwater(tp) is not None]:
+            todo[tp] = max(todo[tp], consumer.highwater(tp))
+            fetched.add(tp)
+        for tp, records in polled.items():
             heard = time.monotonic()
             for record in records:
-                if tp not in todo:
-                    break
                 summary.records_read += 1
-                if record.offset >= todo[tp] - 1 or record.timestamp > cut_at:
-                    del todo[tp]
-                    consumer.pause(tp)
                 if record.timestamp > cut_at:
+                    todo.pop(tp, None)
+                    consumer.pause(tp)
                     break
                 ts = _ts(record.value)
                 if ts is None:
@@ -135,6 +140,9 @@ def _read(consumer: Any, todo: dict[Any, int], kept: list[tuple[int, int, int, i
                 elif summary.since <= ts < summary.until:
                     kept.append((ts, rank[tp.topic], tp.partition, record.offset, record.value))
                     summary.by_topic[tp.topic] += 1
+        for tp in [tp for tp in todo if tp in fetched and consumer.position(tp) >= todo[tp]]:
+            del todo[tp]
+            consumer.pause(tp)
         now = time.monotonic()
         if now - heard > _STALLED_AFTER_S:
             raise BusFailure(f"the bus sent nothing for {_STALLED_AFTER_S:.0f} s with "
