@@ -103,8 +103,14 @@ class Change:
     changed: Incident | None
 
     @property
+    def either(self) -> Incident:
+        found = self.today or self.changed
+        assert found is not None  # a change has one side at least
+        return found
+
+    @property
     def rule(self) -> str:
-        return (self.today or self.changed).rule  # type: ignore[union-attr]  # one of the two is always there
+        return self.either.rule
 
     @property
     def kind(self) -> str:
@@ -158,7 +164,7 @@ def compare(today: Iterable[dict[str, Any]], changed: Iterable[dict[str, Any]]) 
             else:
                 changes.append(Change(None, b))
                 j += 1
-    changes.sort(key=lambda c: (c.rule, _order(c.today or c.changed)))  # type: ignore[arg-type]
+    changes.sort(key=lambda c: (c.rule, _order(c.either)))
     return Comparison(tuple(changes), dict(unchanged))
 
 
@@ -201,7 +207,7 @@ def render(events: str, settings: Sequence[str], comparison: Comparison, origin:
         today, changed = c.today, c.changed
         deltas = (_delta(today.starts_at, changed.starts_at), _delta(today.ends_at, changed.ends_at)) \
             if today is not None and changed is not None else ("—", "—")
-        out.append(f"| {c.rule} | {c.kind} | {(today or changed).name()} | {span(today)} | {span(changed)} | "  # type: ignore[union-attr]
+        out.append(f"| {c.rule} | {c.kind} | {c.either.name()} | {span(today)} | {span(changed)} | "
                    f"{deltas[0]} | {deltas[1]} |")
     rules = sorted({c.rule for c in comparison.changes} | set(comparison.unchanged))
     if rules:
