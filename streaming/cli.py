@@ -48,9 +48,40 @@ def _replay(args: argparse.Namespace) -> int:
     if not events.is_file():
         raise ConfigError(f"{events}: no such file")
     config = _config(args)
+    if args.what_if:
+        from streaming.ops import whatif
+
+        # Both sides are the product's replay, as below without a store: a what-if records nothing.
+        *_, report = whatif.what_if(events, config, args.what_if,
+                                    lambda path, out, cfg: replay_file(path, out, cfg).alerts, args.alerts_out)
+        print(report)
+        return 0
+    if args.alerts_out is None:
+        raise ConfigError("--alerts-out is required (but with --what-if)")
     # The store is written only when the config names one; a plain replay writes the file only.
     store = Store(config.store.url) if args.config and "store" in config.model_fields_set else None
     summary = replay_file(events, args.alerts_out, config, store=store)
+    print(summary.render())
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from streaming.bus import BusAccess
+    from streaming.ops import export
+
+    since, until = export.parse_time(args.since, "--since"), export.parse_time(args.until, "--until")
+    if until <= since:
+        raise ConfigError(f"--until {export.iso(until)} is not after --since {export.iso(since)}")
+    if args.read_past_ms < 0:
+        raise ConfigError("--read-past-ms must be at least 0")
+    config = _config(args)
+    bootstrap = args.bootstrap or config.bus.bootstrap_servers
+    if bootstrap is None:
+        raise ConfigError("export reads a running bus: name it with bus.bootstrap_servers in --config or "
+                          "--bootstrap (the embedded bus lives only as long as its job)")
+    access = BusAccess.from_config(bootstrap, config.bus.security)
+    summary = export.export_range(access, since, until, Path(args.out), skew_ms=config.rules.max_clock_skew_ms,
+                           read_past_ms=args.read_past_ms)
     print(summary.render())
     return 0
 
@@ -106,8 +137,24 @@ def _parser() -> argparse.ArgumentParser:
 
     p = command("replay", "run the detectors over a recorded JSONL file, deterministically", _replay)
     p.add_argument("events", help="recorded events, one contract-v1 JSON object per line")
-    p.add_argument("--alerts-out", required=True, help="where to write the alert lines (JSONL)")
+    p.add_argument("--alerts-out", help="where to write the alert lines (JSONL); required but with --what-if, "
+                                        "where it gets today's lines")
     p.add_argument("--config", help="config file (rules; the store, when it names one)")
+    p.add_argument("--what-if", action="append", metavar="KEY=VALUE",
+                   help="replay twice, with the config's rules and with this change (rules.KEY=VALUE or "
+                        "clusters[NAME].rules.KEY=VALUE; repeatable), and print per rule the alerts added, "
+                        "removed and moved as Markdown; nothing is stored")
+
+    p = command("export", "write a time range of the bus's telemetry as a file `replay` reads", _export)
+    p.add_argument("--config", help="config file (the bus and its security; rules.max_clock_skew_ms)")
+    p.add_argument("--bootstrap", metavar="HOST:PORT", help="the bus's address (default: bus.bootstrap_servers)")
+    p.add_argument("--since", required=True, metavar="TIME",
+                   help="first event time (ISO 8601, e.g. 2026-11-27T09:00:00Z, UTC without a zone; or epoch ms)")
+    p.add_argument("--until", required=True, metavar="TIME", help="end of the range, exclusive (as --since)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
+    p.add_argument("--read-past-ms", type=int, default=600_000, metavar="MS",
+                   help="read records published up to this long after --until, for events a collector "
+                        "sent late (default 600000)")
 
     from dashboard import cli as dashboard_cli
     from streaming.collect import probe, simulate

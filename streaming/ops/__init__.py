@@ -2,10 +2,12 @@
 it imports the stages below, none imports it (`/metrics` is the metrics stage's).
 
 - `check_config`: the `fleetwatch check-config` command (`configure_parser`, `command`).
+- `whatif`: `fleetwatch replay --what-if` (two replays compared, a Markdown report).
+- `export`: `fleetwatch export` (a time range of the bus's telemetry as a replayable file).
 - `submit.main`: the driver program under spark-submit (deploy/spark/fleetwatch_job.py); an
   entry point, not imported by other stages.
 """
 
-from streaming.ops import check_config
+from streaming.ops import check_config, export, whatif
 
-__all__ = ["check_config"]
+__all__ = ["check_config", "export", "whatif"]
