@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
-from support.live_fleet import real_kafka_bus
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
@@ -19,12 +17,6 @@ from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.job import replay_file
-
-
-@pytest.fixture
-def kafka_bus(tmp_path: Path) -> Iterator[str]:
-    with real_kafka_bus(tmp_path / "kafka-bus") as bootstrap:
-        yield bootstrap
 
 
 @pytest.mark.parametrize(("argv", "said"), [
