@@ -44,7 +44,7 @@ from streaming.detect import (
 )
 from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of, no_cycle_collection
-from streaming.sinks import StateRow
+from streaming.sinks import StateRow, compact_json
 
 __all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "DetectorProcessor", "HolderProcessor"]
 
@@ -91,13 +91,13 @@ _POSITIONS = "bus-positions"
 
 def _output_rows(out: ShardOutput) -> list[tuple[Any, ...]]:
     rows = [("alert", a.subject, a.event_ms, encode_output(a)) for a in out.alerts]
-    rows += [("late", f"{src}:{pos}", event.ts, json.dumps(event_to_dict(event), separators=(",", ":")))
+    rows += [("late", f"{src}:{pos}", event.ts, compact_json(event_to_dict(event)))
              for (src, pos), event in out.late]
     for kind, snapshots in (("broker", out.brokers), ("cluster", out.clusters), ("target", out.targets)):
         rows += [StateRow.of(kind, snapshot).output() for snapshot in snapshots]
     # The histories: each row carries its own time, `ts`.
     for kind, items in (("transition", out.transitions), ("controller", out.controller_changes)):
-        rows += [(kind, None, item["ts"], json.dumps(item, separators=(",", ":"))) for item in items]
+        rows += [(kind, None, item["ts"], compact_json(item)) for item in items]
     return rows
 
 

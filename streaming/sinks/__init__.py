@@ -7,10 +7,12 @@
   `PublishFailed` says how many were not).
 - `StateRow`: a broker, cluster or target snapshot, from the pipeline's stateful stage (its
   output row, `StateRow.output`) to the writer, which keeps the latest of each key.
+- `compact_json(obj)`: the text of `json.dumps(obj, separators=(",", ":"))`, cheaper: the
+  payloads of output rows.
 """
 
 from streaming.sinks.alerts_topic import AlertPublisher, PublishFailed
 from streaming.sinks.batch_writer import RESET_REASON, BatchWriter, KeyedAlert
-from streaming.sinks.state_rows import StateRow
+from streaming.sinks.state_rows import StateRow, compact_json
 
-__all__ = ["RESET_REASON", "AlertPublisher", "BatchWriter", "KeyedAlert", "PublishFailed", "StateRow"]
+__all__ = ["RESET_REASON", "AlertPublisher", "BatchWriter", "KeyedAlert", "PublishFailed", "StateRow", "compact_json"]

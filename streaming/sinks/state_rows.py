@@ -9,10 +9,30 @@ sink, below the pipeline, so that both import it without an import running up.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, NamedTuple
 
-__all__ = ["STATE_TABLES", "StateRow", "latest_by_table"]
+__all__ = ["STATE_TABLES", "StateRow", "compact_json", "latest_by_table"]
+
+
+def _compact_encoder() -> Callable[[Any], str]:
+    """`json.dumps(obj, separators=(",", ":"))`, the same text, from one encoder made once.
+
+    json.dumps builds a JSONEncoder and then its C encoder on every call: at 1,000 x 12 the
+    first pass writes two texts for each of ~13k state rows a micro-batch, and making the
+    encoders was half their cost (12 of 29 us a row, 10 of 12 us a key). No cycle check: the
+    rows are plain values built for this (a cycle would end in RecursionError, not ValueError).
+    """
+    encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+    if c_make_encoder is None:  # a Python without json's C accelerator
+        return encoder.encode
+    # The arguments JSONEncoder.iterencode gives it for these settings.
+    make = c_make_encoder(None, encoder.default, encode_basestring_ascii, None, ":", ",", False, False, True)
+    return lambda obj: "".join(make(obj, 0))
+
+
+compact_json = _compact_encoder()
 
 # Output row kind -> (store table, the columns that identify a row in it).
 STATE_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -33,7 +53,7 @@ class StateRow(NamedTuple):
     @classmethod
     def of(cls, kind: str, row: dict[str, Any]) -> StateRow:
         _, columns = STATE_TABLES[kind]
-        return cls(kind, json.dumps([row[c] for c in columns], separators=(",", ":")), row)
+        return cls(kind, compact_json([row[c] for c in columns]), row)
 
     @classmethod
     def from_output(cls, kind: str, key: str, payload: str) -> StateRow:
@@ -41,8 +61,7 @@ class StateRow(NamedTuple):
 
     def output(self) -> tuple[str, str, int | None, str]:
         """The job's output row (kind, key, ts, payload); a plain tuple, which marshal takes."""
-        return (self.kind, self.key, self.row.get("updated_ms") or None,
-                json.dumps(self.row, separators=(",", ":")))
+        return self.kind, self.key, self.row.get("updated_ms") or None, compact_json(self.row)
 
     @property
     def updated_ms(self) -> int:

@@ -4,10 +4,13 @@ order the batch's partitions brought them in."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
+import pytest
 from sqlalchemy import select
 
-from streaming.sinks import BatchWriter, StateRow
+from streaming.sinks import BatchWriter, StateRow, compact_json
 from streaming.store import Store, brokers, clusters, targets
 
 T0 = 1_790_000_000_000
@@ -63,3 +66,18 @@ def test_the_latest_snapshot_of_each_key_is_stored(store_url):
                               ("c2", 1): ("RUNNING", T0 + 1000)}
     assert stored_clusters == [("c1", 2)]
     assert stored_targets == [("tgt-c1", T0 + 3000)]
+
+
+@pytest.mark.parametrize("value", [
+    _broker("Zx-é\u2603\"\\", 3, "RUNNING", T0),  # non-ASCII, quote and backslash escaped as json.dumps does
+    ["cid", 7], [None, -1], "plain", None, 0.1, {2: "int key", None: "null key", False: "bool key"},
+    {"ts": T0, "lead": 1.5, "nan": float("nan"), "inf": float("-inf"), "nested": [{}, [], True]},
+])
+def test_compact_json_writes_the_text_json_dumps_writes(value):
+    # The payloads the store and the replay output keep must not change by a byte.
+    assert compact_json(value) == json.dumps(value, separators=(",", ":"))
+
+
+def test_compact_json_refuses_what_json_dumps_refuses():
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        compact_json({"at": object()})
