@@ -70,8 +70,7 @@ def _export(args: argparse.Namespace) -> int:
     from streaming.ops import export
 
     since, until = export.parse_time(args.since, "--since"), export.parse_time(args.until, "--until")
-    if until <= since:
-        raise ConfigError(f"--until {export.iso(until)} is not after --since {export.iso(since)}")
+    export.check_range(since, until)
     if args.read_past_ms < 0:
         raise ConfigError("--read-past-ms must be at least 0")
     config = _config(args)

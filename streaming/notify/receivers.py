@@ -29,11 +29,11 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 from streaming.alert import SEVERITIES, Alert
+from streaming.clock import iso_ms
 from streaming.config import ConfigError
 from streaming.config import Receiver as ReceiverConfig
 from streaming.redact import redact_url
@@ -130,10 +130,6 @@ def verify_signature(secret: str | bytes, body: bytes | str, header: object, *, 
     data = body.encode() if isinstance(body, str) else body
     expected = hmac.new(key, f"{stamp}.".encode() + data, hashlib.sha256).hexdigest()
     return any(hmac.compare_digest(expected, mac) for mac in macs)
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _json(obj: Any) -> bytes:
@@ -295,7 +291,7 @@ class PagerDutyReceiver(Receiver):
                 "source": alert.target or alert.cluster_id or alert.endpoint or "fleetwatch",
                 # PagerDuty knows our three severities by the same names; "error" for anything else.
                 "severity": alert.severity if alert.severity in SEVERITIES else "error",
-                "timestamp": _iso(alert.starts_at),
+                "timestamp": iso_ms(alert.starts_at),
                 "component": (f"broker {alert.broker_id}" if alert.broker_id is not None
                               else alert.endpoint or None),
                 "group": alert.cluster_id,
@@ -334,7 +330,7 @@ class AlertmanagerReceiver(Receiver):
         return {"labels": self.labels(alert),
                 "annotations": {"summary": str(alert.summary or ""), "alert_id": str(alert.alert_id),
                                 "details": json.dumps(alert.details or {}, sort_keys=True)},
-                "startsAt": _iso(starts), "endsAt": _iso(ends)}
+                "startsAt": iso_ms(starts), "endsAt": iso_ms(ends)}
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         payload = [self.alert_entry(item.alert, now_ms) for item in items]

@@ -28,9 +28,10 @@ from typing import Any
 
 from streaming import topics
 from streaming.bus import BusAccess
+from streaming.clock import iso_ms
 from streaming.errors import BusFailure, ConfigError
 
-__all__ = ["ExportSummary", "export_range", "iso", "parse_time"]
+__all__ = ["ExportSummary", "check_range", "export_range", "parse_time"]
 
 _PROGRESS_EVERY_S = 2.0
 _STALLED_AFTER_S = 60.0  # no record and no partition finished for this long: the bus is not answering
@@ -50,9 +51,10 @@ def parse_time(text: str, flag: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def iso(ms: int) -> str:
-    """Epoch ms as ISO 8601 in UTC, to the millisecond."""
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def check_range(since: int, until: int) -> None:
+    """A range to export ends after it starts."""
+    if until <= since:
+        raise ConfigError(f"--until {iso_ms(until)} is not after --since {iso_ms(since)}")
 
 
 @dataclass
@@ -67,7 +69,7 @@ class ExportSummary:
     def render(self) -> str:
         topics_said = ", ".join(f"{t} {self.by_topic.get(t, 0)}" for t in topics.TELEMETRY)
         skipped = f"; {self.skipped} records skipped (no contract event with a ts)" if self.skipped else ""
-        return (f"exported {sum(self.by_topic.values())} events from {iso(self.since)} to {iso(self.until)} "
+        return (f"exported {sum(self.by_topic.values())} events from {iso_ms(self.since)} to {iso_ms(self.until)} "
                 f"to {self.out} ({topics_said}; {self.records_read} records read{skipped})")
 
 
@@ -77,8 +79,7 @@ def export_range(access: BusAccess, since: int, until: int, out: Path, *, skew_m
     from kafka import KafkaConsumer, TopicPartition
     from kafka.errors import KafkaError
 
-    if until <= since:
-        raise ConfigError(f"--until {iso(until)} is not after --since {iso(since)}")
+    check_range(since, until)
     summary = ExportSummary(since, until, out)
     kept: list[tuple[int, int, int, int, bytes]] = []  # ts, topic's rank, partition, offset, value
     try:
