@@ -10,11 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaProducer
-from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
 from sqlalchemy import select
 
 from streaming import topics
+from streaming.bus import BusError, ensure_topics
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook
 from streaming.contract import event_from_dict
@@ -53,20 +52,12 @@ def empty_topics(bootstrap: str, timeout_s: float = 60) -> None:
         if ours:
             admin.delete_topics(ours)
             poll(lambda: not set(ours) & set(admin.list_topics()), timeout_s, f"topics {ours} deleted")
-
-        def created() -> bool:
-            missing = [t for t in topics.TELEMETRY if t not in admin.list_topics()]
-            if not missing:
-                return True
-            try:  # a name whose deletion the controller has not finished is still taken
-                admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1) for t in missing])
-            except TopicAlreadyExistsError:
-                return False
-            return False  # listed by the next look
-
-        poll(created, timeout_s, "the telemetry topics created again", interval_s=0.2, retry_on=())
     finally:
         admin.close()
+    # A name whose deletion the controller has not finished is still taken, and ensure_topics then
+    # waits for a topic its refused create never makes: short tries, until one is created.
+    poll(lambda: ensure_topics(bootstrap, topics.TELEMETRY, 2, timeout_s=5) is None, timeout_s,
+         "the telemetry topics created again", retry_on=(BusError,))
 
 
 # Produced events are flushed every this much event time, as collectors that send as they probe.
