@@ -58,6 +58,8 @@ RULES: dict[str, RuleKind] = {
     "cluster.no_controller": RuleKind("critical", "cluster"),
     "cluster.controller_flapping": RuleKind("warning", "cluster"),
     "cluster.controller_disagreement": RuleKind("warning", "cluster"),
+    "cluster.partitions_offline": RuleKind("critical", "cluster"),  # issue 30: from partition layouts
+    "cluster.under_min_isr": RuleKind("warning", "cluster"),
     "cluster.id_changed": RuleKind("critical", "target"),
     "cluster.id_duplicate": RuleKind("critical", "cluster"),
     "cluster.id_invalid": RuleKind("warning", "target"),

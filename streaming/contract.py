@@ -22,7 +22,9 @@ downstream (Arrow's int64 columns, Spark's timestamps, 32-bit store columns, VAR
 
 Optional fields beyond SPEC section 3 (absent: the event means what it meant before them), listed
 with their meaning in streaming/detect/README.md, "Contract additions": `controller_known` and
-`controller_epoch` of a `metadata_response`.
+`controller_epoch` of a `metadata_response`. And one event type of its own (issue 30),
+`partition_layout` on the metadata topic: where a cluster's partitions live and each topic's
+`min.insync.replicas` ("Contract additions" there; bounded by `MAX_LAYOUT_PARTITIONS`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,16 @@ from typing import Any, Literal
 import orjson
 
 from streaming import clock, topics
-from streaming.errors import FleetwatchError
+from streaming.contract_checks import INT32 as _INT32
+from streaming.contract_checks import INT64 as _INT64
+from streaming.contract_checks import Rejected, check_field, check_int, check_str
+from streaming.layout_contract import (
+    MAX_LAYOUT_PARTITIONS,
+    PartitionLayout,
+    TopicLayout,
+    layout_from_dict,
+    layout_to_dict,
+)
 
 __all__ = [
     "AHEAD_REASONS",
@@ -42,6 +53,7 @@ __all__ = [
     "DEFAULT_MAX_SOURCE_LEAD_MS",
     "EARLIEST_TS_MS",
     "MAX_ENDPOINT_CHARS",
+    "MAX_LAYOUT_PARTITIONS",
     "MAX_NAME_CHARS",
     "MAX_TEXT_CHARS",
     "MAX_TRACKED_SOURCES",
@@ -55,7 +67,9 @@ __all__ = [
     "Event",
     "Expected",
     "MetadataResponse",
+    "PartitionLayout",
     "Rejected",
+    "TopicLayout",
     "event_from_dict",
     "event_to_dict",
     "known_broker",
@@ -92,26 +106,12 @@ MAX_TRACKED_SOURCES = 1000
 MAX_NAME_CHARS = 255
 MAX_ENDPOINT_CHARS = 512
 MAX_TEXT_CHARS = 1024
-_INT32 = (-(2**31), 2**31 - 1)
-_INT64 = (-(2**63), 2**63 - 1)
 _TYPE_TOPIC = {
     "metadata_response": topics.METADATA,
+    "partition_layout": topics.METADATA,
     "broker_state": topics.BROKER_STATES,
     "broker_heartbeat": topics.HEARTBEATS,
 }
-
-
-class Rejected(FleetwatchError, ValueError):
-    """A message that breaks the contract; `reason` is a short machine-readable code."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
-        # For a `ts` refused for being in the future: the event time and the collector that sent
-        # it (when its `source` is a valid one), so the parse stage can show each source's skew.
-        self.ts: int | None = None
-        self.source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,57 +199,7 @@ class BrokerHeartbeat:
     type: Literal["broker_heartbeat"] = "broker_heartbeat"
 
 
-Event = MetadataResponse | BrokerState | BrokerHeartbeat
-
-_MISSING = object()
-
-
-def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = True,
-           nullable: bool = False, where: str = "") -> Any:
-    # The hot path of every message: the error path (and its field path) is built only on error.
-    value = obj.get(name, _MISSING)
-    if value.__class__ is kind:
-        return value
-    if value is _MISSING:
-        if required:
-            raise Rejected(f"missing_field:{where}{name}")
-        return None
-    if value is None:
-        if nullable or not required:
-            return None
-        raise Rejected(f"wrong_type:{where}{name}", "null")
-    # bool is an int in Python; the contract's integers are never booleans.
-    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise Rejected(f"wrong_type:{where}{name}", "boolean")
-    if not isinstance(value, kind):
-        raise Rejected(f"wrong_type:{where}{name}", type(value).__name__)
-    return value
-
-
-def _int(obj: dict[str, Any], name: str, bounds: tuple[int, int], *, required: bool = True,
-         where: str = "") -> Any:
-    value = obj.get(name)
-    if value.__class__ is not int:  # absent, null or of another type: _field says which
-        value = _field(obj, name, int, required=required, where=where)
-        if value is None:
-            return None
-    if bounds[0] <= value <= bounds[1]:
-        return value
-    width = 32 if bounds == _INT32 else 64
-    raise Rejected(f"out_of_range:{where}{name}", f"{value} does not fit in a signed {width}-bit integer")
-
-
-def _str(obj: dict[str, Any], name: str, limit: int, *, required: bool = True, nullable: bool = False,
-         where: str = "") -> Any:
-    value = obj.get(name)
-    if value.__class__ is not str:
-        value = _field(obj, name, str, required=required, nullable=nullable, where=where)
-        if value is None:
-            return None
-    if len(value) <= limit:
-        return value
-    raise Rejected(f"too_long:{where}{name}", f"{len(value)} characters, at most {limit}")
-
+Event = MetadataResponse | BrokerState | BrokerHeartbeat | PartitionLayout
 
 def latest_valid_ts(max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS, now_ms: int | None = None) -> int:
     """The latest event time the contract accepts now: the wall clock + the allowed clock skew."""
@@ -259,7 +209,7 @@ def latest_valid_ts(max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS, now_ms: 
 def _ts(obj: dict[str, Any], latest_ms: int) -> int:
     ts = obj.get("ts")
     if ts.__class__ is not int:
-        ts = _field(obj, "ts", int)
+        ts = check_field(obj, "ts", int)
     if EARLIEST_TS_MS <= ts <= latest_ms:
         return ts
     # One event from the future would move the fleet-wide watermark ahead and make every later
@@ -333,11 +283,11 @@ def _broker_checked(item: Any, path: str) -> Broker:
         raise Rejected(f"wrong_type:{path}", type(item).__name__)
     where = f"{path}."
     return Broker(
-        node_id=_int(item, "node_id", _INT32, where=where),
-        host=_str(item, "host", MAX_NAME_CHARS, where=where),
-        port=_int(item, "port", _INT32, where=where),
-        rack=_str(item, "rack", MAX_NAME_CHARS, required=False, where=where),
-        fenced=_field(item, "fenced", bool, required=False, where=where),
+        node_id=check_int(item, "node_id", _INT32, where=where),
+        host=check_str(item, "host", MAX_NAME_CHARS, where=where),
+        port=check_int(item, "port", _INT32, where=where),
+        rack=check_str(item, "rack", MAX_NAME_CHARS, required=False, where=where),
+        fenced=check_field(item, "fenced", bool, required=False, where=where),
     )
 
 
@@ -350,10 +300,10 @@ def _endpoints(raw: list[Any] | None) -> tuple[Endpoint, ...] | None:
             raise Rejected(f"wrong_type:endpoints[{i}]", type(item).__name__)
         where = f"endpoints[{i}]."
         out.append(Endpoint(
-            host=_str(item, "host", MAX_NAME_CHARS, where=where),
-            port=_int(item, "port", _INT32, where=where),
-            listener=_str(item, "listener", MAX_NAME_CHARS, required=False, where=where),
-            security_protocol=_str(item, "security_protocol", MAX_NAME_CHARS, required=False, where=where),
+            host=check_str(item, "host", MAX_NAME_CHARS, where=where),
+            port=check_int(item, "port", _INT32, where=where),
+            listener=check_str(item, "listener", MAX_NAME_CHARS, required=False, where=where),
+            security_protocol=check_str(item, "security_protocol", MAX_NAME_CHARS, required=False, where=where),
         ))
     return tuple(out)
 
@@ -364,8 +314,8 @@ def _expected(raw: Any) -> Expected | None:
     if not isinstance(raw, dict):
         raise Rejected("wrong_type:expected", type(raw).__name__)
     return Expected(
-        cluster_id=_str(raw, "cluster_id", MAX_NAME_CHARS, required=False, where="expected."),
-        node_id=_int(raw, "node_id", _INT32, required=False, where="expected."),
+        cluster_id=check_str(raw, "cluster_id", MAX_NAME_CHARS, required=False, where="expected."),
+        node_id=check_int(raw, "node_id", _INT32, required=False, where="expected."),
     )
 
 
@@ -377,50 +327,52 @@ def event_from_dict(obj: Any, latest_ts_ms: int | None = None) -> Event:
     """
     if not isinstance(obj, dict):
         raise Rejected("not_an_object", type(obj).__name__)
-    schema = _field(obj, "schema", str)
+    schema = check_field(obj, "schema", str)
     if schema != SCHEMA:
         raise Rejected("unknown_schema", schema[:MAX_NAME_CHARS])
-    kind = _field(obj, "type", str)
+    kind = check_field(obj, "type", str)
     if kind not in _TYPE_TOPIC:
         raise Rejected("unknown_type", kind[:MAX_NAME_CHARS])
     ts = _ts(obj, latest_valid_ts() if latest_ts_ms is None else latest_ts_ms)
-    source = _str(obj, "source", MAX_NAME_CHARS)
-    cluster_id = _str(obj, "cluster_id", MAX_NAME_CHARS, nullable=True)
+    source = check_str(obj, "source", MAX_NAME_CHARS)
+    cluster_id = check_str(obj, "cluster_id", MAX_NAME_CHARS, nullable=True)
     if kind == "metadata_response":
         return MetadataResponse(
             ts=ts, source=source, cluster_id=cluster_id,
-            target=_str(obj, "target", MAX_NAME_CHARS),
-            endpoint=_str(obj, "endpoint", MAX_ENDPOINT_CHARS),
-            expected=_expected(_field(obj, "expected", dict, nullable=True)),
-            responder_node_id=_int(obj, "responder_node_id", _INT32, required=False),
-            controller_id=_int(obj, "controller_id", _INT32, required=False),
-            error=_str(obj, "error", MAX_NAME_CHARS, required=False),
-            latency_ms=_int(obj, "latency_ms", _INT64, required=False),
-            brokers=_brokers(_field(obj, "brokers", list, required=False)),
-            controller_known=_field(obj, "controller_known", bool, required=False) is not False,
-            controller_epoch=_int(obj, "controller_epoch", _INT64, required=False),
+            target=check_str(obj, "target", MAX_NAME_CHARS),
+            endpoint=check_str(obj, "endpoint", MAX_ENDPOINT_CHARS),
+            expected=_expected(check_field(obj, "expected", dict, nullable=True)),
+            responder_node_id=check_int(obj, "responder_node_id", _INT32, required=False),
+            controller_id=check_int(obj, "controller_id", _INT32, required=False),
+            error=check_str(obj, "error", MAX_NAME_CHARS, required=False),
+            latency_ms=check_int(obj, "latency_ms", _INT64, required=False),
+            brokers=_brokers(check_field(obj, "brokers", list, required=False)),
+            controller_known=check_field(obj, "controller_known", bool, required=False) is not False,
+            controller_epoch=check_int(obj, "controller_epoch", _INT64, required=False),
         )
     if not cluster_id:
         raise Rejected("missing_cluster_id", f"a {kind} must name the cluster of its broker")
+    if kind == "partition_layout":
+        return layout_from_dict(obj, ts, source, cluster_id)
     if kind == "broker_state":
         return BrokerState(
             ts=ts, source=source, cluster_id=cluster_id,
-            broker_id=_int(obj, "broker_id", _INT32),
-            state=_choice(_field(obj, "state", str), BROKER_STATES, "state"),
-            previous_state=_choice(_field(obj, "previous_state", str, required=False), BROKER_STATES,
+            broker_id=check_int(obj, "broker_id", _INT32),
+            state=_choice(check_field(obj, "state", str), BROKER_STATES, "state"),
+            previous_state=_choice(check_field(obj, "previous_state", str, required=False), BROKER_STATES,
                                    "previous_state"),
-            broker_epoch=_int(obj, "broker_epoch", _INT64, required=False),
-            reason=_str(obj, "reason", MAX_TEXT_CHARS, required=False),
+            broker_epoch=check_int(obj, "broker_epoch", _INT64, required=False),
+            reason=check_str(obj, "reason", MAX_TEXT_CHARS, required=False),
         )
     return BrokerHeartbeat(
         ts=ts, source=source, cluster_id=cluster_id,
-        broker_id=_int(obj, "broker_id", _INT32),
-        kind=_choice(_field(obj, "kind", str), HEARTBEAT_KINDS, "kind"),
-        broker_epoch=_int(obj, "broker_epoch", _INT64),
-        metadata_offset=_int(obj, "metadata_offset", _INT64, required=False),
-        fenced=_field(obj, "fenced", bool, required=False),
-        rack=_str(obj, "rack", MAX_NAME_CHARS, required=False),
-        endpoints=_endpoints(_field(obj, "endpoints", list, required=False)),
+        broker_id=check_int(obj, "broker_id", _INT32),
+        kind=_choice(check_field(obj, "kind", str), HEARTBEAT_KINDS, "kind"),
+        broker_epoch=check_int(obj, "broker_epoch", _INT64),
+        metadata_offset=check_int(obj, "metadata_offset", _INT64, required=False),
+        fenced=check_field(obj, "fenced", bool, required=False),
+        rack=check_str(obj, "rack", MAX_NAME_CHARS, required=False),
+        endpoints=_endpoints(check_field(obj, "endpoints", list, required=False)),
     )
 
 
@@ -471,6 +423,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
                     {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": b.fenced}
                     for b in event.brokers],
                 "controller_known": event.controller_known, "controller_epoch": event.controller_epoch}
+    if event.__class__ is PartitionLayout:
+        return layout_to_dict(event)
     if event.__class__ is BrokerState:
         return {"schema": SCHEMA, "type": event.type, "ts": event.ts, "source": event.source,
                 "cluster_id": event.cluster_id, "broker_id": event.broker_id, "state": event.state,

@@ -30,7 +30,8 @@ MAX_LINES = 500
 FLOORS: list[tuple[str, set[str]]] = [
     ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver"}),
     ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
-    ("tools that fail", {"jars", "resilience"}),
+    ("tools that fail", {"jars", "resilience", "contract_checks"}),  # contract_checks: the contract's field checks
+    ("a record's part", {"layout_contract"}),  # the partition_layout event, which the contract takes in
     ("records", {"contract", "alert"}),
     ("config", {"config"}),
     ("rules, bus", {"detect", "bus"}),

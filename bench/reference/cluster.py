@@ -10,6 +10,7 @@ from .broker import Broker
 from .controller import Controller
 from .fleet import Fleet
 from .incidents import Alerts, Incidents
+from .partitions import Layout
 
 # README "Contract additions" and "Broker rules": the reason of a broker_state OFFLINE read from the
 # controller's registrations (the broker was unregistered); a crash reported by an agent has another.
@@ -29,6 +30,8 @@ class Cluster:
         self.inc = Incidents(alerts)
         self.brokers: dict[int, Broker] = {}
         self.controller = Controller(cluster_id or "", self.inc)
+        self.layout = Layout(cluster_id or "", self.inc)
+        self.inc.impact = self.layout.impact
 
     def subjects(self) -> list[Broker | Controller]:
         return [*self.brokers.values(), self.controller]

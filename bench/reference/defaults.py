@@ -36,6 +36,7 @@ SEVERITY = {
     "broker.stuck_stopping": "warning", "broker.epoch_regression": "critical", "broker.flapping": "warning",
     "broker.illegal_transition": "info", "cluster.no_controller": "critical",
     "cluster.controller_flapping": "warning", "cluster.controller_disagreement": "warning",
+    "cluster.partitions_offline": "critical", "cluster.under_min_isr": "warning",
     "cluster.id_changed": "critical", "cluster.id_duplicate": "critical", "cluster.id_invalid": "warning",
     "cluster.unreachable": "critical", "connection.misrouted": "critical", "endpoint.collision": "critical",
 }
@@ -43,4 +44,4 @@ LEGAL = {("OFFLINE", "FENCED"), ("FENCED", "ONLINE"), ("ONLINE", "FENCED"), ("ON
          ("FENCED", "STOPPING"), ("ONLINE", "OFFLINE"), ("FENCED", "OFFLINE"), ("STOPPING", "OFFLINE"),
          ("STOPPING", "FENCED")}  # README "Real Kafka": a controlled shutdown ends fenced
 VALID_ID = re.compile(r"^[A-Za-z0-9_-]+$")
-EVENT_TYPES = ("metadata_response", "broker_state", "broker_heartbeat")
+EVENT_TYPES = ("metadata_response", "broker_state", "broker_heartbeat", "partition_layout")

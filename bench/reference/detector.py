@@ -59,6 +59,11 @@ class Detector:
     def apply(self, ev: dict[str, Any], line: int) -> None:
         ts = ev["ts"]
         self.alerts.cause = (0, (ts, line))
+        if ev["type"] == "partition_layout":
+            cluster = self.cluster(ev["cluster_id"], ts)
+            cluster.advance_brokers(ts)  # a deadline before the layout sees the layout before it
+            cluster.layout.on_layout(ev)
+            return
         if ev["type"] == "metadata_response":
             self.target(ev["target"], ts).on_response(ev)
             if ev.get("error") is None and ev["cluster_id"]:

@@ -38,6 +38,8 @@ class Incidents:
     def __init__(self, alerts: Alerts) -> None:
         self.alerts = alerts
         self.open: dict[tuple[str, str], dict[str, Any]] = {}
+        # A cluster's: the blast radius a broker incident carries as `impact` (partitions.py).
+        self.impact: Callable[[int], dict[str, Any] | None] | None = None
 
     def firing(self, rule: str, subject: str) -> bool:
         return (rule, subject) in self.open
@@ -47,6 +49,8 @@ class Incidents:
              **details: Any) -> None:
         if (rule, subject) in self.open:
             return  # one incident at a time: the first firing line stands
+        if broker_id is not None and self.impact is not None and (impact := self.impact(broker_id)) is not None:
+            details = {**details, "impact": impact}
         alert = {
             "schema": "fleetwatch.alert/v1",
             "alert_id": hashlib.sha256(f"{rule}|{subject}|{at}".encode()).hexdigest()[:32],

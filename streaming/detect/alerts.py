@@ -5,6 +5,7 @@ The alert record itself, its rules and its wire format are `streaming.alert`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,8 +28,15 @@ class Emitter:
 class Incidents:
     """The open (firing) alerts of one shard, keyed by (rule, subject)."""
 
+    # Set by a cluster's shard (engine.py): a broker incident's blast radius at the moment it fires,
+    # put in its details as `impact` (partitions.py). Derived from the shard, never pickled.
+    impact: Callable[[int], dict[str, Any] | None] | None = None
+
     def __init__(self) -> None:
         self.open: dict[tuple[str, str], Alert] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "impact"}
 
     def is_firing(self, rule: str, subject: str) -> bool:
         return (rule, subject) in self.open
@@ -42,6 +50,10 @@ class Incidents:
              endpoint: str | None = None, details: dict[str, Any] | None = None) -> None:
         if (rule, subject) in self.open:
             return
+        if broker_id is not None and self.impact is not None:
+            impact = self.impact(broker_id)
+            if impact is not None:
+                details = {**(details or {}), "impact": impact}
         alert = Alert.firing(rule, subject, at, summary, cluster_id=cluster_id, target=target, broker_id=broker_id,
                              endpoint=endpoint, details=details)
         self.open[(rule, subject)] = alert

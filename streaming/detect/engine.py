@@ -21,18 +21,27 @@ Spark job keeps one per shard in its state store (in the format of state_format.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.alert import EVENT_PHASE, TIMER_PHASE, Alert
+from streaming.alert import EVENT_PHASE, TIMER_PHASE
 from streaming.config import RuleBook, RuleSettings
-from streaming.contract import UNREGISTERED, Broker, BrokerHeartbeat, BrokerState, Event, MetadataResponse
+from streaming.contract import (
+    UNREGISTERED,
+    Broker,
+    BrokerHeartbeat,
+    BrokerState,
+    Event,
+    MetadataResponse,
+    PartitionLayout,
+)
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.brokers import HEARTBEAT_LOST, BrokerTracker
 from streaming.detect.bus_gaps import BusGap
 from streaming.detect.controller import ClusterTracker
-from streaming.detect.identity import HeldId, IdChange, IdHolders, TargetTracker
+from streaming.detect.identity import HeldId, IdHolders, TargetTracker
 from streaming.detect.misroutes import AddressChange, AddressHolders, Advertisements, check_misrouted
+from streaming.detect.partitions import LayoutTracker
+from streaming.detect.shard_output import Forgettable, Handoff, Position, ShardOutput
 from streaming.detect.tracker import Tracker
 
 __all__ = ["Handoff", "HolderShard", "Position", "ShardEngine", "ShardOutput", "engine_for", "shard_of_handoff",
@@ -43,13 +52,9 @@ TARGET_PREFIX = "target:"
 ADDRESS_PREFIX = "addr:"
 ID_PREFIX = "dup:"
 
-# What the first pass hands on to the second.
-Handoff = AddressChange | IdChange
 
 _DEFAULT_TTL_MS = RuleSettings().state_ttl_ms
 
-# Where an event sits in its input: (source, offset) or ("", line). Orders equal timestamps.
-Position = tuple[Any, ...]
 
 
 def shards_of(event: Event) -> list[str]:
@@ -78,42 +83,9 @@ def engine_for(shard: str) -> ShardEngine | HolderShard:
     return ShardEngine(shard)
 
 
-@dataclass
-class ShardOutput:
-    """What one processing step of a shard produced: for the sinks, alerts, late events and the
-    rows of the state store's tables; for the second pass, the first pass's hand-offs."""
-
-    alerts: list[Alert] = field(default_factory=list)
-    late: list[tuple[Position, Event]] = field(default_factory=list)
-    brokers: list[dict[str, Any]] = field(default_factory=list)
-    clusters: list[dict[str, Any]] = field(default_factory=list)
-    targets: list[dict[str, Any]] = field(default_factory=list)
-    transitions: list[dict[str, Any]] = field(default_factory=list)
-    controller_changes: list[dict[str, Any]] = field(default_factory=list)
-    handoffs: list[Handoff] = field(default_factory=list)
-
-
-class _Forgettable:
-    """What a shard of either pass shares: once quiet for longer than the state TTL with nothing
-    open, the job drops its state."""
-
-    last_event_ms: int | None
-    incidents: Incidents
-
-    def _forget_at(self, book: RuleBook) -> int | None:
-        # Kept while an alert of the shard is open (streaming/detect/forgetting.py).
-        if self.last_event_ms is None or self.incidents.open:
-            return None
-        return self.last_event_ms + book.defaults.state_ttl_ms
-
-    def forgotten(self, watermark: int, book: RuleBook) -> bool:
-        """Quiet for longer than the state TTL with nothing open: the job drops the shard's state.
-        (An event after that starts it anew, exactly as `process` starts a shard over.)"""
-        forget_at = self._forget_at(book)
-        return forget_at is not None and watermark > forget_at
-
-
-class ShardEngine(_Forgettable):
+class ShardEngine(Forgettable):
+    # The cluster's partition layout (issue 30). A class default: a state pickled before it has none.
+    layout: LayoutTracker | None = None
     # The bus partitions ("topic:partition") the shard's heartbeats were read from: a gap in one of
     # them restarts its brokers' sessions (`BusGap`). A class default: a state pickled before it
     # reads none, and learns them from its next heartbeats.
@@ -134,10 +106,12 @@ class ShardEngine(_Forgettable):
         self.advertisements = Advertisements()  # of a cluster's shard
         self.held_id = HeldId()  # of a target's shard
         self.heartbeat_sources = frozenset()
+        self.layout = None
 
     def _derive(self) -> None:
         """What the engine keeps beside its state: computed from it, not pickled."""
         self.cluster_id = self.shard.removeprefix(CLUSTER_PREFIX)
+        self.incidents.impact = self._impact
         self._ttl_ms = _DEFAULT_TTL_MS  # the book's, from the next `advance` on
         for tracker in self.brokers.values():
             tracker.replaced = self._replaced
@@ -161,6 +135,10 @@ class ShardEngine(_Forgettable):
         # Older layouts are brought up to date by streaming/detect/state_format.py.
         self.__dict__.update(state)
         self._derive()
+
+    def _impact(self, broker_id: int) -> dict[str, Any] | None:
+        """The blast radius of a broker incident firing now (partitions.py)."""
+        return None if self.layout is None else self.layout.impact(broker_id)
 
     def _rules(self, book: RuleBook) -> RuleSettings:
         """The settings of this shard's cluster (of a target's shard: the global ones)."""
@@ -306,6 +284,13 @@ class ShardEngine(_Forgettable):
         rules = self._rules(book)
         inc = self.incidents
         ttl = book.defaults.state_ttl_ms
+        if event.__class__ is PartitionLayout:
+            # What fell due before it fires with the layout of its own moment, whatever the micro-batches.
+            self._advance_brokers(event.ts, rules, timers)
+            if self.layout is None:
+                self.layout = LayoutTracker(self.cluster_id)
+            self.layout.on_layout(event, inc, out)  # type: ignore[arg-type]
+            return set(), False
         if isinstance(event, MetadataResponse):
             if self.cluster is None:
                 self.cluster = ClusterTracker(self.cluster_id)
@@ -448,7 +433,7 @@ class ShardEngine(_Forgettable):
         return {event.target}
 
 
-class HolderShard(_Forgettable):
+class HolderShard(Forgettable):
     """A second-pass shard: the pairs advertising one address (`addr:`), or the targets holding one
     cluster id (`dup:`), as the first pass's hand-offs tell it; the same interface as `ShardEngine`.
     Its one rule deadline: while its alert is open, the lease end that resolves it."""

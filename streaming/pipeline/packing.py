@@ -27,6 +27,8 @@ from streaming.contract import (
     Event,
     Expected,
     MetadataResponse,
+    PartitionLayout,
+    TopicLayout,
     known_broker,
 )
 
@@ -35,7 +37,7 @@ __all__ = ["pack", "unpack"]
 PackedItem = tuple[str, str, int, Event]
 
 # The first value of an event's tuple says its type.
-_RESPONSE, _STATE, _HEARTBEAT = 0, 1, 2
+_RESPONSE, _STATE, _HEARTBEAT, _LAYOUT = 0, 1, 2, 3
 
 
 def pack(items: Sequence[PackedItem]) -> bytes:
@@ -68,6 +70,9 @@ def pack(items: Sequence[PackedItem]) -> bytes:
                    event.broker_epoch, event.metadata_offset, event.fenced, event.rack,
                    None if endpoints is None else tuple((e.host, e.port, e.listener, e.security_protocol)
                                                         for e in endpoints))
+        elif event.__class__ is PartitionLayout:
+            row = (_LAYOUT, event.ts, event.source, event.cluster_id, event.target, event.complete,
+                   event.default_min_insync, tuple((t.name, t.min_insync, t.partitions) for t in event.topics))
         else:
             assert event.__class__ is BrokerState
             row = (_STATE, event.ts, event.source, event.cluster_id, event.broker_id, event.state,
@@ -95,6 +100,10 @@ def unpack(packed: bytes) -> list[PackedItem]:
                                      None if expected is None else Expected(*expected), responder, controller,
                                      error, latency, None if brokers is None else broker_lists[brokers],
                                      controller_known=controller_known, controller_epoch=controller_epoch)
+        elif kind == _LAYOUT:
+            _, ts, src, cluster_id, target, complete, default_min, layouts = row
+            event = PartitionLayout(ts, src, cluster_id, target, complete, default_min,
+                                    tuple(TopicLayout(*t) for t in layouts))
         else:
             event = BrokerState(*row[1:])
         items.append((shard, source, offset, event))

@@ -7,7 +7,17 @@ import itertools
 import orjson
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
-from streaming.contract import Broker, BrokerHeartbeat, BrokerState, Endpoint, Expected, MetadataResponse, parse_message
+from streaming.contract import (
+    Broker,
+    BrokerHeartbeat,
+    BrokerState,
+    Endpoint,
+    Expected,
+    MetadataResponse,
+    PartitionLayout,
+    TopicLayout,
+    parse_message,
+)
 from streaming.pipeline.packing import pack, unpack
 
 EDGE_CASES = [
@@ -20,6 +30,9 @@ EDGE_CASES = [
     BrokerHeartbeat(5, "ctl", None, 2, "heartbeat", -1, None, None, None, None),
     BrokerState(6, "ctl", "c1", 1, "FENCED", "ONLINE", 7, "session timeout"),
     BrokerState(7, "ctl", "c1", 1, "ONLINE", None, None, None),
+    PartitionLayout(8, "probe-a", "c1", "t1", False, 2,
+                    (TopicLayout("orders", None, ((0, 1, (1, 2, 3), (1, 2)), (1, -1, (2,), ()))),
+                     TopicLayout("empty", 3, ()))),
 ]
 
 

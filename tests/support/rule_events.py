@@ -48,6 +48,8 @@ SPEC_RULES = {
     "cluster.no_controller": ("critical", "cluster"),
     "cluster.controller_flapping": ("warning", "cluster"),
     "cluster.controller_disagreement": ("warning", "cluster"),
+    "cluster.partitions_offline": ("critical", "cluster"),  # issue 30
+    "cluster.under_min_isr": ("warning", "cluster"),
     "cluster.id_changed": ("critical", "target"),
     "cluster.id_duplicate": ("critical", "cluster"),
     "cluster.id_invalid": ("warning", "target"),
@@ -67,6 +69,8 @@ ILLEGAL = "broker.illegal_transition"
 NO_CONTROLLER = "cluster.no_controller"
 CTL_FLAPPING = "cluster.controller_flapping"
 CTL_DISAGREE = "cluster.controller_disagreement"
+PARTITIONS_OFFLINE = "cluster.partitions_offline"
+UNDER_MIN_ISR = "cluster.under_min_isr"
 ID_CHANGED = "cluster.id_changed"
 ID_DUPLICATE = "cluster.id_duplicate"
 ID_INVALID = "cluster.id_invalid"
@@ -150,6 +154,19 @@ def resp(ts: int, target: str, endpoint: str, cluster_id: str | None,
 def ctl(s: float, controller: int | None, responder: int = 1, cluster: str = C, epoch: int | None = None) -> Event:
     return resp(t(s), "pay", f"b{responder}:9092", cluster, (cluster, responder), responder=responder,
                 controller=controller, epoch=epoch)
+
+
+def layout(s: float, topics: dict[str, list[tuple[int, int, list[int], list[int]]]],
+           min_isr: dict[str, int] | None = None, default_min: int | None = None, complete: bool = True,
+           cluster: str = C) -> Event:
+    """A partition_layout of `cluster`: topic -> [(partition, leader, replicas, isr)]; `min_isr`: the
+    topics' own min.insync.replicas (absent: the brokers' `default_min`)."""
+    return contract_event({
+        "type": "partition_layout", "ts": t(s), "cluster_id": cluster, "target": "pay", "complete": complete,
+        "default_min_insync": default_min,
+        "topics": [{"name": name, "min_insync": (min_isr or {}).get(name),
+                    "partitions": [[p, leader, replicas, isr] for p, leader, replicas, isr in parts]}
+                   for name, parts in topics.items()]})
 
 
 def later(ts: int) -> Event:
