@@ -340,18 +340,19 @@ class SparkConfig(_Strict):
 
 
 class ProbeConfig(_Strict):
-    """What one target may take of `fleetwatch probe` (streaming/collect/probe), so that one hostile
-    or broken cluster never starves the others."""
+    """What one target may take of `fleetwatch probe` (collect/probe): one bad cluster never starves the others."""
 
-    # Exchanges (connections) of one target in flight at once; the probe's --concurrency bounds
-    # all targets together and must be at least this.
+    # Exchanges of one target in flight at once (the probe's --concurrency, for all, is at least this).
     target_concurrency: int = Field(32, ge=1, le=4096)
-    # Endpoints probed per target and round: the bootstrap addresses first, then the most recently
-    # advertised (SPEC: each for forget_after_ms after its last advertisement, within this cap).
+    # Endpoints probed per target and round: the bootstrap addresses first, then the latest advertised.
     max_endpoints_per_target: int = Field(256, ge=1, le=65_536)
     # The largest answer read (bytes of one response frame); a bigger one fails that exchange with
     # RESPONSE_TOO_LARGE. 1 MiB: a Metadata answer of ~2,000 brokers with 255-character names.
     max_response_bytes: int = Field(1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
+    # The partition layout (issue 30; collect/probe/layout.py): its cadence (0: never), bytes and time per cluster.
+    layout_interval_ms: int = Field(60_000, ge=0, le=86_400_000)
+    layout_max_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024, le=256 * 1024 * 1024)
+    layout_timeout_ms: int = Field(10_000, ge=100, le=600_000)
 
 
 class FleetwatchConfig(_Strict):

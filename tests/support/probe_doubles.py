@@ -111,7 +111,7 @@ def refused_port() -> int:
 
 # --------------------------------------------------------------------------- fake Kafka 4.4
 
-KIP_1242_TABLE = {18: (0, 5), 3: (0, 13), 17: (0, 1), 36: (0, 2), 55: (0, 2), 60: (0, 2)}
+KIP_1242_TABLE = {18: (0, 5), 3: (0, 13), 17: (0, 1), 36: (0, 2), 55: (0, 2), 60: (0, 2), 32: (1, 4), 75: (0, 0)}
 
 
 class FakeKafka:
@@ -123,8 +123,9 @@ class FakeKafka:
     """
 
     def __init__(self, cluster: FakeCluster, node_id: int, *, sasl: tuple[str, str] | None = None,
-                 v5_error: int | None = None, drop_v5_times: int = 0) -> None:
+                 v5_error: int | None = None, drop_v5_times: int = 0, pages: bool = True) -> None:
         self.cluster = cluster
+        self.pages = pages  # offers DescribeTopicPartitions (Kafka 3.8+); else the layout comes from Metadata
         self.node_id = node_id
         self.sasl = sasl
         self.v5_error = v5_error  # advertises ApiVersions v5 but answers it with this error (35, 42)
@@ -179,7 +180,8 @@ class FakeKafka:
         if version >= 5 and body["ClusterId"] is not None and (
                 body["ClusterId"] != self.cluster.cluster_id or body["NodeId"] != self.node_id):
             return {"ErrorCode": 129, "ApiKeys": []}  # KIP-1242: REBOOTSTRAP_REQUIRED
-        table = [{"ApiKey": k, "MinVersion": lo, "MaxVersion": hi} for k, (lo, hi) in KIP_1242_TABLE.items()]
+        table = [{"ApiKey": k, "MinVersion": lo, "MaxVersion": hi} for k, (lo, hi) in KIP_1242_TABLE.items()
+                 if self.pages or k != 75]
         return {"ErrorCode": 0, "ApiKeys": table}
 
     def _Metadata(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +189,45 @@ class FakeKafka:
         self._turn += 1
         return {"ClusterId": self.cluster.cluster_id, "ControllerId": live[self._turn % len(live)]["node_id"],
                 "Brokers": [{"NodeId": b["node_id"], "Host": HOST, "Port": b["port"], "Rack": b.get("rack")}
-                            for b in live], "Topics": []}
+                            for b in live],
+                "Topics": [] if body["Topics"] is not None else [
+                    {"ErrorCode": 0, "Name": name, "Partitions": self._partitions(name, 0, len(parts))}
+                    for name, parts in sorted(self.cluster.partitions.items())]}
+
+    def _partitions(self, topic: str, start: int, stop: int) -> list[dict[str, Any]]:
+        return [{"ErrorCode": 0, "PartitionIndex": p, "LeaderId": leader, "ReplicaNodes": replicas, "IsrNodes": isr}
+                for p, leader, replicas, isr in self.cluster.partitions[topic][start:stop]]
+
+    def _DescribeTopicPartitions(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        # Kafka's paging: every topic in name order from the cursor on, at most the limit of partitions.
+        names, cursor, room = sorted(self.cluster.partitions), body["Cursor"], body["ResponsePartitionLimit"]
+        first, start = (names.index(cursor["TopicName"]), cursor["PartitionIndex"]) if cursor else (0, 0)
+        topics, next_cursor = [], None
+        for name in names[first:]:
+            parts = self.cluster.partitions[name]
+            if room == 0:
+                next_cursor = {"TopicName": name, "PartitionIndex": start}
+                break
+            taken = self._partitions(name, start, start + room)
+            topics.append({"ErrorCode": 0, "Name": name, "Partitions": taken})
+            room -= len(taken)
+            if start + len(taken) < len(parts):
+                next_cursor = {"TopicName": name, "PartitionIndex": start + len(taken)}
+                break
+            start = 0
+        return {"Topics": topics, "NextCursor": next_cursor}
+
+    def _DescribeConfigs(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        def value(kind: int, name: str) -> str | None:
+            if kind == 4:
+                return str(self.cluster.default_min_isr) if name == str(self.node_id) else None
+            return str(self.cluster.min_isr.get(name, self.cluster.default_min_isr))
+
+        return {"Results": [{"ErrorCode": 0 if value(r["ResourceType"], r["ResourceName"]) else 42,
+                             "ResourceType": r["ResourceType"], "ResourceName": r["ResourceName"],
+                             "Configs": [{"Name": "min.insync.replicas", "Value": value(r["ResourceType"],
+                                                                                      r["ResourceName"])}]}
+                            for r in body["Resources"]]}
 
     def _DescribeCluster(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         listed = [b for b in self.cluster.brokers if body["IncludeFencedBrokers"] or not b["fenced"]]
@@ -230,6 +270,10 @@ class FakeCluster:
         self.quorum_leader = quorum_leader
         self.leader_epoch = leader_epoch
         self.brokers: list[dict[str, Any]] = []
+        # The partition layout: topic -> [(partition, leader, replicas, isr)], and min.insync.replicas.
+        self.partitions: dict[str, list[tuple[int, int, list[int], list[int]]]] = {}
+        self.min_isr: dict[str, int] = {}
+        self.default_min_isr = 1
         self.last_fetch = last_fetch or dict
         self.leader_clock = leader_clock or (lambda: int(time.time() * 1000))
 

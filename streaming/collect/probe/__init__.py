@@ -91,30 +91,49 @@ streaming/detect/README.md): a restarted or re-elected controller keeps its id b
 `responder_node_id`: the expected node when ApiVersions v5 confirmed it; otherwise the one node
 that the answer itself lists at the address we connected to (null when none or several).
 
+6. The partition layout (issue 30), on its own slower cadence (`probe.layout_interval_ms`, off
+   unless set; `fleetwatch probe` sets 60 s), apart from the rounds so that a long reading never
+   delays a heartbeat: DescribeTopicPartitions along its cursor (else Metadata with every topic) and
+   DescribeConfigs for min.insync.replicas, bounded in bytes and time per cluster, from where the
+   last bootstrap answered; one `partition_layout` event per reading. See layout.py.
+
 The rooms: targets (configured clusters, addresses, options), exchange (one connection's
 requests and what they answer), kraft_readings (DescribeQuorum heartbeats and registrations as
-events), controller_view (the controllers' Prometheus metrics as events), prober (rounds and
+events), controller_view (the controllers' Prometheus metrics as events), layout (the partition
+layout), prober (rounds and
 the live loop), publish (JSONL file or the bus) and cli
 (`fleetwatch probe`).
 """
 
 from streaming.collect.probe.cli import command, configure_parser
 from streaming.collect.probe.exchange import METADATA_LOG
+from streaming.collect.probe.layout import LayoutReading, layout_event, read_layout
 from streaming.collect.probe.prober import EventSink, Prober
 from streaming.collect.probe.publish import BusPublisher, JsonlWriter
-from streaming.collect.probe.targets import ProbeOptions, Target, format_address, parse_address, targets_from_config
+from streaming.collect.probe.targets import (
+    LayoutLimits,
+    ProbeOptions,
+    Target,
+    format_address,
+    parse_address,
+    targets_from_config,
+)
 
 __all__ = [
     "METADATA_LOG",
     "BusPublisher",
     "EventSink",
     "JsonlWriter",
+    "LayoutLimits",
+    "LayoutReading",
     "ProbeOptions",
     "Prober",
     "Target",
     "command",
     "configure_parser",
     "format_address",
+    "layout_event",
     "parse_address",
+    "read_layout",
     "targets_from_config",
 ]

@@ -11,7 +11,7 @@ import sys
 
 from streaming.collect.probe.prober import EventSink, Prober
 from streaming.collect.probe.publish import BusPublisher, JsonlWriter
-from streaming.collect.probe.targets import ProbeOptions, default_source, targets_from_config
+from streaming.collect.probe.targets import LayoutLimits, ProbeOptions, default_source, targets_from_config
 from streaming.config import ConfigError, load_config
 
 __all__ = ["command", "configure_parser"]
@@ -61,7 +61,9 @@ def command(args: argparse.Namespace) -> int:
                            concurrency=args.concurrency, source=args.source or default_source(),
                            target_concurrency=limits.target_concurrency,
                            max_endpoints=limits.max_endpoints_per_target,
-                           max_response_bytes=limits.max_response_bytes)
+                           max_response_bytes=limits.max_response_bytes,
+                           layout=LayoutLimits(limits.layout_interval_ms, limits.layout_max_bytes,
+                                               limits.layout_timeout_ms))
     rounds = 1 if args.once else args.rounds
     sink: JsonlWriter | BusPublisher
     if args.out:

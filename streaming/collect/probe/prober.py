@@ -14,6 +14,7 @@ from streaming import clock
 from streaming.collect.probe.controller_view import ViewMemory, read_controllers, view_events
 from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
+from streaming.collect.probe.layout import layout_event, read_layout
 from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
 from streaming.collect.protocol.client import Connection, ProbeFailure, classify
 from streaming.contract import REBOOTSTRAP_REQUIRED, Expected
@@ -54,6 +55,11 @@ class TargetState:
     over_cap: bool = False  # advertised more endpoints than the cap at the last bootstrap (said once)
     controller_view: ViewMemory = field(default_factory=ViewMemory)
     view_failing: bool = False  # the controller view gave no reading last round (said once)
+    # The partition layout (layout.py): where the last bootstrap answered (host, port, cluster id,
+    # responder), and when the last reading began.
+    layout_from: tuple[str, int, str, int | None] | None = None
+    layout_ms: int | None = None
+    layout_failing: bool = False
 
 
 @dataclass
@@ -122,6 +128,8 @@ class Prober:
         slots = Slots.of(self.targets, self.options)
         started = loop.time()
         per_target = await asyncio.gather(*(self.probe_target(t, now_ms, started, slots) for t in self.targets))
+        per_target += await asyncio.gather(*(self.probe_layout(t, now_ms, started, slots) for t in self.targets
+                                             if self.layout_due(t, now_ms)))
         self.rounds += 1
         events = [ev for evs in per_target for ev in evs]
         events.sort(key=lambda ev: ev["ts"])
@@ -139,13 +147,14 @@ class Prober:
         loop = asyncio.get_running_loop()
         slots = Slots.of(self.targets, self.options)
         busy: dict[str, asyncio.Task[None]] = {}
+        reading: dict[str, asyncio.Task[None]] = {}  # the layout readings, apart: a long one delays no round
         interval = self.options.interval_ms / 1000
         next_tick = loop.time()
         ticks = 0
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-emit") as executor:
-            async def probe_and_emit(target: Target, now_ms: int, started: float) -> None:
+            async def probe_and_emit(target: Target, now_ms: int, started: float, layout: bool = False) -> None:
                 try:
-                    events = await self.probe_target(target, now_ms, started, slots)
+                    events = await (self.probe_layout if layout else self.probe_target)(target, now_ms, started, slots)
                     if events:
                         await loop.run_in_executor(executor, emit, events)
                         self.events_emitted += len(events)
@@ -161,6 +170,9 @@ class Prober:
                                     extra={"target": target.name})
                         continue
                     busy[target.name] = loop.create_task(probe_and_emit(target, now_ms, started))
+                    task = reading.get(target.name)
+                    if self.layout_due(target, now_ms) and (task is None or task.done()):
+                        reading[target.name] = loop.create_task(probe_and_emit(target, now_ms, started, layout=True))
                 self.rounds += 1
                 ticks += 1
                 if rounds is not None and ticks >= rounds:
@@ -168,7 +180,7 @@ class Prober:
                 next_tick = max(next_tick + interval, loop.time())
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), next_tick - loop.time())
-            pending = [t for t in busy.values() if not t.done()]
+            pending = [t for t in (*busy.values(), *reading.values()) if not t.done()]
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
 
@@ -204,6 +216,8 @@ class Prober:
                 continue
             if answer.error is None:
                 boot, state.preferred = answer, index
+                if answer.cluster_id:
+                    state.layout_from = (host, port, answer.cluster_id, answer.responder_node_id)
                 break
         if boot is None:
             state.preferred = (state.preferred + 1) % count
@@ -252,6 +266,44 @@ class Prober:
                                           target.heartbeat_interval_ms))
         self._note_health(target, events)
         return events
+
+    def layout_due(self, target: Target, now_ms: int) -> bool:
+        """A reading of the target's partition layout is due: on, a bootstrap answered, and the last
+        reading began at least `layout.interval_ms` ago."""
+        state, interval = self._state[target.name], self.options.layout.interval_ms
+        return bool(interval) and state.layout_from is not None and (
+            state.layout_ms is None or now_ms - state.layout_ms >= interval)
+
+    async def probe_layout(self, target: Target, now_ms: int, started: float, slots: Slots) -> list[dict[str, Any]]:
+        """One reading of the partition layout (layout.py) from where the last bootstrap answered: its
+        `partition_layout` event, or none when nothing could be read (logged once, as it starts
+        and stops failing)."""
+        state = self._state[target.name]
+        if state.layout_from is None:
+            return []
+        host, port, cluster_id, responder = state.layout_from
+        state.layout_ms = now_ms
+        loop = asyncio.get_running_loop()
+        async with slots.per_target[target.name], slots.shared:
+            try:
+                reading = await read_layout(target, host, port, self.options.layout, client_id=self.options.client_id,
+                                            broker_id=responder, connection=self._connection,
+                                            max_frame=self.options.max_response_bytes,
+                                            decode_slot=slots.decoding[target.name])
+            except (ProbeFailure, TimeoutError) as failure:
+                if not state.layout_failing:
+                    log.warning("partition layout not read", extra={
+                        "target": target.name, "endpoint": format_address(host, port), "error": str(failure)})
+                state.layout_failing = True
+                return []
+        if state.layout_failing:
+            log.info("partition layout read again", extra={"target": target.name})
+        state.layout_failing = False
+        log.debug("partition layout read", extra={
+            "target": target.name, "api": reading.api, "requests": reading.requests, "bytes": reading.bytes_read,
+            "ms": reading.ms, "complete": reading.complete})
+        ts = now_ms + max(0, int((loop.time() - started) * 1000))
+        return [layout_event(reading, cluster_id, target.name, ts, self.options.source)]
 
     def _advertised(self, target: Target, state: TargetState, boot: Answer, now_ms: int) -> list[str]:
         """Record what a bootstrap answer advertises; return the addresses refused (with why).

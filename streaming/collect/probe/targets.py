@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from streaming.collect.protocol.client import Security
 from streaming.config import ClusterConfig, ConfigError, FleetwatchConfig, ProbeConfig, RuleSettings
 
-__all__ = ["MAX_HOST_CHARS", "ProbeOptions", "Target", "default_source", "endpoint_problem", "format_address",
-           "parse_address", "targets_from_config"]
+__all__ = ["MAX_HOST_CHARS", "LayoutLimits", "ProbeOptions", "Target", "default_source", "endpoint_problem",
+           "format_address", "parse_address", "targets_from_config"]
 
 # A DNS name has at most 253 characters (RFC 1035, written without the final dot).
 MAX_HOST_CHARS = 253
@@ -22,6 +22,18 @@ _DEFAULTS = ProbeConfig()
 
 def default_source() -> str:
     return f"probe-{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class LayoutLimits:
+    """The partition layout's cadence and bounds per cluster (layout.py; `probe.layout_*` of the config)."""
+
+    # 0: never read. Off unless asked for: `fleetwatch probe` takes `probe.layout_interval_ms` (60 s by default).
+    interval_ms: int = 0
+    max_bytes: int = _DEFAULTS.layout_max_bytes  # answers' bytes per reading of one cluster
+    timeout_ms: int = _DEFAULTS.layout_timeout_ms  # one reading of one cluster
+    page_partitions: int = 2000  # DescribeTopicPartitions' ResponsePartitionLimit (Kafka's default)
+    configs_per_request: int = 500  # topics per DescribeConfigs
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,7 @@ class ProbeOptions:
     target_concurrency: int = _DEFAULTS.target_concurrency
     max_endpoints: int = _DEFAULTS.max_endpoints_per_target
     max_response_bytes: int = _DEFAULTS.max_response_bytes
+    layout: LayoutLimits = field(default_factory=LayoutLimits)
 
     def __post_init__(self) -> None:
         if min(self.interval_ms, self.timeout_ms, self.concurrency, self.target_concurrency, self.max_endpoints,

@@ -256,6 +256,7 @@ class Connection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
+        self.bytes_read = 0  # every answer's frame, size prefix included: what a reading cost
 
     def _remaining(self) -> float:
         remaining = self.deadline - asyncio.get_running_loop().time()
@@ -342,6 +343,7 @@ class Connection:
                                                        f"of {self.max_frame} (probe.max_response_bytes)")
             if size < 4:
                 raise ProbeFailure(PROTOCOL_ERROR, f"{api}: response frame of {size} bytes")
+            self.bytes_read += 4 + size
             payload = await self._bounded(self._reader.readexactly(size))
             if size > OFF_LOOP_BYTES:
                 got, body = await self._off_loop(decode_response, f"{api}Response", version, payload)

@@ -101,7 +101,7 @@ class Field:
         if self.array:
             return None if self.default == "null" else []
         if self.struct:
-            return {f.name: f.default_value() for f in self.fields}
+            return None if self.default == "null" else {f.name: f.default_value() for f in self.fields}
         raw = self.default
         if raw == "null":
             return None
@@ -262,6 +262,11 @@ def _write_value(out: bytearray, f: Field, element: bool, value: Any, version: i
             _write_value(out, f, True, item, version, flexible)
         return
     if f.struct:
+        if nullable and not element:
+            # A nullable struct (DescribeTopicPartitions' Cursor): an int8 marker, -1 null, 1 present.
+            out += struct.pack(">b", -1 if value is None else 1)
+            if value is None:
+                return
         _write_struct(out, f.fields, value or {}, version, flexible)
     elif f.type in _FIXED:
         out += struct.pack(_FIXED[f.type], value)
@@ -375,6 +380,8 @@ def _read_value(reader: _Reader, f: Field, element: bool, version: int, flexible
             raise DecodeError(f"{f.name}: array of {count} items in {reader.remaining()} bytes")
         return [_read_value(reader, f, True, version, flexible) for _ in range(count)]
     if f.struct:
+        if _has(f.nullable, version) and not element and reader.fixed(">b") < 0:
+            return None
         return _read_struct(reader, f.fields, version, flexible)
     if f.type in _FIXED:
         return reader.fixed(_FIXED[f.type])

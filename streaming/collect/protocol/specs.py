@@ -9,7 +9,8 @@ Where each one comes from (tests/collect/test_probe_protocol.py checks the first
 - Every spec except ApiVersions v5 equals Kafka's own JSON as kafka-python 3.0.12 ships it,
   verbatim with its Apache header, in `kafka/protocol/schemas/resources/` (ApiVersions 0-4,
   Metadata 0-13, DescribeCluster 0-2 with KIP-1073's IncludeFencedBrokers/IsFenced,
-  DescribeQuorum 0-2 with KIP-836's LastFetchTimestamp/LastCaughtUpTimestamp, SASL).
+  DescribeQuorum 0-2 with KIP-836's LastFetchTimestamp/LastCaughtUpTimestamp, SASL; for the partition
+  layout of issue 30, DescribeTopicPartitions 0 (KIP-966, its cursor) and DescribeConfigs 1-4).
 - ApiVersions v5 is KIP-1242 (Kafka 4.4). The response: apache/kafka's ApiVersionsResponse.json
   at commit 0282c0876acb86531853595645902f6a471f6a2e has `"validVersions": "0-5"` and the v4
   fields unchanged, so the v5 body is the v4 body. The request: Kafka's ApiVersionsRequest.json
@@ -237,6 +238,95 @@ _SASL_AUTHENTICATE_RESPONSE = """
   ]
 }"""
 
+_DESCRIBE_TOPIC_PARTITIONS_REQUEST = """
+{"apiKey": 75, "type": "request", "name": "DescribeTopicPartitionsRequest", "validVersions": "0",
+  "flexibleVersions": "0+",
+  "fields": [
+    {"name": "Topics", "type": "[]TopicRequest", "versions": "0+", "fields": [
+      {"name": "Name", "type": "string", "versions": "0+", "entityType": "topicName"}
+    ]},
+    {"name": "ResponsePartitionLimit", "type": "int32", "versions": "0+", "default": "2000"},
+    {"name": "Cursor", "type": "Cursor", "versions": "0+", "nullableVersions": "0+", "default": "null", "fields": [
+      {"name": "TopicName", "type": "string", "versions": "0+", "entityType": "topicName"},
+      {"name": "PartitionIndex", "type": "int32", "versions": "0+"}
+    ]}
+  ]
+}"""
+
+_DESCRIBE_TOPIC_PARTITIONS_RESPONSE = """
+{"apiKey": 75, "type": "response", "name": "DescribeTopicPartitionsResponse", "validVersions": "0",
+  "flexibleVersions": "0+",
+  "fields": [
+    {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+", "ignorable": true},
+    {"name": "Topics", "type": "[]DescribeTopicPartitionsResponseTopic", "versions": "0+", "fields": [
+      {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+      {"name": "Name", "type": "string", "versions": "0+", "mapKey": true, "entityType": "topicName",
+        "nullableVersions": "0+"},
+      {"name": "TopicId", "type": "uuid", "versions": "0+", "ignorable": true},
+      {"name": "IsInternal", "type": "bool", "versions": "0+", "default": "false", "ignorable": true},
+      {"name": "Partitions", "type": "[]DescribeTopicPartitionsResponsePartition", "versions": "0+", "fields": [
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+        {"name": "LeaderId", "type": "int32", "versions": "0+", "entityType": "brokerId"},
+        {"name": "LeaderEpoch", "type": "int32", "versions": "0+", "default": "-1", "ignorable": true},
+        {"name": "ReplicaNodes", "type": "[]int32", "versions": "0+", "entityType": "brokerId"},
+        {"name": "IsrNodes", "type": "[]int32", "versions": "0+", "entityType": "brokerId"},
+        {"name": "EligibleLeaderReplicas", "type": "[]int32", "default": "null", "entityType": "brokerId",
+          "versions": "0+", "nullableVersions": "0+"},
+        {"name": "LastKnownElr", "type": "[]int32", "default": "null", "entityType": "brokerId",
+          "versions": "0+", "nullableVersions": "0+"},
+        {"name": "OfflineReplicas", "type": "[]int32", "versions": "0+", "ignorable": true, "entityType": "brokerId"}
+      ]},
+      {"name": "TopicAuthorizedOperations", "type": "int32", "versions": "0+", "default": "-2147483648"}
+    ]},
+    {"name": "NextCursor", "type": "Cursor", "versions": "0+", "nullableVersions": "0+", "default": "null", "fields": [
+      {"name": "TopicName", "type": "string", "versions": "0+", "entityType": "topicName"},
+      {"name": "PartitionIndex", "type": "int32", "versions": "0+"}
+    ]}
+  ]
+}"""
+
+_DESCRIBE_CONFIGS_REQUEST = """
+{"apiKey": 32, "type": "request", "name": "DescribeConfigsRequest", "validVersions": "1-4", "flexibleVersions": "4+",
+  "fields": [
+    {"name": "Resources", "type": "[]DescribeConfigsResource", "versions": "0+", "fields": [
+      {"name": "ResourceType", "type": "int8", "versions": "0+"},
+      {"name": "ResourceName", "type": "string", "versions": "0+"},
+      {"name": "ConfigurationKeys", "type": "[]string", "versions": "0+", "nullableVersions": "0+"}
+    ]},
+    {"name": "IncludeSynonyms", "type": "bool", "versions": "1+", "default": "false", "ignorable": false},
+    {"name": "IncludeDocumentation", "type": "bool", "versions": "3+", "default": "false", "ignorable": false}
+  ]
+}"""
+
+_DESCRIBE_CONFIGS_RESPONSE = """
+{"apiKey": 32, "type": "response", "name": "DescribeConfigsResponse", "validVersions": "1-4", "flexibleVersions": "4+",
+  "fields": [
+    {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+    {"name": "Results", "type": "[]DescribeConfigsResult", "versions": "0+", "fields": [
+      {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+      {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+      {"name": "ResourceType", "type": "int8", "versions": "0+"},
+      {"name": "ResourceName", "type": "string", "versions": "0+"},
+      {"name": "Configs", "type": "[]DescribeConfigsResourceResult", "versions": "0+", "fields": [
+        {"name": "Name", "type": "string", "versions": "0+"},
+        {"name": "Value", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "ReadOnly", "type": "bool", "versions": "0+"},
+        {"name": "ConfigSource", "type": "int8", "versions": "1+", "default": "-1", "ignorable": true},
+        {"name": "IsDefault", "type": "bool", "versions": "0"},
+        {"name": "IsSensitive", "type": "bool", "versions": "0+"},
+        {"name": "Synonyms", "type": "[]DescribeConfigsSynonym", "versions": "1+", "ignorable": true, "fields": [
+          {"name": "Name", "type": "string", "versions": "1+"},
+          {"name": "Value", "type": "string", "versions": "1+", "nullableVersions": "0+"},
+          {"name": "Source", "type": "int8", "versions": "1+"}
+        ]},
+        {"name": "ConfigType", "type": "int8", "versions": "3+", "default": "0", "ignorable": true},
+        {"name": "Documentation", "type": "string", "versions": "3+", "nullableVersions": "0+", "ignorable": true}
+      ]}
+    ]}
+  ]
+}"""
+
 SPECS: dict[str, dict[str, Any]] = {
     spec["name"]: spec
     for spec in map(json.loads, (
@@ -246,5 +336,7 @@ SPECS: dict[str, dict[str, Any]] = {
         _DESCRIBE_QUORUM_REQUEST, _DESCRIBE_QUORUM_RESPONSE,
         _SASL_HANDSHAKE_REQUEST, _SASL_HANDSHAKE_RESPONSE,
         _SASL_AUTHENTICATE_REQUEST, _SASL_AUTHENTICATE_RESPONSE,
+        _DESCRIBE_TOPIC_PARTITIONS_REQUEST, _DESCRIBE_TOPIC_PARTITIONS_RESPONSE,
+        _DESCRIBE_CONFIGS_REQUEST, _DESCRIBE_CONFIGS_RESPONSE,
     ))
 }

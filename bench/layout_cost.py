@@ -1,0 +1,88 @@
+"""What reading a cluster's partition layout costs the probe (issue 30): bytes and milliseconds per
+reading of a real Kafka 4.4 cluster holding 10,000 partitions, with DescribeTopicPartitions' cursor
+(pages of 2,000 partitions) and with the one-answer Metadata fallback, DescribeConfigs included.
+
+    .venv/bin/python bench/layout_cost.py [--topics 100 --partitions 100 --readings 5]
+
+One broker (combined layout, replication 1): the answers' size depends on the partitions, not on
+how many brokers hold them, except for the replica and ISR lists (4 bytes per extra replica and
+ISR member each). Prints one line per API: median and max ms, bytes read, requests, partitions, and
+the size of the `partition_layout` event that the bus carries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from streaming.collect.probe import LayoutLimits, Target, layout_event, parse_address, read_layout
+from streaming.collect.protocol import Connection
+from streaming.kraft import KRaftCluster
+
+
+class _NoPages(Connection):
+    """A connection that hides DescribeTopicPartitions: the reader takes the Metadata fallback."""
+
+    async def negotiate(self) -> dict[int, tuple[int, int]]:
+        table = await super().negotiate()
+        self.versions.pop(75, None)
+        return table
+
+
+def _create(bootstrap: str, topics: int, partitions: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=120_000)
+    try:
+        for start in range(0, topics, 20):  # in batches: one CreateTopics of 10,000 partitions times out here
+            batch = range(start, min(topics, start + 20))
+            admin.create_topics([NewTopic(f"bench-{i:04d}", partitions, 1) for i in batch], timeout_ms=120_000)
+    finally:
+        admin.close()
+
+
+async def _read(target: Target, limits: LayoutLimits, connection: type[Connection]) -> tuple[float, object]:
+    host, port = target.bootstrap[0]
+    begun = time.perf_counter()
+    reading = await read_layout(target, host, port, limits, client_id="bench", broker_id=1,
+                                connection=connection, max_frame=64 * 1024 * 1024)
+    return (time.perf_counter() - begun) * 1000, reading
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topics", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--readings", type=int, default=5)
+    args = parser.parse_args()
+    expected = args.topics * args.partitions
+    with tempfile.TemporaryDirectory() as workdir, KRaftCluster(workdir, brokers=1,
+                                                                extra={"num.partitions": "1"}) as cluster:
+        bootstrap = cluster.bootstrap[0]
+        _create(bootstrap, args.topics, args.partitions)
+        target = Target("bench", (parse_address(bootstrap),))
+        limits = LayoutLimits(max_bytes=256 * 1024 * 1024, timeout_ms=60_000)
+        for api, connection in (("DescribeTopicPartitions", Connection), ("Metadata", _NoPages)):
+            deadline = time.monotonic() + 120
+            while True:  # until the broker lists every partition created (the metadata log catches up)
+                ms, reading = asyncio.run(_read(target, limits, connection))
+                count = sum(len(p) for p in reading.topics.values())  # type: ignore[attr-defined]
+                if count >= expected or time.monotonic() > deadline:
+                    break
+            times = [ms] + [asyncio.run(_read(target, limits, connection))[0] for _ in range(args.readings - 1)]
+            event = json.dumps(layout_event(reading, "c", "bench", 0, "bench"))  # type: ignore[arg-type]
+            print(f"{api:24} partitions={count} topics={len(reading.topics)} "  # type: ignore[attr-defined]
+                  f"requests={reading.requests} bytes={reading.bytes_read} "  # type: ignore[attr-defined]
+                  f"ms_median={statistics.median(times):.0f} ms_max={max(times):.0f} "
+                  f"event_bytes={len(event)} complete={reading.complete} "  # type: ignore[attr-defined]
+                  f"min_isr_read={len(reading.min_isr)} default_min_isr={reading.default_min_isr}")  # type: ignore[attr-defined]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
