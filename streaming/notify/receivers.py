@@ -150,6 +150,20 @@ def _where(alert: Alert) -> str:
     return " ".join(parts) or "fleet"
 
 
+def impact_text(alert: Alert) -> str | None:
+    """A broker incident's blast radius in words (issue 30, `details.impact`), None without one:
+    `leads 4 partitions, 12 replicas; 0 offline, 12 under min ISR (top: orders 4 led, 12 under min ISR)`."""
+    impact = (alert.details or {}).get("impact")
+    if not isinstance(impact, dict):
+        return None
+    top = ", ".join(f"{t['topic']} {t['led']} led, {t['under_min_isr']} under min ISR, {t['offline']} offline"
+                    for t in impact.get("top_topics", [])[:3])
+    partial = "" if impact.get("complete", True) else " (partial layout)"
+    return (f"leads {impact['partitions_led']} partitions, {impact['replicas_held']} replicas; "
+            f"{impact['partitions_offline']} offline, {impact['partitions_under_min_isr']} under min ISR"
+            f"{partial}" + (f" (top: {top})" if top else ""))
+
+
 class Receiver:
     """A configured receiver, with its secrets resolved from the environment."""
 
@@ -246,9 +260,10 @@ class SlackReceiver(Receiver):
     @classmethod
     def _line(cls, alert: Alert) -> str:
         icon = ":white_check_mark:" if alert.status == "resolved" else _SLACK_ICON.get(alert.severity, "")
+        impact = impact_text(alert)
         return (f"{icon} *[{alert.status.upper()}]* {alert.severity} `{alert.rule}` "
                 f"{cls._escape(_where(alert))}: {cls._escape(str(alert.summary or ''))} "
-                f"(alert {alert.alert_id})").strip()
+                f"(alert {alert.alert_id})" + (f"\n> blast radius: {cls._escape(impact)}" if impact else "")).strip()
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         alerts = [item.alert for item in items]
@@ -296,8 +311,10 @@ class PagerDutyReceiver(Receiver):
                               else alert.endpoint or None),
                 "group": alert.cluster_id,
                 "class": alert.rule,
-                # The alert object, keys in the stored body's order (sorted).
-                "custom_details": dict(sorted(alert.to_dict().items())),
+                # The alert object, keys in the stored body's order (sorted); a broker incident's blast
+                # radius in words beside it (its numbers are in details.impact).
+                "custom_details": dict(sorted(alert.to_dict().items()))
+                | ({"blast_radius": text} if (text := impact_text(alert)) else {}),
             }
             event["payload"] = {k: v for k, v in event["payload"].items() if v is not None}
             event["client"] = "fleetwatch"

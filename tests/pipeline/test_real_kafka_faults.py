@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError
 from sqlalchemy import select
 from support.healthy_kafka import PROBE, HealthyWatch
 
@@ -148,6 +150,101 @@ def test_a_broker_cut_off_from_the_quorum_that_still_answers_clients_is_partitio
             watch.resolved(row.alert_id)
     # Nobody else was cut off.
     assert {r.broker_id for r in watch.rows(rule="broker.partitioned", cluster_id=cid)} == {2}
+
+
+BLAST_TOPIC, BLAST_PARTITIONS, BLAST_MIN_ISR = "blast", 12, 2
+
+
+def test_the_blast_radius_of_two_frozen_brokers_is_kafkas_own(watch, faulty):
+    """Issue 30: a topic with replication 3 and min.insync.replicas 2; freeze the broker that leads the
+    most of it, then, once Kafka moved its leaderships, the one that leads the most then. Each
+    `broker.heartbeat_lost` carries what Kafka's own describeTopics says: the partitions it led before
+    it froze, the replicas it held, and what is offline or under min ISR once Kafka fenced it; the
+    second freeze puts every partition under min ISR, which `cluster.under_min_isr` reports too."""
+    cid = faulty.cluster_id
+    faulty.wait_unfenced([1, 2, 3])
+    admin = KafkaAdminClient(bootstrap_servers=faulty.bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic(BLAST_TOPIC, BLAST_PARTITIONS, 3,
+                                      topic_configs={"min.insync.replicas": str(BLAST_MIN_ISR)})])
+    finally:
+        admin.close()
+    healthy = watch.wait("Kafka lists the topic, every ISR full",
+                         lambda: _kafka_view(faulty, [1, 2, 3], lambda p: len(p[3]) == 3 and p[1] >= 0))
+    # The job has read a layout with the topic: the probe reads one every 2 s, its watermark is past it.
+    created_ms = time.time() * 1000
+    watch.wait("the job's watermark 5 s past the topic", lambda: _watermark_passed(watch, created_ms + 5000), 60)
+    frozen: list[int] = []
+    try:
+        view, under = _freeze_and_compare(watch, faulty, healthy, frozen)
+        assert under == 0  # two of three in sync: enough
+        moved_ms = time.time() * 1000  # the next freeze is decided on a layout read after this
+        watch.wait("a layout read after the move", lambda: _watermark_passed(watch, moved_ms + 5000), 60)
+        view, under = _freeze_and_compare(watch, faulty, view, frozen)
+        assert under == BLAST_PARTITIONS  # one broker alone in sync: every partition under min ISR
+        under_alert = watch.firing("cluster.under_min_isr", cluster_id=cid)
+        assert under_alert.details["partitions"] == under
+    finally:
+        for broker in frozen:
+            faulty.thaw(broker)
+    faulty.wait_unfenced([1, 2, 3])
+    watch.resolved(under_alert.alert_id, timeout_s=120)
+    for row in watch.rows(rule="broker.heartbeat_lost", cluster_id=cid):
+        watch.resolved(row.alert_id)
+
+
+def _freeze_and_compare(watch: Watch, faulty: KRaftCluster, view: dict[str, list[tuple[Any, ...]]],
+                        frozen: list[int]) -> tuple[dict[str, list[tuple[Any, ...]]], int]:
+    """Freeze the live broker leading the most partitions; its `broker.heartbeat_lost` must carry Kafka's
+    numbers (module test above). Returns Kafka's view once it fenced the broker, and the partitions
+    under min ISR in it."""
+    live = [b for b in (1, 2, 3) if b not in frozen]
+    broker = max(live, key=lambda b: (_led(view, b), -b))
+    led, held = _led(view, broker), sum(broker in p[2] for p in _partitions(view))
+    assert led > 0, f"broker {broker} leads nothing: {view}"
+    faulty.freeze(broker)
+    frozen.append(broker)
+    lost = watch.firing("broker.heartbeat_lost", cluster_id=faulty.cluster_id, broker_id=broker)
+    faulty.wait_fenced(broker)
+    live.remove(broker)
+    after = watch.wait(f"Kafka moved broker {broker} out of every ISR and leadership", lambda: _kafka_view(
+        faulty, live, lambda p: (p[1] in live or p[1] < 0) and not set(frozen) & set(p[3])))
+    offline = sum(p[1] < 0 for p in _partitions(after))
+    under = sum(p[1] >= 0 and len(p[3]) < _min_isr(topic) for topic, parts in after.items() for p in parts)
+    impact = lost.details["impact"]
+    assert (impact["partitions_led"], impact["replicas_held"], impact["partitions_offline"],
+            impact["partitions_under_min_isr"]) == (led, held, offline, under), (broker, impact, view, after)
+    assert impact["top_topics"][0]["topic"] == BLAST_TOPIC
+    return after, under
+
+
+def _kafka_view(cluster: KRaftCluster, live: list[int], settled: Callable[[tuple[Any, ...]], bool]
+                ) -> dict[str, list[tuple[Any, ...]]] | None:
+    """Kafka's own describeTopics (every topic) through a live broker, once every partition is
+    `settled`; None before (or while the admin client cannot get an answer)."""
+    admin = KafkaAdminClient(bootstrap_servers=[f"127.0.0.1:{cluster.nodes[b].client_port}" for b in live],
+                             request_timeout_ms=3000)
+    try:
+        topics = admin.describe_topics()
+    except KafkaError:
+        return None
+    finally:
+        admin.close()
+    view = {t["name"]: [(p["partition_index"], p["leader_id"], list(p["replica_nodes"]), list(p["isr_nodes"]))
+                        for p in t["partitions"]] for t in topics}
+    return view if BLAST_TOPIC in view and all(settled(p) for p in _partitions(view)) else None
+
+
+def _partitions(view: dict[str, list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+    return [p for parts in view.values() for p in parts]
+
+
+def _led(view: dict[str, list[tuple[Any, ...]]], broker: int) -> int:
+    return sum(p[1] == broker for p in _partitions(view))
+
+
+def _min_isr(topic: str) -> int:
+    return BLAST_MIN_ISR if topic == BLAST_TOPIC else 1  # the cluster keeps Kafka's default for the others
 
 
 def test_a_controlled_shutdown_and_restart_goes_through_kafkas_lifecycle_without_an_alert(watch):
