@@ -27,6 +27,9 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
   ahead of the clock (ts_ahead_of_clock, or ts_out_of_range in the future). Each lists at most
   `_SOURCE_SERIES` sources (those that lead most, those with most refused), the first only sources
   heard of in the last `_SOURCE_RECENT_MS`: a source id is whatever a producer writes.
+- `fleetwatch_incident_partitions{cluster_id,broker_id,rule,impact}`: the blast radius of each firing
+  broker incident (issue 30, its `details.impact`): `impact` is led, replicas, offline or
+  under_min_isr (partitions). At most `_IMPACT_SERIES` incidents, the latest.
 - `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
   `fleetwatch_metrics_render_seconds`.
 
@@ -288,13 +291,38 @@ def _source_clock_families(engine: Engine, now_ms: int) -> list[_Family]:
     return [lead, ahead]
 
 
+# The firing broker incidents whose blast radius /metrics lists (the latest ones).
+_IMPACT_SERIES = 250
+_IMPACT_KEYS = {"led": "partitions_led", "replicas": "replicas_held", "offline": "partitions_offline",
+                "under_min_isr": "partitions_under_min_isr"}
+
+
+def _impact_families(engine: Engine) -> list[_Family]:
+    """The blast radius of the firing broker incidents (streaming/detect/partitions.py)."""
+    family = _Family("fleetwatch_incident_partitions",
+                     "Partitions a firing broker incident touches: led, replicas held, offline and under "
+                     "min.insync.replicas because of it (from the cluster's partition layout).")
+    a = alerts
+    with engine.connect() as conn:
+        for cluster_id, broker_id, rule, details in conn.execute(
+                select(a.c.cluster_id, a.c.broker_id, a.c.rule, a.c.details)
+                .where(a.c.status == "firing", a.c.broker_id.is_not(None))
+                .order_by(a.c.starts_at.desc()).limit(_IMPACT_SERIES)):
+            impact = (details or {}).get("impact") if isinstance(details, dict) else None
+            if isinstance(impact, dict):
+                for name, key in _IMPACT_KEYS.items():
+                    family.add(_number(impact.get(key)), cluster_id=cluster_id or "", broker_id=broker_id,
+                               rule=rule, impact=name)
+    return [family]
+
+
 def render_metrics(engine: Engine, now_ms: int | None = None) -> str:
     """The exposition text for one scrape. A store that cannot be read gives `fleetwatch_store_up 0`."""
     started = time.perf_counter()
     now_ms = clock.now_ms() if now_ms is None else now_ms
     up = _Family("fleetwatch_store_up", "1 when the store could be read for this scrape.")
     try:
-        families = _fleet(engine, now_ms) + _source_clock_families(engine, now_ms)
+        families = _fleet(engine, now_ms) + _source_clock_families(engine, now_ms) + _impact_families(engine)
         up.add(1)
     except SQLAlchemyError as exc:
         log.warning("metrics: cannot read the store", extra={"error": f"{exc.__class__.__name__}: "
