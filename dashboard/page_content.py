@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from dash import html, no_update
 
 from dashboard.queries.alerts import active_silences, alert, alert_list, cluster_alerts
-from dashboard.queries.cluster import broker_timeline, cluster_brokers, cluster_info, controller_changes
+from dashboard.queries.cluster import blast_radius, broker_timeline, cluster_brokers, cluster_info, controller_changes
 from dashboard.queries.deliveries import delivery_counts, delivery_list
 from dashboard.queries.fleet import fleet_overview, fleet_summary, tagged_targets, worst_alerts
 from dashboard.queries.identity import endpoint_alerts, target_registry
@@ -24,7 +24,13 @@ from dashboard.queries.pipeline import (
 )
 from dashboard.queries.shared import Row, fleet_clock_ms
 from dashboard.views.alerts import alerts_table
-from dashboard.views.cluster import brokers_table, cluster_header, controller_table, timeline_figure
+from dashboard.views.cluster import (
+    blast_radius_table,
+    brokers_table,
+    cluster_header,
+    controller_table,
+    timeline_figure,
+)
 from dashboard.views.deliveries import deliveries_table, delivery_summary
 from dashboard.views.elements import Href
 from dashboard.views.fleet import fleet_map, fleet_table, summary_strip
@@ -99,6 +105,7 @@ class PageContent:
         body = html.Div([
             cluster_header(cluster_id, cluster_info(engine, cluster_id), len(brokers)),
             html.H2("Brokers"), brokers_table(brokers, firing),
+            html.H2("Blast radius"), blast_radius_table(blast_radius(engine, cluster_id)),
             html.H2("Firing alerts"),
             alerts_table(href, firing, clock, table_id="cluster-firing", limit=50),
             html.H2("Controller history"),

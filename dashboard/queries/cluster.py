@@ -7,9 +7,9 @@ import pandas as pd
 from sqlalchemy import Engine, func, select
 
 from dashboard.queries.shared import Row, fetch_rows, fleet_clock
-from streaming.store import broker_transitions, brokers, clusters, controller_history
+from streaming.store import alerts, broker_transitions, brokers, clusters, controller_history
 
-__all__ = ["broker_timeline", "cluster_brokers", "cluster_info", "controller_changes"]
+__all__ = ["blast_radius", "broker_timeline", "cluster_brokers", "cluster_info", "controller_changes"]
 
 
 def cluster_info(engine: Engine, cluster_id: str) -> Row | None:
@@ -70,3 +70,18 @@ def broker_timeline(engine: Engine, cluster_id: str, limit: int = 500) -> pd.Dat
     frame["end_ms"] = frame["end_ms"].fillna(frame["clock"]).fillna(frame["start_ms"])
     frame["end_ms"] = frame[["start_ms", "end_ms"]].max(axis=1)
     return frame.drop(columns="clock").sort_values(["broker_id", "start_ms"], ignore_index=True)
+
+
+def blast_radius(engine: Engine, cluster_id: str, limit: int = 50) -> list[Row]:
+    """The cluster's firing broker incidents that carry a blast radius (issue 30, `details.impact`),
+    newest first. Keys: broker_id, rule, severity, starts_at, impact."""
+    stmt = (select(alerts.c.broker_id, alerts.c.rule, alerts.c.severity, alerts.c.starts_at, alerts.c.details)
+            .where(alerts.c.cluster_id == cluster_id, alerts.c.status == "firing", alerts.c.broker_id.is_not(None))
+            .order_by(alerts.c.starts_at.desc(), alerts.c.rule).limit(limit))
+    rows = []
+    for row in fetch_rows(engine, stmt):
+        details = row.pop("details")
+        impact = details.get("impact") if isinstance(details, dict) else None
+        if isinstance(impact, dict):
+            rows.append({**row, "impact": impact})
+    return rows

@@ -14,7 +14,7 @@ from dashboard.queries.shared import STATES
 from dashboard.views.elements import cluster_label, table_or_empty
 from dashboard.views.formatting import format_age, format_number, format_ts
 
-__all__ = ["brokers_table", "cluster_header", "controller_table", "timeline_figure"]
+__all__ = ["blast_radius_table", "brokers_table", "cluster_header", "controller_table", "timeline_figure"]
 
 _STATE_COLOUR = {"ONLINE": "#2e9d4f", "FENCED": "#f0a000", "STOPPING": "#1e6fd9", "OFFLINE": "#8a93a3"}
 
@@ -75,6 +75,25 @@ def brokers_table(rows: list[dict[str, Any]], firing: list[dict[str, Any]]) -> h
     head = [("Broker", "num"), "State", "Fenced", ("Epoch", "num"), ("Last heartbeat", "num"),
             ("Last answered", "num"), "Endpoints", "Rack", "Firing"]
     return table_or_empty(head, body, "No broker of this cluster has been seen.")
+
+
+def blast_radius_table(rows: list[dict[str, Any]]) -> html.Div:
+    """What each firing broker incident does to the cluster's partitions (`queries.cluster.blast_radius`)."""
+    body = []
+    for r in rows:
+        i = r["impact"]
+        top = ", ".join(f"{t['topic']} ({t['led']} led, {t['under_min_isr']} under min ISR, {t['offline']} offline)"
+                        for t in i.get("top_topics", []))
+        body.append(html.Tr(
+            [html.Td(r["broker_id"], className="num"), html.Td(r["rule"]), html.Td(format_ts(r["starts_at"])),
+             *(html.Td(format_number(i.get(k)), className="num") for k in
+               ("partitions_led", "replicas_held", "partitions_offline", "partitions_under_min_isr")),
+             html.Td(top or "—"), html.Td("" if i.get("complete", True) else "partial layout")],
+            className=f"impact-row sev-{r['severity']}"))
+    head = [("Broker", "num"), "Incident", "Since", ("Led", "num"), ("Replicas", "num"), ("Offline", "num"),
+            ("Under min ISR", "num"), "Top topics", ""]
+    return html.Div(table_or_empty(head, body, "No firing broker incident, or no partition layout read."),
+                    id="blast-radius")
 
 
 def timeline_figure(segments: pd.DataFrame, cluster_id: str) -> go.Figure:
