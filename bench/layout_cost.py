@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -25,7 +26,6 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from streaming.collect.probe import LayoutLimits, LayoutReading, Target, layout_event, parse_address, read_layout
 from streaming.collect.protocol import Connection
 from streaming.kraft import KRaftCluster
-from streaming.kraft import cluster as kraft_cluster
 
 
 class _NoPages(Connection):
@@ -62,8 +62,9 @@ def main() -> int:
     parser.add_argument("--readings", type=int, default=5)
     args = parser.parse_args()
     # The test clusters' 320 MB heap is for a handful of partitions: with 10,000 the broker spent its
-    # time collecting garbage (a Metadata answer took 60 s). A later -Xmx wins over the earlier one.
-    kraft_cluster._JVM_OPTIONS = (*kraft_cluster._JVM_OPTIONS, "-Xmx2g")
+    # time collecting garbage (a Metadata answer took 60 s). The JVM reads _JAVA_OPTIONS after its
+    # command line, so this -Xmx wins.
+    os.environ["_JAVA_OPTIONS"] = "-Xmx2g"
     expected = args.topics * args.partitions
     with tempfile.TemporaryDirectory() as workdir, KRaftCluster(workdir, brokers=1,
                                                                 extra={"num.partitions": "1"}) as cluster:
