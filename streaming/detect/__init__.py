@@ -48,7 +48,14 @@ from streaming.detect.engine import (
     shards_of,
 )
 from streaming.detect.identity import HeldId
-from streaming.detect.incidents import FleetIncident, GroupingRules, group_incidents
+from streaming.detect.incidents import (
+    FleetIncident,
+    GroupingRules,
+    alert_domains,
+    cluster_key,
+    evidence,
+    group_incidents,
+)
 from streaming.detect.misroutes import Advertisements
 from streaming.detect.state_format import STATE_FORMAT_VERSION, dump_engine, load_engine
 from streaming.detect.thinning import redundant_heartbeats
@@ -70,10 +77,13 @@ __all__ = [
     "Run",
     "ShardEngine",
     "ShardOutput",
+    "alert_domains",
     "carried_over_ends",
+    "cluster_key",
     "detect",
     "dump_engine",
     "engine_for",
+    "evidence",
     "group_incidents",
     "is_carried_over",
     "load_engine",

@@ -160,13 +160,13 @@ def test_places_join_store_rows_and_configured_tags():
 def test_incident_settings_are_bounded_and_unknown_keys_refused(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("incidents: {window_ms: 500}\n")
-    with pytest.raises(ConfigError, match="incidents.window_ms"):
+    with pytest.raises(ConfigError, match=r"incidents\.window_ms"):
         load_config(path)
     path.write_text("incidents: {windw_ms: 5000}\n")
-    with pytest.raises(ConfigError, match="incidents.windw_ms: unknown key"):
+    with pytest.raises(ConfigError, match=r"incidents\.windw_ms: unknown key"):
         load_config(path)
     path.write_text("incidents: {domains: [rack, zone]}\n")
-    with pytest.raises(ConfigError, match="incidents.domains"):
+    with pytest.raises(ConfigError, match=r"incidents\.domains"):
         load_config(path)
     path.write_text("incidents: {domains: [rack, tag], window_ms: 30000}\n")
     assert load_config(path).incidents.domains == ("rack", "tag")
