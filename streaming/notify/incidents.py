@@ -52,15 +52,18 @@ class IncidentUnits:
             self._read_at = now
         return self._places
 
+    def may_join(self, alert: Alert) -> bool:
+        """Whether the alert could be a member of an incident: its cluster is known and it is in an
+        evidence domain (else no grouping needs to be read for it)."""
+        places = self.places()
+        key = cluster_key(alert, places)
+        return key is not None and bool(alert_domains(alert, places.get(key)) & self._strong)
+
     def wait_ms(self, alert: Alert) -> int:
         """How long the planner holds this alert's firing for its incident (0: it can join none)."""
         if not self.settings.enabled or not self.settings.notify_wait_ms or alert.status == "resolved":
             return 0
-        places = self.places()
-        key = cluster_key(alert, places)
-        if key is None or not alert_domains(alert, places.get(key)) & self._strong:
-            return 0
-        return self.settings.notify_wait_ms
+        return self.settings.notify_wait_ms if self.may_join(alert) else 0
 
     def units(self, receiver: Receiver, rows: Sequence[QueuedDelivery],
               alerts: Mapping[int, object]) -> tuple[list[tuple[FleetIncident, list[QueuedDelivery]]],
@@ -69,7 +72,7 @@ class IncidentUnits:
         MAX_MEMBERS_PER_MESSAGE each), and the rows left to send as before."""
         firing = {r.id: a.alert for r in rows
                   if r.status == "firing" and isinstance(a := alerts.get(r.id), OutgoingAlert)}
-        if not (self.settings.enabled and receiver.accepts_incidents and firing):
+        if not (self.settings.enabled and receiver.accepts_incidents and any(map(self.may_join, firing.values()))):
             return [], list(rows)
         since = min(a.starts_at for a in firing.values()) - self.settings.window_ms
         member_of = {m.alert_id: incident for incident in fleet_incidents(
