@@ -26,6 +26,8 @@ class IncidentSettings(BaseModel):
     min_clusters: int = Field(2, ge=2, le=10_000)
     # A domain more than this share of the fleet's clusters is in (or all of them) is no evidence.
     max_domain_share: float = Field(0.67, gt=0, le=1, allow_inf_nan=False)
+    # An incident hits at least this share of the clusters in its domain (a coincidence does not).
+    min_hit_share: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
     domains: tuple[Literal["host", "subnet", "rack", "dns_suffix", "tag"], ...] = Field(DOMAIN_KIND_NAMES,
                                                                                          min_length=1)
     # How long the notifier holds the firing of an alert that could join an incident (its subject

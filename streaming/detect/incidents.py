@@ -12,7 +12,9 @@ The rules, in short:
   its clusters failed together), or when the fleet has fewer than two clusters in it.
 - A run: the alerts of one evidence domain, in (starts_at, alert_id) order, each run starting at
   the first alert not yet in one and taking every alert that starts within `window_ms` of it.
-  A run with alerts of at least `min_clusters` clusters is a candidate.
+  A run with alerts of at least `min_clusters` clusters, and of at least `min_hit_share` of the
+  fleet's clusters in the domain, is a candidate (two clusters of a region of twenty failing in
+  the same minute is a coincidence; most of a rack's or a canary release's clusters is not).
 - Each alert is in at most one incident: the candidates are taken one at a time, the most specific
   first (the domain fewest clusters of the fleet are in, then the most clusters hit, then
   `DOMAIN_KINDS` order, then the domain's value, then the start); what a taken one holds is out of
@@ -37,6 +39,7 @@ class GroupingRules:
     window_ms: int = 60_000
     min_clusters: int = 2
     max_domain_share: float = 0.67
+    min_hit_share: float = 0.5
     kinds: tuple[str, ...] = DOMAIN_KINDS
 
 
@@ -130,7 +133,7 @@ def group_incidents(alerts: Iterable[Alert], places: Mapping[str, ClusterPlace],
         for domain, items in by_domain.items():
             for run in _runs([i for i in items if i[0].alert_id not in taken], rules.window_ms):
                 clusters = len({key for _, key in run})
-                if clusters < rules.min_clusters:
+                if clusters < rules.min_clusters or clusters < rules.min_hit_share * strong[domain]:
                     continue
                 order = (strong[domain], -clusters, rank[domain.kind], domain.value, run[0][0].starts_at)
                 if best is None or order < best[0]:

@@ -23,7 +23,8 @@ MAX_ALERTS = 5000
 
 
 def grouping_rules(settings: IncidentSettings) -> GroupingRules:
-    return GroupingRules(settings.window_ms, settings.min_clusters, settings.max_domain_share, settings.domains)
+    return GroupingRules(settings.window_ms, settings.min_clusters, settings.max_domain_share, settings.min_hit_share,
+                         settings.domains)
 
 
 def fleet_places(engine: Engine, configured: Configured = ()) -> dict[str, ClusterPlace]:

@@ -72,8 +72,16 @@ def test_a_domain_held_by_most_of_the_fleet_is_no_evidence_unless_the_share_allo
     fleet = _fleet(tags=tags)
     alerts = [_alert("c0", 1, T0), _alert("c1", 1, T0 + 5)]
     assert group_incidents(alerts, fleet) == []
-    (incident,) = group_incidents(alerts, fleet, GroupingRules(max_domain_share=0.9))
+    (incident,) = group_incidents(alerts, fleet, GroupingRules(max_domain_share=0.9, min_hit_share=0.4))
     assert incident.domain == Domain("tag", "region=eu")
+
+
+def test_a_few_clusters_of_a_large_domain_failing_together_are_a_coincidence():
+    tags = {f"c{i}": {"region": "eu" if i < 6 else "us"} for i in range(12)}
+    alerts = [_alert("c0", 1, T0), _alert("c1", 1, T0 + 5)]  # 2 of eu's 6 clusters
+    assert group_incidents(alerts, _fleet(12, tags=tags)) == []
+    (incident,) = group_incidents([*alerts, _alert("c2", 1, T0 + 9)], _fleet(12, tags=tags))  # half of eu
+    assert incident.clusters == ("c0", "c1", "c2")
 
 
 def test_starts_further_apart_than_the_window_are_not_grouped():
