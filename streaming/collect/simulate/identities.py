@@ -9,7 +9,8 @@ from functools import cached_property
 
 from streaming.contract import Broker, Expected
 
-__all__ = ["DOMAIN", "PORT", "RACKS", "ClusterIdentity", "cluster_id_of", "make_identity", "shared_racks"]
+__all__ = ["BAD_RELEASE", "DOMAIN", "PORT", "RACKS", "RACK_ROW", "ClusterIdentity", "cluster_id_of", "make_identity",
+           "rack_row", "release_of", "shared_racks"]
 
 PORT = 9092
 DOMAIN = "fleet.local"
@@ -61,7 +62,22 @@ def make_identity(seed: int, target: str, brokers: int, racks: tuple[str, ...] =
 RACK_ROW = 4
 
 
-def shared_racks(index: int, brokers: int) -> tuple[str, ...]:
+def rack_row(index: int, clusters: int) -> int:
+    """The row of cluster `index`: every (clusters // RACK_ROW)-th cluster is in one row, so the
+    regular schedule (fault n on cluster n, a minute apart) never hits two clusters of a row at once."""
+    return index % max(1, clusters // RACK_ROW)
+
+
+def shared_racks(index: int, clusters: int, brokers: int) -> tuple[str, ...]:
     """Fleet-wide rack names of cluster `index`'s brokers: `r<row>-<n>`, shared with the other
-    clusters of its row of RACK_ROW (a datacenter's racks, each holding brokers of a few clusters)."""
-    return tuple(f"r{index // RACK_ROW:03d}-{n}" for n in range(1, brokers + 1))
+    clusters of its row (a datacenter's racks, each holding brokers of a few clusters)."""
+    return tuple(f"r{rack_row(index, clusters):03d}-{n}" for n in range(1, brokers + 1))
+
+
+# The release a few clusters were upgraded to (one in nine, in other rack rows than each other when
+# the fleet has ten rows): the correlated "release" fault hits it.
+BAD_RELEASE = "4.4.1"
+
+
+def release_of(index: int) -> str:
+    return BAD_RELEASE if index % 9 == 4 else "4.3.1" if index % 2 else "4.4.0"
