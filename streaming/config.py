@@ -16,6 +16,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from streaming.alert import RULES
 from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_MAX_SOURCE_LEAD_MS
 from streaming.errors import ConfigError
+from streaming.incident_settings import IncidentSettings
 
 __all__ = [
     "AlertingConfig",
@@ -52,8 +53,7 @@ MAX_DAYS = 3650  # retention, in days: ten years
 
 
 class _Strict(BaseModel):
-    # strict: a value of the wrong type is an error, never coerced (`session_timeout_ms: true`
-    # would otherwise be 1 ms, and `'9000'` a number).
+    # strict: a wrong type is an error, never coerced (`session_timeout_ms: true` would be 1 ms).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
@@ -362,6 +362,7 @@ class FleetwatchConfig(_Strict):
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     probe: ProbeConfig = Field(default_factory=ProbeConfig)
+    incidents: IncidentSettings = Field(default_factory=IncidentSettings)  # streaming/incident_settings.py
 
     @model_validator(mode="after")
     def _unique_names(self) -> FleetwatchConfig:

@@ -31,7 +31,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver"}),
     ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
     ("tools that fail", {"jars", "resilience"}),
-    ("records", {"contract", "alert"}),
+    ("records", {"contract", "alert", "incident_settings"}),  # incident_settings: a section of config
     ("config", {"config"}),
     ("rules, bus", {"detect", "bus"}),
     ("store, telemetry in, readers", {"store", "collect", "source"}),

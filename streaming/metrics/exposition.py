@@ -27,6 +27,11 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
   ahead of the clock (ts_ahead_of_clock, or ts_out_of_range in the future). Each lists at most
   `_SOURCE_SERIES` sources (those that lead most, those with most refused), the first only sources
   heard of in the last `_SOURCE_RECENT_MS`: a source id is whatever a producer writes.
+- `fleetwatch_fleet_incidents{status,domain}`: fleet incidents (streaming/detect/README.md, "Fleet
+  incidents") among the alerts that started within a day of the newest one, by status (firing,
+  resolved) and the kind of domain they share, every pair listed. Grouped with the default
+  `incidents:` settings and the domains the store knows (racks, addresses): the exposition has no
+  configuration, so clusters' configured tags do not count here (they do in the notifier).
 - `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
   `fleetwatch_metrics_render_seconds`.
 
@@ -54,6 +59,7 @@ import logging
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -66,6 +72,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from streaming import clock
 from streaming.alert import RULES
 from streaming.contract import AHEAD_REASONS, BROKER_STATES
+from streaming.incident_settings import DOMAIN_KIND_NAMES, IncidentSettings
 from streaming.metrics.access import (
     DEFAULT_METRICS_HOST,
     MetricsAuth,
@@ -78,6 +85,7 @@ from streaming.store import (
     alerts,
     brokers,
     clusters,
+    fleet_incidents,
     job_restarts,
     outbox,
     pipeline_progress,
@@ -98,6 +106,7 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STATES = (*sorted(BROKER_STATES), "UNKNOWN")
+_INCIDENT_DAY_MS = 86_400_000
 _FROM_ENV: Any = object()  # the servers' auth default: metrics_auth_from_env()
 
 
@@ -288,13 +297,26 @@ def _source_clock_families(engine: Engine, now_ms: int) -> list[_Family]:
     return [lead, ahead]
 
 
+def _incident_families(engine: Engine) -> list[_Family]:
+    family = _Family("fleetwatch_fleet_incidents", "Fleet incidents (alerts of several clusters sharing a failure "
+                     "domain) among the alerts of the last day of the store, by status and domain kind.")
+    with engine.connect() as conn:
+        newest = conn.scalar(select(func.max(alerts.c.starts_at)))
+    found = [] if newest is None else fleet_incidents(engine, IncidentSettings(), int(newest) - _INCIDENT_DAY_MS)
+    counts = Counter((i.status, i.domain.kind) for i in found)
+    for status in ("firing", "resolved"):
+        for kind in DOMAIN_KIND_NAMES:
+            family.add(counts[(status, kind)], status=status, domain=kind)
+    return [family]
+
+
 def render_metrics(engine: Engine, now_ms: int | None = None) -> str:
     """The exposition text for one scrape. A store that cannot be read gives `fleetwatch_store_up 0`."""
     started = time.perf_counter()
     now_ms = clock.now_ms() if now_ms is None else now_ms
     up = _Family("fleetwatch_store_up", "1 when the store could be read for this scrape.")
     try:
-        families = _fleet(engine, now_ms) + _source_clock_families(engine, now_ms)
+        families = _fleet(engine, now_ms) + _source_clock_families(engine, now_ms) + _incident_families(engine)
         up.add(1)
     except SQLAlchemyError as exc:
         log.warning("metrics: cannot read the store", extra={"error": f"{exc.__class__.__name__}: "
