@@ -1,4 +1,4 @@
-"""`python -m streaming.kraft archive`: a class archive for Kafka's JVMs, made once by `make jars`.
+"""A class archive for Kafka's JVMs, made once by `make jars` (`python -m streaming.kraft archive`).
 
 Every Kafka process the tests, the benches and the demo start (a storage format, a node) loaded and
 verified the same classes from the bundle's jars again: a 1-node cluster's format and start took
@@ -12,22 +12,19 @@ classpath) starts as before, silently (`-Xshare:auto`). Nothing here is needed f
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
-import tempfile
-import time
 from pathlib import Path
 
 from streaming.jars import cache_dir
 
-__all__ = ["DEFAULT_BUNDLE", "archive_options", "build", "dump_options"]
+__all__ = ["DEFAULT_BUNDLE", "archive_options", "archive_path", "dump_options"]
 
 DEFAULT_BUNDLE = "kafka-4.4.0"  # the bundle nearly every Kafka process of the tests, benches and demo runs
 # A JVM that cannot use the archive says so on stdout, which is the node's log: not worth a line.
 _QUIET = ("-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 
 
-def _archive(bundle: str) -> Path | None:
+def archive_path(bundle: str) -> Path | None:
     java = shutil.which("java")
     if java is None:
         return None
@@ -38,36 +35,10 @@ def _archive(bundle: str) -> Path | None:
 
 def archive_options(bundle: str) -> tuple[str, ...]:
     """JVM options that map the bundle's class archive, when one was made (else none)."""
-    path = _archive(bundle)
+    path = archive_path(bundle)
     return (f"-XX:SharedArchiveFile={path}", *_QUIET) if path is not None and path.is_file() else ()
 
 
 def dump_options(target: Path) -> tuple[str, ...]:
     """JVM options that write the classes the JVM loaded to `target` when it exits normally."""
     return (f"-XX:ArchiveClassesAtExit={target}", *_QUIET)
-
-
-def build(bundle: str = DEFAULT_BUNDLE) -> str:
-    """Make the bundle's archive unless it exists; one line saying what happened."""
-    from streaming.kraft.cluster import KRaftCluster  # the archive is made by a node of a cluster
-
-    target = _archive(bundle)
-    if target is None:
-        return "no java found: Kafka's JVMs start without a class archive"
-    if target.is_file():
-        return f"{target}: already made"
-    for old in target.parent.glob("classes-*.jsa"):
-        old.unlink()  # made with another Java
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="fleetwatch-kafka-classes-") as work:
-        cluster = KRaftCluster(work, brokers=1, bundle=bundle, dump_classes_to=partial)
-        try:
-            cluster.start()
-            cluster.stop_node(1)  # SIGTERM: a normal exit, which writes the archive
-        finally:
-            cluster.stop_all()
-    if not partial.is_file():
-        return "could not make Kafka's class archive (the node wrote none); its JVMs start without it"
-    os.replace(partial, target)
-    return f"{target}: made in {time.monotonic() - started:.0f} s ({target.stat().st_size // 2**20} MB)"
