@@ -27,7 +27,8 @@ startup: $(STAMP) java
 # (we must be root with apt-get; otherwise a one-line message says what to install):
 # Java 17+ for Spark; Chromium and its driver for the browser tests; PostgreSQL, Prometheus
 # and Alertmanager, which the integration tests start themselves on 127.0.0.1; libfaketime, which
-# runs a real Kafka controller of the tests with its clock off (streaming/kraft/node.py).
+# runs a real Kafka controller of the tests with its clock off (streaming/kraft/node.py); Maven,
+# which fetches the jars (before `jars` runs beside `startup`, so that one apt-get runs at a time).
 java:
 	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then $(MAKE) -s apt PKGS=openjdk-17-jre-headless; fi
 
@@ -42,6 +43,7 @@ jars: $(STAMP) java
 system: java
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
@@ -73,7 +75,9 @@ lint: $(STAMP)
 
 # Two pytest lanes side by side (tests/lanes.py): most of the wall time is waiting on real parts.
 # The short rehearsal of the production topology is one of the tests (tests/ops/test_deploy_standalone.py).
-test: $(STAMP) system jars startup lint
+# Debian's packages first (one apt-get at a time), then Maven's downloads beside the class archives.
+test: $(STAMP) system
+	@$(MAKE) -s -j3 jars startup lint
 	PYSPARK_PYTHON=$(BIN)/python $(BIN)/python tests/lanes.py --headless --webdriver Chrome -p no:cacheprovider \
 	  --durations=15
 
