@@ -27,19 +27,23 @@ startup: $(STAMP) java
 # (we must be root with apt-get; otherwise a one-line message says what to install):
 # Java 17+ for Spark; Chromium and its driver for the browser tests; PostgreSQL, Prometheus
 # and Alertmanager, which the integration tests start themselves on 127.0.0.1; libfaketime, which
-# runs a real Kafka controller of the tests with its clock off (streaming/kraft/node.py).
+# runs a real Kafka controller of the tests with its clock off (streaming/kraft/node.py); Maven,
+# which fetches the jars (before `jars` runs beside `startup`, so that one apt-get runs at a time).
 java:
 	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then $(MAKE) -s apt PKGS=openjdk-17-jre-headless; fi
 
 # Real Apache Kafka 4.4 (and 4.3) for the real-Kafka tests, bench and demo, and Spark's kafka
-# connector: resolved from Maven Central into var/jars once (python -m streaming.jars list).
+# connector: resolved from Maven Central into var/jars once (python -m streaming.jars list); then
+# the class archive Kafka's JVMs start with (streaming/kraft/archive.py).
 jars: $(STAMP) java
 	@command -v mvn >/dev/null || $(MAKE) -s apt PKGS=maven
 	@$(BIN)/python -m streaming.jars fetch
+	@$(BIN)/python -m streaming.kraft archive
 
 system: java
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
@@ -60,7 +64,7 @@ REAL_KAFKA ?= 1
 demo: $(STAMP) java startup
 ifeq ($(REAL_KAFKA),1)
 	@command -v mvn >/dev/null || [ "$$(id -u)" != 0 ] || $(MAKE) -s apt PKGS=maven || true
-	@$(BIN)/python -m streaming.jars fetch kafka-4.4.0 || true
+	@$(BIN)/python -m streaming.jars fetch kafka-4.4.0 && $(BIN)/python -m streaming.kraft archive || true
 	$(BIN)/fleetwatch demo --real-kafka
 else
 	$(BIN)/fleetwatch demo
@@ -70,15 +74,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # Two pytest lanes side by side (tests/lanes.py): most of the wall time is waiting on real parts.
-# The rehearsal of the production topology is `make rehearsal`: beside the suite it does not fit
-# CI's 25 minutes on 2 cores, and a third lane loads the machine past the real-time tests' bounds.
-test: $(STAMP) system jars startup lint
+# The short rehearsal of the production topology is one of the tests (tests/ops/test_deploy_standalone.py).
+# Debian's packages first (one apt-get at a time), then Maven's downloads beside the class archives.
+test: $(STAMP) system
+	@$(MAKE) -s -j3 jars startup lint
 	PYSPARK_PYTHON=$(BIN)/python $(BIN)/python tests/lanes.py --headless --webdriver Chrome -p no:cacheprovider \
-	  --durations=15 -m "not rehearsal"
+	  --durations=15
 
-# The production topology on one machine (issue 26): its short test, then the bench's whole table.
+# The production topology on one machine (issue 26): the bench's whole table, one kill -9 per row.
 rehearsal: $(STAMP) system jars startup
-	PYSPARK_PYTHON=$(BIN)/python $(BIN)/pytest -p no:cacheprovider -m rehearsal tests/pipeline/test_rehearsal.py
 	PYSPARK_PYTHON=$(BIN)/python $(BIN)/python bench/rehearsal.py
 
 # The edit-test loop: what runs in the pytest process without Spark, a broker, real Kafka, PostgreSQL
@@ -86,7 +90,7 @@ rehearsal: $(STAMP) system jars startup
 # tests start a fleetwatch command or a server as a process and wait on it in real time: most of
 # the lane's wall time before they left it. `make test` proves the rest.
 check: $(STAMP) lint
-	$(BIN)/pytest -p no:cacheprovider -q -m "not spark and not broker and not browser and not real_kafka and not postgres and not rehearsal and not integration"
+	$(BIN)/pytest -p no:cacheprovider -q -m "not spark and not broker and not browser and not real_kafka and not postgres and not integration"
 
 clean:
 	rm -rf var artifacts .pytest_cache

@@ -13,6 +13,14 @@ attributed to the fault that accounts for it (`Simulation.cause`: one of the rul
 designed to raise, about its cluster, while it ran); every fault must raise its own rule and no
 alert may be left unattributed. Then a healthy fleet (100 clusters, 10 minutes, no fault) must
 raise no alert at all, in the product or the oracle.
+
+The faulty fleet also gets correlated faults (`--correlated rack,release`: one rack failing under
+the four clusters of a rack row; a bad release crashing three of the clusters it was rolled to),
+labelled with their `group`. Fleet incidents (streaming/detect/incidents.py, default `incidents:`
+settings, the simulator's places) are scored over pairs of alerts of different clusters: a pair
+the grouping put in one incident is right when both alerts were caused by faults of one group.
+Precision and recall of those pairs, and how many injected groups came out as one incident each,
+are printed after the rules' table. `--grouping-only` scores the oracle's alerts and skips Spark.
 """
 
 from __future__ import annotations
@@ -29,9 +37,13 @@ from typing import Any
 # bench/ is this script's folder, first on sys.path when it runs.
 from reference import SEVERITY, detect
 
+from streaming.alert import Alert
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, InjectedFault, Simulation, parse_faults, write_events
 from streaming.config import FleetwatchConfig
+from streaming.detect import group_incidents
+from streaming.incident_settings import IncidentSettings
 from streaming.job import replay_file
+from streaming.store import grouping_rules
 
 START_MS = 1_764_000_000_000
 Key = tuple[Any, ...]
@@ -91,6 +103,41 @@ def attribute(expected: list[dict[str, Any]], sim: Simulation
     return raised, unattributed
 
 
+def grouping_score(alerts: list[dict[str, Any]], sim: Simulation) -> dict[str, Any]:
+    """Fleet incidents of `alerts` against the correlated faults' groups, over pairs of alerts of
+    different clusters (see the module's docstring)."""
+    incidents = group_incidents(map(Alert.from_dict, alerts), sim.places(), grouping_rules(IncidentSettings()))
+    firing = [a for a in alerts if a["status"] == "firing"]
+    group_of = {a["alert_id"]: cause.group for a in firing if (cause := sim.cause(a)) is not None}
+    cluster_of = {a["alert_id"]: a["cluster_id"] or a["target"] for a in firing}
+
+    def pairs(sets: list[list[str]]) -> set[frozenset[str]]:
+        return {frozenset((x, y)) for ids in sets for i, x in enumerate(ids) for y in ids[i + 1:]
+                if cluster_of.get(x) != cluster_of.get(y)}
+
+    by_group: dict[str, list[str]] = defaultdict(list)
+    for alert_id, group in group_of.items():
+        if group:
+            by_group[group].append(alert_id)
+    truth = pairs(list(by_group.values()))
+    found = pairs([[m.alert_id for m in i.members] for i in incidents])
+    whole = sum(1 for ids in by_group.values() if any(set(ids) <= {m.alert_id for m in i.members} for i in incidents))
+    return {"groups": len(by_group), "incidents": len(incidents), "whole": whole, "pairs": len(truth),
+            "found": len(found), "precision": len(found & truth) / len(found) if found else float(not truth),
+            "recall": len(found & truth) / len(truth) if truth else 1.0,
+            "wrong": [sorted(str(d) for d in (i.domain, *i.clusters)) for i in incidents
+                      if not pairs([[m.alert_id for m in i.members]]) <= truth][:3]}
+
+
+def _print_grouping(score: dict[str, Any]) -> None:
+    print(f"\n{'fleet incidents':34} {'groups':>6} {'found':>6} {'prec':>6} {'recall':>6} {'whole':>7}")
+    print(f"{'alert pairs of different clusters':34} {score['groups']:>6} {score['incidents']:>6} "
+          f"{score['precision']:>6.2f} {score['recall']:>6.2f} {score['whole']:>7}")
+    print(f"  ({score['pairs']} pairs injected together, {score['found']} grouped)")
+    for wrong in score["wrong"]:
+        print(f"    grouped apart from any injected group: {wrong}")
+
+
 def _print_table(rows: list[dict[str, Any]]) -> None:
     print(f"{'rule':34} {'oracle':>6} {'alerts':>6} {'prec':>6} {'recall':>6} {'ends ok':>7} {'delay (ms)':>10}")
     for r in rows:
@@ -130,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=int, default=40, help="event-time length of the faulty fleet (default 40)")
     p.add_argument("--faults", default="all", help="fault kinds (default all)")
     p.add_argument("--jitter-ms", type=int, default=0, help="disorder within the allowed lateness")
+    p.add_argument("--correlated", default="rack,release", help="correlated faults: rack,release or none")
+    p.add_argument("--grouping-only", action="store_true", help="score the oracle's fleet incidents; no Spark")
     p.add_argument("--healthy-clusters", type=int, default=100, help="clusters of the healthy fleet (default 100)")
     p.add_argument("--healthy-minutes", type=int, default=10, help="length of the healthy fleet (default 10)")
     args = p.parse_args(argv)
@@ -138,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
 
     faults = parse_faults(args.faults)
     sim = Simulation(FleetSpec(clusters=args.clusters, brokers=args.brokers, faults=faults, start_ms=START_MS,
-                               duration_ms=args.minutes * 60_000, seed=1, jitter_ms=args.jitter_ms))
+                               duration_ms=args.minutes * 60_000, seed=1, jitter_ms=args.jitter_ms,
+                               correlated=tuple(c for c in args.correlated.split(",") if c and c != "none")))
     events = work / "faulty.jsonl"
     n = sum(write_events(sim, events).values())
     started = time.monotonic()
@@ -148,11 +198,17 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(expected)} alert lines in {time.monotonic() - started:.1f} s", file=sys.stderr)
     if sim.skipped:
         print(f"  not injected: {sim.skipped}", file=sys.stderr)
+    if args.grouping_only:
+        grouping = grouping_score(expected, sim)
+        _print_grouping(grouping)
+        return 0 if grouping["precision"] == grouping["recall"] == 1.0 else 1
     started = time.monotonic()
     summary = replay_file(events, work / "faulty.alerts.jsonl", config)
     print(f"  replay: {time.monotonic() - started:.1f} s", file=sys.stderr)
     rows = score(expected, summary.alerts, sim)
     _print_table(rows)
+    grouping = grouping_score(summary.alerts, sim)
+    _print_grouping(grouping)
     raised, unattributed = attribute(expected, sim)
     silent = _print_attribution(raised, unattributed)
     missing_kinds = set(FAULT_KINDS) - {f.kind for f in sim.faults} if args.faults == "all" else set()

@@ -25,6 +25,7 @@ from dashboard.layouts import (
     cluster_layout,
     deliveries_layout,
     identity_layout,
+    incidents_layout,
     not_found_layout,
     overview_layout,
     parse_query,
@@ -82,6 +83,8 @@ def register_callbacks(app: Dash, engine: Engine, content: PageContent) -> None:
             return deliveries_layout(delivery_receivers(engine), query)
         if path == "identity":
             return identity_layout()
+        if path == "incidents":
+            return incidents_layout()
         if path == "pipeline":
             return pipeline_layout()
         if _cluster_id(app, pathname) is not None:
@@ -173,6 +176,10 @@ def register_callbacks(app: Dash, engine: Engine, content: PageContent) -> None:
                   Input("identity-show-all", "value"))
     def identity(_n: int | None, show_all: list[str] | None) -> html.Div:
         return content.identity(bool(show_all))
+
+    @app.callback(Output("incidents-body", "children"), Input("tick", "n_intervals"))
+    def incidents(_n: int | None) -> html.Div:
+        return content.incidents()
 
     @app.callback(Output("pipeline-charts", "figure"), Output("pipeline-body", "children"),
                   Input("tick", "n_intervals"))

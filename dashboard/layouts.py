@@ -24,6 +24,7 @@ __all__ = [
     "deliveries_layout",
     "frame_layout",
     "identity_layout",
+    "incidents_layout",
     "not_found_layout",
     "overview_layout",
     "parse_query",
@@ -45,6 +46,7 @@ def frame_layout(href: Href, refresh_ms: int) -> html.Div:
         dcc.Interval(id="tick", interval=refresh_ms),
         html.Nav([dcc.Link("fleetwatch", href=href("/"), className="brand"),
                   dcc.Link("Fleet", href=href("/")), dcc.Link("Alerts", href=href("/alerts")),
+                  dcc.Link("Incidents", href=href("/incidents")),
                   dcc.Link("Deliveries", href=href("/deliveries")),
                   dcc.Link("Identity & routing", href=href("/identity")),
                   dcc.Link("Pipeline", href=href("/pipeline")),
@@ -56,7 +58,8 @@ def frame_layout(href: Href, refresh_ms: int) -> html.Div:
 def validation_layout(frame: html.Div, tag_options: Mapping[str, list[str]], default_group: str) -> html.Div:
     """The frame and every page's controls, so Dash can check callbacks against components not yet shown."""
     return html.Div([frame, overview_layout(tag_options, default_group, {}), cluster_layout(),
-                     alerts_layout([], {}), deliveries_layout([], {}), identity_layout(), pipeline_layout()])
+                     alerts_layout([], {}), deliveries_layout([], {}), identity_layout(), pipeline_layout(),
+                     incidents_layout()])
 
 
 def not_found_layout() -> html.Div:
@@ -150,6 +153,13 @@ def deliveries_layout(receivers: list[str], query: Query) -> html.Div:
                  className="controls"),
         html.Div(id="deliveries-body"),
     ])
+
+
+def incidents_layout() -> html.Div:
+    return html.Div([html.H1("Fleet incidents"),
+                     html.P("Alerts of several clusters that started within a window and share a failure domain "
+                            "(rack, host, subnet, DNS zone, configured tag).", className="muted"),
+                     html.Div(id="incidents-body")])
 
 
 def identity_layout() -> html.Div:

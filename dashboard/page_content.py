@@ -15,6 +15,7 @@ from dashboard.queries.cluster import blast_radius, broker_timeline, cluster_bro
 from dashboard.queries.deliveries import delivery_counts, delivery_list
 from dashboard.queries.fleet import fleet_overview, fleet_summary, tagged_targets, worst_alerts
 from dashboard.queries.identity import endpoint_alerts, target_registry
+from dashboard.queries.incidents import incident_list
 from dashboard.queries.pipeline import (
     outbox_backlog,
     pipeline_batches,
@@ -36,6 +37,7 @@ from dashboard.views.elements import Href
 from dashboard.views.fleet import fleet_map, fleet_table, summary_strip
 from dashboard.views.formatting import format_ts
 from dashboard.views.identity import collisions_table, misrouted_table, registry_table
+from dashboard.views.incidents import incidents_view
 from dashboard.views.pipeline import pipeline_figure, pipeline_tables
 from streaming.clock import now_ms
 from streaming.config import ConfigError
@@ -175,6 +177,10 @@ class PageContent:
             html.H2("Cluster-id alerts"),
             alerts_table(href, id_alerts, clock, table_id="identity-alerts", limit=70),
         ])
+
+    def incidents(self) -> html.Div:
+        """Fleet incidents (alerts of several clusters sharing a failure domain), newest first."""
+        return incidents_view(self.href, incident_list(self.engine, self.tags), fleet_clock_ms(self.engine))
 
     def deliveries(self, receivers: Sequence[str] = (), states: Sequence[str] = ()) -> tuple[html.Div, html.Div]:
         """Counts by state and the latest deliveries (receivers by name only)."""

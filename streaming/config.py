@@ -16,6 +16,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from streaming.alert import RULES
 from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_MAX_SOURCE_LEAD_MS
 from streaming.errors import ConfigError
+from streaming.incident_settings import IncidentSettings
 
 __all__ = [
     "AlertingConfig",
@@ -52,8 +53,7 @@ MAX_DAYS = 3650  # retention, in days: ten years
 
 
 class _Strict(BaseModel):
-    # strict: a value of the wrong type is an error, never coerced (`session_timeout_ms: true`
-    # would otherwise be 1 ms, and `'9000'` a number).
+    # strict: a wrong type is an error, never coerced (`session_timeout_ms: true` would be 1 ms).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
@@ -340,7 +340,7 @@ class SparkConfig(_Strict):
 
 
 class ProbeConfig(_Strict):
-    """What one target may take of `fleetwatch probe` (collect/probe): one bad cluster never starves the others."""
+    """What `fleetwatch probe` may take per target; layout_*: the partition layout's cadence (0: off), bytes, time."""
 
     # Exchanges of one target in flight at once (the probe's --concurrency, for all, is at least this).
     target_concurrency: int = Field(32, ge=1, le=4096)
@@ -349,7 +349,6 @@ class ProbeConfig(_Strict):
     # The largest answer read (bytes of one response frame); a bigger one fails that exchange with
     # RESPONSE_TOO_LARGE. 1 MiB: a Metadata answer of ~2,000 brokers with 255-character names.
     max_response_bytes: int = Field(1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
-    # The partition layout (issue 30; collect/probe/layout.py): its cadence (0: never), bytes and time per cluster.
     layout_interval_ms: int = Field(60_000, ge=0, le=86_400_000)
     layout_max_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024, le=256 * 1024 * 1024)
     layout_timeout_ms: int = Field(10_000, ge=100, le=600_000)
@@ -363,6 +362,7 @@ class FleetwatchConfig(_Strict):
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     probe: ProbeConfig = Field(default_factory=ProbeConfig)
+    incidents: IncidentSettings = Field(default_factory=IncidentSettings)  # streaming/incident_settings.py
 
     @model_validator(mode="after")
     def _unique_names(self) -> FleetwatchConfig:

@@ -32,7 +32,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
     ("tools that fail", {"jars", "resilience", "contract_checks"}),  # contract_checks: the contract's field checks
     ("a record's part", {"layout_contract"}),  # the partition_layout event, which the contract takes in
-    ("records", {"contract", "alert"}),
+    ("records", {"contract", "alert", "incident_settings"}),  # incident_settings: a section of config
     ("config", {"config"}),
     ("rules, bus", {"detect", "bus"}),
     ("store, telemetry in, readers", {"store", "collect", "source"}),

@@ -22,6 +22,9 @@ Its interface, as the pipeline (streaming/pipeline/) and the others use it:
   them (carried.py).
 - `detect(events, book)`: the same engines over a list of events, cut into micro-batches as
   the job does, for replays in tests and benchmarks.
+- `group_incidents(alerts, places, rules)`: fleet incidents, alerts of several clusters that start
+  within a window and share a failure domain (`ClusterPlace`, `BrokerPlace`, `Domain`, `places_of`:
+  domains.py; incidents.py). Plain data; the notifier, /metrics, the dashboard and the bench use it.
 - The alerts it fires are `streaming.alert.Alert` records (SPEC section 4), the rule table is
   `streaming.alert.RULES`; alerts.py keeps the bookkeeping of open incidents.
 
@@ -32,6 +35,7 @@ The rules themselves (README.md beside this file) are plain Python over contract
 
 from streaming.detect.bus_gaps import BusGap, ReadPositions, Run
 from streaming.detect.carried import carried_over_ends, is_carried_over
+from streaming.detect.domains import BrokerPlace, ClusterPlace, Domain, places_of
 from streaming.detect.driver import detect
 from streaming.detect.engine import (
     Handoff,
@@ -44,6 +48,14 @@ from streaming.detect.engine import (
     shards_of,
 )
 from streaming.detect.identity import HeldId
+from streaming.detect.incidents import (
+    FleetIncident,
+    GroupingRules,
+    alert_domains,
+    cluster_key,
+    evidence,
+    group_incidents,
+)
 from streaming.detect.misroutes import Advertisements
 from streaming.detect.state_format import STATE_FORMAT_VERSION, dump_engine, load_engine
 from streaming.detect.thinning import redundant_heartbeats
@@ -51,7 +63,12 @@ from streaming.detect.thinning import redundant_heartbeats
 __all__ = [
     "STATE_FORMAT_VERSION",
     "Advertisements",
+    "BrokerPlace",
     "BusGap",
+    "ClusterPlace",
+    "Domain",
+    "FleetIncident",
+    "GroupingRules",
     "Handoff",
     "HeldId",
     "HolderShard",
@@ -60,12 +77,17 @@ __all__ = [
     "Run",
     "ShardEngine",
     "ShardOutput",
+    "alert_domains",
     "carried_over_ends",
+    "cluster_key",
     "detect",
     "dump_engine",
     "engine_for",
+    "evidence",
+    "group_incidents",
     "is_carried_over",
     "load_engine",
+    "places_of",
     "redundant_heartbeats",
     "shard_of_handoff",
     "shards_of",

@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from streaming.jars import agent_jar, classpath
+from streaming.kraft.archive import archive_options, dump_options
 from streaming.kraft.kafka_view import active_controller, describe_brokers
 from streaming.kraft.node import KafkaNode, NodeFailed, clock_environment
 from streaming.kraft.proxy import TcpProxy
@@ -100,18 +101,22 @@ class KRaftCluster:
                  session_timeout_ms: int = 3000, heartbeat_interval_ms: int = 500,
                  partitionable: Iterable[int] = (), extra: Mapping[str, str] | None = None,
                  secure: SecureListener | None = None, clock_offsets: Mapping[int, float] | None = None,
-                 metrics_exporter: bool = False, advertise: Mapping[int, str] | None = None) -> None:
+                 metrics_exporter: bool = False, advertise: Mapping[int, str] | None = None,
+                 dump_classes_to: Path | None = None) -> None:
         """`controllers=0` is the combined layout (each broker is also a controller and a voter).
         `advertise`: {broker id: "host:port"} the broker advertises to clients instead of its own
         listener (a proxy or load balancer in front of it, which a test can point elsewhere).
         `secure`: brokers also listen with SASL_SSL (SCRAM-SHA-512) on `secure_port`.
         `metrics_exporter`: every controller serves its metrics to Prometheus (`controller_metrics`).
-        `clock_offsets`: {node id: seconds its wall clock runs ahead (negative: behind)}."""
+        `clock_offsets`: {node id: seconds its wall clock runs ahead (negative: behind)}.
+        `dump_classes_to`: the nodes write the classes they loaded there at a normal exit (`archive`);
+        without it every JVM starts with the bundle's class archive when one was made."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.workdir = Path(workdir)
         self.cluster_id = cluster_id or new_cluster_id()
         self.bundle = bundle
+        self.dump_classes_to = dump_classes_to
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.extra = dict(extra or {})
@@ -237,7 +242,11 @@ class KRaftCluster:
         agent = []
         if node.metrics_port is not None and main == "kafka.Kafka":
             agent = [f"-javaagent:{agent_jar()}=127.0.0.1:{node.metrics_port}:{node.workdir / 'exporter.yaml'}"]
-        return ["java", *_JVM_OPTIONS, *agent, f"-Dlog4j2.configurationFile={node.workdir / 'log4j2.yaml'}",
+        if self.dump_classes_to is not None:
+            classes = dump_options(self.dump_classes_to) if main == "kafka.Kafka" else ()
+        else:
+            classes = archive_options(self.bundle)
+        return ["java", *_JVM_OPTIONS, *classes, *agent, f"-Dlog4j2.configurationFile={node.workdir / 'log4j2.yaml'}",
                 f"-Djdk.net.hosts.file={node.workdir / 'hosts'}",
                 "-cp", classpath(self.bundle), main, *args]
 

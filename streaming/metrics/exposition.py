@@ -30,6 +30,11 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
 - `fleetwatch_incident_partitions{cluster_id,broker_id,rule,impact}`: the blast radius of each firing
   broker incident (issue 30, its `details.impact`): `impact` is led, replicas, offline or
   under_min_isr (partitions). At most `_IMPACT_SERIES` incidents, the latest.
+- `fleetwatch_fleet_incidents{status,domain}`: fleet incidents (streaming/detect/README.md, "Fleet
+  incidents") among the alerts that started within a day of the newest one, by status (firing,
+  resolved) and the kind of domain they share, every pair listed. Grouped as the notifier groups
+  them: the domains the store knows (racks, addresses) and the serving job's `incidents:` settings
+  and clusters' tags (`IncidentScope`; a server given none groups with the defaults and no tags).
 - `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
   `fleetwatch_metrics_render_seconds`.
 
@@ -57,7 +62,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,6 +75,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from streaming import clock
 from streaming.alert import RULES
 from streaming.contract import AHEAD_REASONS, BROKER_STATES
+from streaming.incident_settings import DOMAIN_KIND_NAMES, IncidentSettings
 from streaming.metrics.access import (
     DEFAULT_METRICS_HOST,
     MetricsAuth,
@@ -81,6 +88,7 @@ from streaming.store import (
     alerts,
     brokers,
     clusters,
+    fleet_incidents,
     job_restarts,
     outbox,
     pipeline_progress,
@@ -91,6 +99,7 @@ from streaming.store import (
 
 __all__ = [
     "CONTENT_TYPE",
+    "IncidentScope",
     "MetricsServer",
     "render_metrics",
     "start_metrics_server",
@@ -101,6 +110,7 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STATES = (*sorted(BROKER_STATES), "UNKNOWN")
+_INCIDENT_DAY_MS = 86_400_000
 _FROM_ENV: Any = object()  # the servers' auth default: metrics_auth_from_env()
 
 
@@ -316,13 +326,37 @@ def _impact_families(engine: Engine) -> list[_Family]:
     return [family]
 
 
-def render_metrics(engine: Engine, now_ms: int | None = None) -> str:
+@dataclass(frozen=True)
+class IncidentScope:
+    """What the grouping of fleet incidents needs beyond the store: the `incidents:` settings and
+    the configured clusters' tags (name, expected cluster id, tags), as the job's config says."""
+
+    settings: IncidentSettings = field(default_factory=IncidentSettings)
+    configured: tuple[tuple[str, str | None, Mapping[str, str]], ...] = ()
+
+
+def _incident_families(engine: Engine, scope: IncidentScope) -> list[_Family]:
+    family = _Family("fleetwatch_fleet_incidents", "Fleet incidents (alerts of several clusters sharing a failure "
+                     "domain) among the alerts of the last day of the store, by status and domain kind.")
+    with engine.connect() as conn:
+        newest = conn.scalar(select(func.max(alerts.c.starts_at)))
+    found = [] if newest is None else fleet_incidents(engine, scope.settings, int(newest) - _INCIDENT_DAY_MS,
+                                                      scope.configured)
+    counts = Counter((i.status, i.domain.kind) for i in found)
+    for status in ("firing", "resolved"):
+        for kind in DOMAIN_KIND_NAMES:
+            family.add(counts[(status, kind)], status=status, domain=kind)
+    return [family]
+
+
+def render_metrics(engine: Engine, now_ms: int | None = None, incidents: IncidentScope = IncidentScope()) -> str:
     """The exposition text for one scrape. A store that cannot be read gives `fleetwatch_store_up 0`."""
     started = time.perf_counter()
     now_ms = clock.now_ms() if now_ms is None else now_ms
     up = _Family("fleetwatch_store_up", "1 when the store could be read for this scrape.")
     try:
-        families = _fleet(engine, now_ms) + _source_clock_families(engine, now_ms) + _impact_families(engine)
+        families = [*_fleet(engine, now_ms), *_source_clock_families(engine, now_ms),
+                    *_incident_families(engine, incidents), *_impact_families(engine)]
         up.add(1)
     except SQLAlchemyError as exc:
         log.warning("metrics: cannot read the store", extra={"error": f"{exc.__class__.__name__}: "
@@ -346,7 +380,7 @@ def _engine_of(store: Any) -> Engine:
     return store.engine
 
 
-def _answer(engine: Engine, required: MetricsAuth | None, path: str,
+def _answer(engine: Engine, incidents: IncidentScope, required: MetricsAuth | None, path: str,
             authorization: str | None) -> tuple[int, list[tuple[str, str]], bytes]:
     """(status, headers, body) of a GET of `path`, for both servers: `/metrics` (behind `required`),
     `/healthz` (open), anything else 404."""
@@ -356,7 +390,7 @@ def _answer(engine: Engine, required: MetricsAuth | None, path: str,
         return status, [("Content-Type", ctype), ("Content-Length", str(len(body))),
                         ("WWW-Authenticate", f'{scheme} realm="fleetwatch"')], body
     if path == "/metrics":
-        status, ctype, body = 200, CONTENT_TYPE, render_metrics(engine).encode()
+        status, ctype, body = 200, CONTENT_TYPE, render_metrics(engine, incidents=incidents).encode()
     elif path == "/healthz":
         status, ctype, body = 200, "text/plain", b"ok\n"
     else:
@@ -364,14 +398,15 @@ def _answer(engine: Engine, required: MetricsAuth | None, path: str,
     return status, [("Content-Type", ctype), ("Content-Length", str(len(body)))], body
 
 
-def wsgi_app(store: Any, auth: Any = _FROM_ENV) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+def wsgi_app(store: Any, auth: Any = _FROM_ENV, incidents: IncidentScope = IncidentScope()
+             ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """A WSGI app serving `/metrics` (and `/healthz`) for a Store, an Engine or a store URL, with
     the auth the environment sets (`metrics_auth_from_env`) unless `auth` is given (None: none)."""
     engine = _engine_of(store)
     required = metrics_auth_from_env() if auth is _FROM_ENV else auth
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        status, headers, body = _answer(engine, required, environ.get("PATH_INFO") or "/",
+        status, headers, body = _answer(engine, incidents, required, environ.get("PATH_INFO") or "/",
                                         environ.get("HTTP_AUTHORIZATION"))
         start_response(f"{status} {HTTPStatus(status).phrase}", headers)
         return [body]
@@ -385,7 +420,8 @@ class MetricsServer:
     `auth`: what `/metrics` asks for; by default what the environment says (`metrics_auth_from_env`),
     None for nothing."""
 
-    def __init__(self, store: Any, port: int, host: str = DEFAULT_METRICS_HOST, auth: Any = _FROM_ENV) -> None:
+    def __init__(self, store: Any, port: int, host: str = DEFAULT_METRICS_HOST, auth: Any = _FROM_ENV,
+                 incidents: IncidentScope = IncidentScope()) -> None:
         engine = _engine_of(store)
         host = metrics_host(host)
         self.auth: MetricsAuth | None = metrics_auth_from_env() if auth is _FROM_ENV else auth
@@ -393,7 +429,7 @@ class MetricsServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                status, headers, body = _answer(engine, required, self.path.split("?", 1)[0],
+                status, headers, body = _answer(engine, incidents, required, self.path.split("?", 1)[0],
                                                 self.headers.get("Authorization"))
                 self.send_response(status)
                 for name, value in headers:
@@ -431,7 +467,7 @@ class MetricsServer:
 
 
 def start_metrics_server(store: Any, port: int, host: str = DEFAULT_METRICS_HOST,
-                         auth: Any = _FROM_ENV) -> MetricsServer:
+                         auth: Any = _FROM_ENV, incidents: IncidentScope = IncidentScope()) -> MetricsServer:
     """Serve `/metrics` for `store` (a Store, an Engine or a URL) on host:port (0: any free port),
     with the auth the environment sets unless `auth` is given (None: none)."""
-    return MetricsServer(store, port, host, auth).start()
+    return MetricsServer(store, port, host, auth, incidents).start()

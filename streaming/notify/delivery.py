@@ -14,7 +14,8 @@ How it works, and why nothing is lost (the policies, in SPEC-style words: deploy
    message; their deliveries wait `group_wait_ms` after being recorded, so that a storm of one
    cluster's alerts is collected into that one message. Silences are applied here
    (`streaming/notify/policy.py`): a firing a silence holds is decided again when it ends.
-   HTTP (each attempt under one deadline for the whole of it) and the backoff: `sending.py`.
+   HTTP (each attempt under one deadline for the whole of it) and the backoff: `sending.py`. The
+   members of a fleet incident go as one notification (`incidents.py`).
 3. *Record.* Only a 2xx marks a delivery `delivered`, in a transaction after the response; a
    notifier killed before that resends on restart (a duplicate the receiver drops by
    (alert_id, status)), never skips. Network errors, timeouts, 408, 425, 429 and 5xx are retried
@@ -50,6 +51,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.config import FleetwatchConfig
 from streaming.errors import NotifierBusy
+from streaming.notify.incidents import IncidentUnits
 from streaming.notify.lease import Lease
 from streaming.notify.planning import Planner
 from streaming.notify.policy import (
@@ -144,8 +146,9 @@ class Notifier:
                           else self.limits.attempt_timeout_ms / 1000)
         self._clock = clock
         self.receivers: dict[str, Receiver] = build_receivers(config.alerting.receivers, env)
+        self.incidents = IncidentUnits(store.engine, config, self.now_ms)
         self.planner = Planner(self.queue, Router(config.alerting.routes, list(self.receivers), config.clusters),
-                               self.receivers, self.options.group_wait_ms, self.now_ms)
+                               self.receivers, self.options.group_wait_ms, self.now_ms, self.incidents.wait_ms)
         self.scrubber = Scrubber(secret for r in self.receivers.values() for secret in r.secrets)
         self.sender = Sender(self.receivers.values(), self.scrubber, self.now_ms, timeout_s=self.attempt_s,
                              concurrency=self.options.concurrency, retry_base_ms=self.options.retry_base_ms,
@@ -242,19 +245,25 @@ class Notifier:
 
     # -- sending -----------------------------------------------------------------------------
 
-    def _units(self, receiver: Receiver, rows: list[QueuedDelivery]) -> list[list[QueuedDelivery]]:
+    def _units(self, receiver: Receiver, rows: list[QueuedDelivery], alerts: Mapping[int, OutgoingAlert | _NotAnAlert]
+               ) -> list[tuple[dict[str, Any] | None, list[QueuedDelivery]]]:
+        """(the fleet incident or None, the deliveries sent as one request)."""
+        incidents, rows = self.incidents.units(receiver, rows, alerts)
+        units: list[tuple[dict[str, Any] | None, list[QueuedDelivery]]] = [(i.to_dict(), u) for i, u in incidents]
         if not receiver.accepts_groups:
-            return [[r] for r in rows]
+            return units + [(None, [r]) for r in rows]
         size = GROUP_LIMIT.get(receiver.kind, 100)
         groups: dict[str, list[QueuedDelivery]] = {}
         for row in rows:
             groups.setdefault(row.group_key, []).append(row)
-        return [group[i:i + size] for group in groups.values() for i in range(0, len(group), size)]
+        return units + [(None, group[i:i + size]) for group in groups.values() for i in range(0, len(group), size)]
 
-    def _deliver(self, receiver: Receiver, unit: list[QueuedDelivery],
+    def _deliver(self, receiver: Receiver, incident: dict[str, Any] | None, unit: list[QueuedDelivery],
                  alerts: Mapping[int, OutgoingAlert | _NotAnAlert]) -> Outcome:
         try:
-            request = receiver.request([_outgoing(alerts[r.id]) for r in unit], self.now_ms())
+            items = [_outgoing(alerts[r.id]) for r in unit]
+            request = (receiver.request(items, self.now_ms()) if incident is None
+                       else receiver.incident_request(incident, items, self.now_ms()))
         except (ValueError, KeyError, TypeError) as exc:
             outcome = Outcome(False, permanent=True, error=f"cannot build the message: {type(exc).__name__}: {exc}")
         else:
@@ -368,8 +377,8 @@ class Notifier:
             if verdicts:
                 self._record_verdicts(receiver, [r for r in rows if r.id in verdicts], verdicts)
                 rows = [r for r in rows if r.id not in verdicts]
-            futures = [self._pools[name].submit(self._deliver, receiver, unit, alerts)
-                       for unit in self._units(receiver, rows)]
+            futures = [self._pools[name].submit(self._deliver, receiver, incident, unit, alerts)
+                       for incident, unit in self._units(receiver, rows, alerts)]
             wait_futures(futures)
             results = [future.result() for future in futures]
             outcomes = [o for o in results if o.sent]

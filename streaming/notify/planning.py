@@ -1,5 +1,6 @@
 """Planning: each outbox row the notifier has not seen yet gets one `deliveries` row per receiver
-its routes choose (insert-once on (outbox row, receiver), so planning twice is harmless). A
+its routes choose (insert-once on (outbox row, receiver), so planning twice is harmless). A firing
+that could join a fleet incident waits for it at a receiver that takes incidents (incidents.py). A
 resolution goes to every receiver its firing went to, whatever the routes say of `status`, and
 to any other its routes choose. A row routed nowhere is done at once; a row that is not an
 alert object is a dead letter."""
@@ -25,8 +26,10 @@ _NOT_AN_ALERT = "the outbox body is not an alert object"
 
 class Planner:
     def __init__(self, queue: DeliveryQueue, router: Router, receivers: Mapping[str, Receiver],
-                 group_wait_ms: int, now_ms: Callable[[], int]) -> None:
+                 group_wait_ms: int, now_ms: Callable[[], int],
+                 incident_wait_ms: Callable[[Alert], int] = lambda alert: 0) -> None:
         self.queue = queue
+        self.incident_wait_ms = incident_wait_ms
         self.router = router
         self.receivers = receivers
         self.group_wait_ms = group_wait_ms
@@ -58,8 +61,10 @@ class Planner:
                     firing_went[row.alert_id] = names  # its resolution may be in this same batch
                 if not names:
                     unrouted.append(row.id)
+                held = self.incident_wait_ms(alert) if names else 0
                 for name in names:
                     wait = self.group_wait_ms if self.receivers[name].accepts_groups else 0
+                    wait = max(wait, held if self.receivers[name].accepts_incidents else 0)
                     planned.append({**base, "receiver": name, "rule": alert.rule, "group_key": group_key(alert),
                                     "state": PENDING, "next_attempt_at": row.created_at + wait, "last_error": None})
             self.queue.save_plan(planned, unrouted, broken, now, f"dead letter: {_NOT_AN_ALERT}")

@@ -6,6 +6,11 @@
   and `X-Fleetwatch-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<body>">` keyed by the secret
   in `secret_env` (unsigned, with a warning, when no `secret_env` is set).
 - `slack`: an incoming-webhook message (`text` in Slack mrkdwn); accepts groups.
+- A fleet incident (streaming/notify/incidents.py) goes to a `webhook` as one `fleetwatch.incident/v1`
+  object (`INCIDENT_SCHEMA`: the incident, every member's id, and the alert objects of the members
+  this notification is the first to tell, under `alerts`), with `X-Fleetwatch-Incident-Id`,
+  `X-Fleetwatch-Alert-Ids` and a `X-Fleetwatch-Delivery-Id` of `<incident_id>:firing:<digest of those
+  alerts' ids>`, signed like an alert; to `slack` as one message listing them.
 - `pagerduty`: Events API v2, `dedup_key` = alert_id, `trigger` / `resolve`; the routing key
   comes from `routing_key_env`; `url` overrides the public endpoint.
 - `alertmanager`: POST `<url>/api/v2/alerts`, labels `alertname`, `rule`, `cluster_id`,
@@ -40,6 +45,7 @@ from streaming.redact import redact_url
 
 __all__ = [
     "ALERTMANAGER_FIRING_TTL_MS",
+    "INCIDENT_SCHEMA",
     "PAGERDUTY_EVENTS_URL",
     "SIGNATURE_TOLERANCE_S",
     "AlertmanagerReceiver",
@@ -61,6 +67,7 @@ ALERTMANAGER_FIRING_TTL_MS = 10 * 60 * 1000
 USER_AGENT = "fleetwatch-notify/1"
 _SLACK_ICON = {"critical": ":red_circle:", "warning": ":large_orange_circle:", "info": ":large_blue_circle:"}
 SLACK_GROUP_MAX = 50
+INCIDENT_SCHEMA = "fleetwatch.incident/v1"
 
 
 @dataclass(frozen=True)
@@ -169,6 +176,7 @@ class Receiver:
 
     kind: ClassVar[str] = ""
     accepts_groups: ClassVar[bool] = False
+    accepts_incidents: ClassVar[bool] = False  # one notification for a fleet incident's members
 
     def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
         self.name = config.name
@@ -226,9 +234,15 @@ class Receiver:
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         raise NotImplementedError
 
+    def incident_request(self, incident: Mapping[str, Any], items: Sequence[OutgoingAlert],
+                         now_ms: int) -> HttpRequest:
+        """One request for the members `items` of a fleet incident (`FleetIncident.to_dict`)."""
+        raise NotImplementedError
+
 
 class WebhookReceiver(Receiver):
     kind = "webhook"
+    accepts_incidents = True
 
     def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
         super().__init__(config, env)
@@ -247,10 +261,24 @@ class WebhookReceiver(Receiver):
             headers["X-Fleetwatch-Signature"] = sign(self.secret, body, now_ms // 1000)
         return HttpRequest(self.url, body, headers)
 
+    def incident_request(self, incident: Mapping[str, Any], items: Sequence[OutgoingAlert],
+                         now_ms: int) -> HttpRequest:
+        ids = sorted(str(item.alert.alert_id) for item in items)
+        body = _json({"schema": INCIDENT_SCHEMA, **incident, "alerts": [json.loads(item.body) for item in items]})
+        digest = hashlib.sha256(",".join(ids).encode()).hexdigest()[:16]
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
+                   "X-Fleetwatch-Incident-Id": str(incident["incident_id"]), "X-Fleetwatch-Status": "firing",
+                   "X-Fleetwatch-Alert-Ids": ",".join(ids),
+                   "X-Fleetwatch-Delivery-Id": f"{incident['incident_id']}:firing:{digest}"}
+        if self.secret is not None:
+            headers["X-Fleetwatch-Signature"] = sign(self.secret, body, now_ms // 1000)
+        return HttpRequest(self.url, body, headers)
+
 
 class SlackReceiver(Receiver):
     kind = "slack"
     accepts_groups = True
+    accepts_incidents = True
 
     @staticmethod
     def _escape(text: str) -> str:
@@ -277,6 +305,16 @@ class SlackReceiver(Receiver):
             cluster = first.target or first.cluster_id or first.endpoint
             text = "\n".join([f"*{len(alerts)} fleetwatch alerts for {self._escape(str(cluster))}* ({counts})",
                               *(f"• {self._line(a)}" for a in alerts)])
+        payload = {"text": text, "username": "fleetwatch", "mrkdwn": True}
+        return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
+
+    def incident_request(self, incident: Mapping[str, Any], items: Sequence[OutgoingAlert],
+                         now_ms: int) -> HttpRequest:
+        domain = incident["domain"]
+        text = "\n".join([f":rotating_light: *fleet incident: {len(incident['clusters'])} clusters share "
+                          f"{domain['kind']} {self._escape(str(domain['value']))}* ({len(incident['member_ids'])} "
+                          f"alerts; incident {incident['incident_id']})",
+                          *(f"• {self._line(item.alert)}" for item in items)])
         payload = {"text": text, "username": "fleetwatch", "mrkdwn": True}
         return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
 

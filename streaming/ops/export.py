@@ -12,6 +12,7 @@ published that much later than the range is past anything a collector buffered t
 outage of the bus). An event is kept when its own `ts` is in [since, until); the file has them in
 event-time order (then topic, partition, offset), one contract object per line, as the bus had it.
 A record that is no contract event with a `ts` (which replay would quarantine) is counted, not kept.
+The events of the range are sorted on disk past a buffer (`spill.py`): a range may exceed memory.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from streaming import topics
 from streaming.bus import BusAccess
 from streaming.clock import iso_ms
 from streaming.errors import BusFailure, ConfigError
+from streaming.ops.spill import SortedSpill
 
 __all__ = ["ExportSummary", "check_range", "export_range", "parse_time"]
 
@@ -81,7 +83,7 @@ def export_range(access: BusAccess, since: int, until: int, out: Path, *, skew_m
 
     check_range(since, until)
     summary = ExportSummary(since, until, out)
-    kept: list[tuple[int, int, int, int, bytes]] = []  # ts, topic's rank, partition, offset, value
+    kept = SortedSpill()  # ts, topic's rank, partition, offset, value: sorted on disk past a buffer
     try:
         consumer = KafkaConsumer(bootstrap_servers=access.bootstrap, enable_auto_commit=False, group_id=None,
                                  **access.client_settings)
@@ -108,14 +110,13 @@ def export_range(access: BusAccess, since: int, until: int, out: Path, *, skew_m
         raise BusFailure(f"reading the bus at {access.bootstrap} failed: {type(exc).__name__}: {exc}") from None
     finally:
         consumer.close()
-    kept.sort(key=lambda item: item[:4])
     with out.open("wb") as fh:
-        for *_, value in kept:
+        for *_, value in kept.drain():
             fh.write(value.rstrip(b"\n") + b"\n")
     return summary
 
 
-def _read(consumer: Any, todo: dict[Any, int], kept: list[tuple[int, int, int, int, bytes]], summary: ExportSummary,
+def _read(consumer: Any, todo: dict[Any, int], kept: SortedSpill, summary: ExportSummary,
           read_past_ms: int, progress: Callable[[str], None]) -> None:
     """Poll the partitions of `todo` (-> their listed end offset) until each reaches its end or its cut."""
     rank = {t: i for i, t in enumerate(topics.TELEMETRY)}
@@ -139,7 +140,7 @@ def _read(consumer: Any, todo: dict[Any, int], kept: list[tuple[int, int, int, i
                 if ts is None:
                     summary.skipped += 1
                 elif summary.since <= ts < summary.until:
-                    kept.append((ts, rank[tp.topic], tp.partition, record.offset, record.value))
+                    kept.add((ts, rank[tp.topic], tp.partition, record.offset, record.value))
                     summary.by_topic[tp.topic] += 1
         for tp in [tp for tp in todo if tp in fetched and consumer.position(tp) >= todo[tp]]:
             del todo[tp]
@@ -150,7 +151,7 @@ def _read(consumer: Any, todo: dict[Any, int], kept: list[tuple[int, int, int, i
                              f"{len(todo)} partitions left to read")
         if now - said >= _PROGRESS_EVERY_S and todo:
             said = now
-            progress(f"export: {summary.records_read} records read, {len(kept)} events in the range, "
+            progress(f"export: {summary.records_read} records read, {kept.count} events in the range, "
                      f"{len(todo)} partitions still to read")
 
 

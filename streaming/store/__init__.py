@@ -9,6 +9,8 @@
 - The notifier's queries and writes (delivery_queue.py: `DeliveryQueue`; delivery_states.py: the
   states of a delivery), its retention (notification_retention.py), and silences (silencing.py:
   written by `fleetwatch silence` and the dashboard, applied by the notifier).
+- Fleet incidents over the store (incidents.py: `fleet_incidents`, `fleet_places`): the alerts
+  grouped by shared failure domain, computed when asked, for the notifier, /metrics, the dashboard.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from streaming.store.database import Store
 from streaming.store.delivery_queue import NO_RECEIVER, DeliveryQueue, LeaseFence, QueuedDelivery, StateChange
 from streaming.store.delivery_states import DEAD, DELIVERED, FINAL_OK, HELD, PENDING, SILENCED, SUPERSEDED
+from streaming.store.incidents import Configured, fleet_incidents, fleet_places, grouping_rules, recent_alerts
 from streaming.store.job_tables import (
     alert_history,
     alerts,
@@ -52,6 +55,7 @@ __all__ = [
     "PENDING",
     "SILENCED",
     "SUPERSEDED",
+    "Configured",
     "DeliveryQueue",
     "LeaseFence",
     "QueuedDelivery",
@@ -70,6 +74,9 @@ __all__ = [
     "delete_expired_notifications",
     "deliveries",
     "expire_silence",
+    "fleet_incidents",
+    "fleet_places",
+    "grouping_rules",
     "job_checkpoints",
     "job_restarts",
     "list_silences",
@@ -79,6 +86,7 @@ __all__ = [
     "parse_duration",
     "pipeline_progress",
     "quarantine",
+    "recent_alerts",
     "silences",
     "source_clocks",
     "targets",

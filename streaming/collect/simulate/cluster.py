@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from streaming.collect.simulate.identities import DOMAIN, PORT, RACKS, ClusterIdentity
+from streaming.collect.simulate.identities import DOMAIN, PORT, ClusterIdentity
 from streaming.collect.simulate.spec import ERROR_TIMEOUT, FleetSpec
 from streaming.contract import (
     Broker,
@@ -93,7 +93,7 @@ class ClusterSim:
         self.redirects: dict[str, tuple[ClusterIdentity, str | None]] = {}
         self.alias: str | None = None  # DR alias target: None, "clone" or "primary"
         self.brokers = {
-            n: SimBroker(n, info.hosts[n - 1], RACKS[(n - 1) % len(RACKS)], f"agent-{info.hosts[n - 1]}")
+            n: SimBroker(n, info.hosts[n - 1], info.rack(n), f"agent-{info.hosts[n - 1]}")
             for n in range(1, spec.brokers + 1)}
         for b in self.brokers.values():
             self.at(spec.start_ms + (index * 131 + b.node * 97) % 600, partial(self._start_broker, b))

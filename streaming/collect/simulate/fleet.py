@@ -10,9 +10,10 @@ from typing import Any
 
 from streaming.collect.simulate.cluster import ClusterSim
 from streaming.collect.simulate.faults import begin
-from streaming.collect.simulate.identities import ClusterIdentity, make_identity
+from streaming.collect.simulate.identities import RACKS, ClusterIdentity, make_identity, release_of, shared_racks
 from streaming.collect.simulate.schedule import not_applicable, schedule
 from streaming.collect.simulate.spec import FleetSpec, InjectedFault
+from streaming.detect import BrokerPlace, ClusterPlace
 
 __all__ = ["Simulation"]
 
@@ -29,7 +30,10 @@ class Simulation:
     def __init__(self, spec: FleetSpec) -> None:
         self.spec = spec
         width = max(4, len(str(spec.clusters - 1)))
-        self._identities = [make_identity(spec.seed, f"c{i:0{width}d}", spec.brokers) for i in range(spec.clusters)]
+        correlated = bool(spec.correlated)
+        self._identities = [make_identity(spec.seed, f"c{i:0{width}d}", spec.brokers,
+                                          shared_racks(i, spec.clusters, spec.brokers) if correlated else RACKS,
+                                          release_of(i) if correlated else None) for i in range(spec.clusters)]
         self.skipped: dict[str, str] = {k: r for k in spec.faults if (r := not_applicable(k, spec))}
         self.faults: tuple[InjectedFault, ...]
         self.faults, self._plan = schedule(spec, self._identities, tuple(self.skipped))
@@ -72,6 +76,14 @@ class Simulation:
         """(topic, event) in emission order; nondecreasing ts unless `jitter_ms` is set."""
         for _, topic, ev in self.emission():
             yield topic, ev
+
+    def places(self) -> dict[str, ClusterPlace]:
+        """Where each cluster runs, as the fleet incidents read it (streaming/detect/domains.py): its
+        brokers' racks and addresses, and its release as a tag (the configuration's `clusters[].tags`)."""
+        return {info.cluster_id: ClusterPlace(
+            info.cluster_id, info.target, {"release": info.release} if info.release else {},
+            {n: BrokerPlace(info.rack(n), (info.address(n),)) for n in range(1, len(info.hosts) + 1)})
+            for info in self._identities}
 
     def labels(self) -> list[dict[str, Any]]:
         """The ground truth, from what was injected: one line per fault (`InjectedFault.as_dict`),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 from streaming.collect.simulate.cluster import HB_JITTER_MS, PlannedFault
 from streaming.collect.simulate.faults import NEEDS_PARTNER, TIMELINE, injected
-from streaming.collect.simulate.identities import ClusterIdentity, make_identity
+from streaming.collect.simulate.identities import BAD_RELEASE, ClusterIdentity, make_identity, rack_row
 from streaming.collect.simulate.spec import RULES, FleetSpec, InjectedFault
 
 __all__ = ["not_applicable", "schedule"]
@@ -31,17 +32,17 @@ def schedule(spec: FleetSpec, identities: Sequence[ClusterIdentity], skipped: Se
     end of the stream is not started.
     """
     plan: dict[int, list[PlannedFault]] = {i: [] for i in range(spec.clusters)}
+    free = [spec.start_ms] * spec.clusters
+    faults = _correlated(spec, identities, plan, free)
     kinds = [k for k in spec.faults if k not in skipped]
     if not kinds:
-        return (), plan
+        return tuple(sorted(faults, key=lambda f: (f.start_ms, f.target))), plan
     start, end, probe = spec.start_ms, spec.end_ms, spec.probe_interval_ms
     # Every start and end of an alert the fault is designed to raise must be passed by the final
     # watermark, which trails the last event (at most a heartbeat interval before the end) by the
     # allowed lateness.
     margin = probe + spec.heartbeat_interval_ms + HB_JITTER_MS + RULES.allowed_lateness_ms + 1000
-    free = [start] * spec.clusters
     seen: Counter[str] = Counter()
-    faults: list[InjectedFault] = []
     n = 0
     while (slot := start + spec.first_fault_ms + n * spec.fault_every_ms) < end:
         kind = kinds[n % len(kinds)]
@@ -70,3 +71,37 @@ def schedule(spec: FleetSpec, identities: Sequence[ClusterIdentity], skipped: Se
         plan[home].append(PlannedFault(kind, at, seen[kind], partner))
         seen[kind] += 1
     return tuple(sorted(faults, key=lambda f: (f.start_ms, f.target))), plan
+
+
+# Correlated faults: when they start (after the first regular fault slot) and how far apart the
+# members' crashes are (a rack's power goes at once, give or take; a rollout is a few clusters a minute).
+_CORRELATED_AT_MS = {"rack": 90_000, "release": 330_000}
+_CORRELATED_STAGGER_MS = {"rack": 300, "release": 15_000}
+_QUIET_AFTER_MS = 60_000  # the default incidents.window_ms
+
+
+def _correlated(spec: FleetSpec, identities: Sequence[ClusterIdentity], plan: dict[int, list[PlannedFault]],
+                free: list[int]) -> list[InjectedFault]:
+    """The correlated faults (`spec.correlated`), planned before the regular ones, whose clusters
+    they keep busy: a broker crash (`broker.heartbeat_lost` of the last broker) in every cluster of
+    rack row 0, whose last brokers share a rack; and in three clusters of the bad release
+    (each in another rack row). Each fault of one carries the same `group` label."""
+    kind = "broker.heartbeat_lost"
+    members = {"rack": [i for i in range(spec.clusters) if rack_row(i, spec.clusters) == 0],
+               "release": [i for i, info in enumerate(identities) if info.release == BAD_RELEASE][:3]}
+    out: list[InjectedFault] = []
+    for name in spec.correlated:
+        chosen = members[name]
+        at0 = spec.start_ms + _CORRELATED_AT_MS[name]
+        if len(chosen) < 2 or at0 + len(chosen) * _CORRELATED_STAGGER_MS[name] + 60_000 > spec.end_ms:
+            continue
+        info0 = identities[chosen[0]]
+        group = f"rack:{info0.rack(spec.brokers)}" if name == "rack" else f"release:{BAD_RELEASE}"
+        for k, index in enumerate(chosen):
+            at = max(at0 + k * _CORRELATED_STAGGER_MS[name], free[index])
+            fault = injected(kind, identities[index], spec.brokers, None, at, after_a_clone=False)
+            out.append(replace(fault, group=group))
+            plan[index].append(PlannedFault(kind, at, len(plan[index]), None))
+            # Quiet for the incidents' window after it, so no regular fault's alert joins its run.
+            free[index] = at + TIMELINE[kind][0] + spec.probe_interval_ms + _QUIET_AFTER_MS
+    return out

@@ -10,6 +10,7 @@ from typing import Any
 from streaming.config import RuleSettings
 
 __all__ = [
+    "CORRELATED_KINDS",
     "DEFAULT_START_MS",
     "ERROR_REFUSED",
     "ERROR_TIMEOUT",
@@ -41,6 +42,8 @@ FAULT_KINDS: tuple[str, ...] = (
     "connection.misrouted",
     "endpoint.collision",
 )
+# Correlated faults (fleet incidents): one rack failing under several clusters, one bad release.
+CORRELATED_KINDS = ("rack", "release")
 _SHORT_NAMES = {kind.split(".", 1)[1]: kind for kind in FAULT_KINDS}
 
 # Labels are what the default rule settings produce; a replay with overrides differs.
@@ -84,6 +87,9 @@ class FleetSpec:
     heartbeat_interval_ms: int = 2000
     probe_interval_ms: int = 5000
     jitter_ms: int = 0
+    # CORRELATED_KINDS to inject besides `faults`; with any, racks are named fleet-wide
+    # (identities.shared_racks) and clusters carry a release.
+    correlated: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         problems = []
@@ -107,6 +113,8 @@ class FleetSpec:
         if not 0 <= self.jitter_ms < RULES.allowed_lateness_ms:
             problems.append(f"jitter_ms must be within 0..{RULES.allowed_lateness_ms - 1} "
                             "(more would make events late)")
+        if set(self.correlated) - set(CORRELATED_KINDS):
+            problems.append(f"correlated faults must be among {CORRELATED_KINDS}")
         unknown = [f for f in self.faults if f not in FAULT_KINDS]
         if unknown:
             problems.append(f"unknown fault kinds {unknown}")
@@ -139,6 +147,7 @@ class InjectedFault:
     broker_id: int | None = None
     endpoint: str | None = None
     partner: str | None = None
+    group: str | None = None  # a correlated fault's label (the domain it hits): faults of one group are one incident
 
     def covers(self, alert: Mapping[str, Any]) -> bool:
         """Whether this fault accounts for `alert` (an alert line): one of the rules it is designed
@@ -149,6 +158,7 @@ class InjectedFault:
 
     def as_dict(self) -> dict[str, Any]:
         """The label line `fleetwatch simulate --labels` writes."""
-        return {"kind": self.kind, "cluster_id": self.cluster_id, "target": self.target,
+        line = {"kind": self.kind, "cluster_id": self.cluster_id, "target": self.target,
                 "broker_id": self.broker_id, "endpoint": self.endpoint, "partner": self.partner,
                 "start_ms": self.start_ms, "end_ms": self.end_ms, "rules": list(self.rules)}
+        return {**line, "group": self.group} if self.group else line

@@ -1,7 +1,7 @@
 """A rehearsal of the production topology on one machine (issue 26): `topology.py` starts and stops
 it, `targets.py` holds the real target clusters and their faults, `rows.py` kills one part while a
 fault is open, `scoring.py` counts what a real receiver got. Used by bench/rehearsal.py and
-tests/pipeline/test_rehearsal.py (no tests here)."""
+tests/ops/test_deploy_standalone.py (no tests here)."""
 
 from support.rehearsal.rows import KILLS, POSTGRES_DOWN_S, Rehearsal, describe
 from support.rehearsal.scoring import RowScore

@@ -1,5 +1,5 @@
 """The production topology on one machine (issue 26): every part a real process, started and
-stopped here, for `bench/rehearsal.py` and tests/pipeline/test_rehearsal.py.
+stopped here, for `bench/rehearsal.py` and tests/ops/test_deploy_standalone.py.
 
 - the telemetry bus: a 3-node real Kafka 4.4 cluster (combined KRaft), its topics replicated 3 times
   (`min.insync.replicas` 2), read by Spark's kafka connector (`bus.source: spark`);
@@ -54,6 +54,8 @@ class Plan:
 
     workdir: Path
     spark_workers: int = 2  # 0: submit to local[2], no standalone cluster
+    # A standalone cluster already running to submit to (its caller stops it), instead of one of `spark_workers`.
+    standalone: Standalone | None = None
     probes: int = 2
     notifiers: int = 2
     dashboard: bool = True
@@ -131,7 +133,9 @@ class Topology:
             self.store_url = self.plan.store_url
 
     def _start_spark(self) -> None:
-        if self.plan.spark_workers:
+        if self.plan.standalone is not None:
+            self.spark = self.plan.standalone
+        elif self.plan.spark_workers:
             (self.workdir / "spark").mkdir(exist_ok=True)
             self.spark = Standalone(self.workdir / "spark", workers=self.plan.spark_workers)
             self.spark.env.update(PYTHONPATH=str(ROOT))
@@ -214,7 +218,7 @@ class Topology:
             if service is not None:
                 with contextlib.suppress(Exception):
                     service.stop(timeout_s=60 if service is self.job else 20)
-        if self.spark is not None:
+        if self.spark is not None and self.spark is not self.plan.standalone:
             self.spark.stop()
         self.targets.stop()
         self.bus.stop_all()

@@ -1,0 +1,37 @@
+"""The dashboard's incidents page (issue 30.2): its content from a real SQLite store, as the Dash
+callback returns it (no browser): one incident of two clusters in rack r7 with its members, not
+the unrelated alert of the same moment; registered in the app's router and navigation."""
+
+from __future__ import annotations
+
+from dashboard.app import create_app
+from dashboard.page_content import PageContent
+from streaming.alert import Alert
+from streaming.store import Store
+
+T0 = 1_764_000_000_000
+
+
+def _texts(component) -> list[str]:
+    children = getattr(component, "children", component)
+    if isinstance(children, str | int):
+        return [str(children)]
+    if isinstance(children, list | tuple):
+        return [t for child in children for t in _texts(child)]
+    return [] if children is None else _texts(children)
+
+
+def test_incidents_page_lists_the_incident_and_its_members(tmp_path):
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    store = Store(url)
+    store.write({"brokers": [{"cluster_id": c, "broker_id": 1, "state": "ONLINE", "rack": rack, "endpoints": [],
+                              "updated_ms": T0} for c, rack in {"c0": "r7", "c1": "r7", "c2": "q", "c3": "z"}.items()]})
+    store.record_alerts([Alert.firing("broker.heartbeat_lost", "c0/1", T0, "s", cluster_id="c0", broker_id=1),
+                         Alert.firing("broker.fenced", "c1/1", T0 + 900, "s", cluster_id="c1", broker_id=1),
+                         Alert.firing("broker.heartbeat_lost", "c2/1", T0 + 100, "s", cluster_id="c2", broker_id=1)])
+    text = " ".join(_texts(PageContent(store, lambda path: path).incidents()))
+    assert "rack:r7: 2 clusters, 2 alerts" in text and "broker.fenced" in text
+    assert "c2" not in text.split()
+    app = create_app(url)
+    assert "/incidents" in str(app.layout) and "incidents-body" in str(app.validation_layout)
+    store.close()
