@@ -24,15 +24,15 @@ from support.costs import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
-# Lane A: the real-Kafka and outage tests, with both users of the session's healthy real cluster
+# Lane A: the real-Kafka tests, with both users of the session's healthy real cluster
 # (collect's probe isolation, pipeline's real faults) and the Spark standalone cluster's; lane B:
-# everything else, with the live job's and the replays' modules of pipeline. Balanced by the
+# everything else, with the live job's, the replays' and the store outages' modules of pipeline. Balanced by the
 # modules' measured times (each run prints them, from artifacts/test-costs-lane-*.jsonl); a folder
 # or a file of tests/ each.
 LANE_A = ("tests/bus", "tests/collect", "tests/source", "tests/ops/test_deploy_standalone.py", *(
     f"tests/pipeline/{name}.py" for name in (
-        "test_real_kafka_faults", "test_outage_store", "test_outage_alerts_topic", "test_supervise",
-        "test_source_lead", "test_spark_daemon", "test_restart_policy", "test_packing")))
+        "test_real_kafka_faults", "test_supervise", "test_source_lead", "test_spark_daemon", "test_restart_policy",
+        "test_packing")))
 NOT_TESTS = ("support", "fixtures", "__pycache__")
 
 
