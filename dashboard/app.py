@@ -30,17 +30,19 @@ from dashboard.auth import guard_server
 from dashboard.callbacks import register_callbacks
 from dashboard.layouts import frame_layout, validation_layout
 from dashboard.page_content import PageContent, Tags
+from streaming.incident_settings import IncidentSettings
 from streaming.store import Store
 
 __all__ = ["create_app"]
 
 
 def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = None,
-               host: str | None = None) -> Dash:
+               incidents: IncidentSettings | None = None, host: str | None = None) -> Dash:
     """The dashboard over the store at `store_url`, refreshing every `refresh_ms`.
 
     `tags` maps a target name to its tags (`{c.name: c.tags for c in config.clusters}`): the
-    overview then has one filter per tag key. When a viewer or silencer credential is set
+    overview then has one filter per tag key. `incidents`: the config's grouping of fleet incidents
+    (the defaults without one), as the notifier groups them. When a viewer or silencer credential is set
     (`auth`), every request needs HTTP basic auth with one of them. `host`: the address the server
     will listen on, when the caller knows it (else each request tells); without auth, one beyond
     loopback gets a warning and refuses silences.
@@ -49,7 +51,7 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     # No "Updating..." flicker in the tab title on every refresh. The style sheet (and the fleet
     # map's click handler) are served from dashboard/assets/.
     app = Dash(__name__, title="fleetwatch", update_title=None)
-    content = PageContent(store, app.get_relative_path, tags)
+    content = PageContent(store, app.get_relative_path, tags, incidents)
     app.layout = frame_layout(app.get_relative_path, refresh_ms)
     app.validation_layout = validation_layout(app.layout, content.tag_options(), content.default_group)
     register_callbacks(app, store.engine, content)

@@ -40,7 +40,7 @@ def command(args: argparse.Namespace) -> int:
     # The overview's tag filters: each configured cluster's tags, by target name.
     tags = {c.name: c.tags for c in config.clusters}
     try:
-        app = create_app(store_url, tags=tags, host=args.host)
+        app = create_app(store_url, tags=tags, incidents=config.incidents, host=args.host)
     except SQLAlchemyError as exc:
         # A bad URL or an unreachable database: one line, not a traceback, and not the URL,
         # which may hold a password.

@@ -41,6 +41,7 @@ from dashboard.views.incidents import incidents_view
 from dashboard.views.pipeline import pipeline_figure, pipeline_tables
 from streaming.clock import now_ms
 from streaming.config import ConfigError
+from streaming.incident_settings import IncidentSettings
 from streaming.store import Silence, Store, add_silence
 
 __all__ = ["SILENCE_MS", "PageContent", "Tags"]
@@ -63,8 +64,10 @@ class PageContent:
     target name to its tags (from the config), None when the dashboard runs without one.
     """
 
-    def __init__(self, store: Store, href: Href, tags: Tags | None = None) -> None:
+    def __init__(self, store: Store, href: Href, tags: Tags | None = None,
+                 incidents: IncidentSettings | None = None) -> None:
         self.store = store
+        self.incident_settings = incidents
         self.engine = store.engine
         self.href = href
         self.tags = {name: dict(t) for name, t in (tags or {}).items()}
@@ -180,7 +183,8 @@ class PageContent:
 
     def incidents(self) -> html.Div:
         """Fleet incidents (alerts of several clusters sharing a failure domain), newest first."""
-        return incidents_view(self.href, incident_list(self.engine, self.tags), fleet_clock_ms(self.engine))
+        found = incident_list(self.engine, self.tags, self.incident_settings)
+        return incidents_view(self.href, found, fleet_clock_ms(self.engine))
 
     def deliveries(self, receivers: Sequence[str] = (), states: Sequence[str] = ()) -> tuple[html.Div, html.Div]:
         """Counts by state and the latest deliveries (receivers by name only)."""

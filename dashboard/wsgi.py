@@ -19,4 +19,5 @@ _store_url = os.environ.get("FLEETWATCH_STORE_URL") or (_config.store.url if _co
 if not _store_url:
     raise RuntimeError("set FLEETWATCH_STORE_URL (or FLEETWATCH_CONFIG) to the store to show")
 
-server = create_app(_store_url, tags={c.name: c.tags for c in _config.clusters} if _config else None).server
+server = create_app(_store_url, tags={c.name: c.tags for c in _config.clusters} if _config else None,
+                    incidents=_config.incidents if _config else None).server

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dashboard.app import create_app
 from dashboard.page_content import PageContent
 from streaming.alert import Alert
+from streaming.incident_settings import IncidentSettings
 from streaming.store import Store
 
 T0 = 1_764_000_000_000
@@ -34,4 +35,20 @@ def test_incidents_page_lists_the_incident_and_its_members(tmp_path):
     assert "c2" not in text.split()
     app = create_app(url)
     assert "/incidents" in str(app.layout) and "incidents-body" in str(app.validation_layout)
+    store.close()
+
+
+def test_the_page_groups_with_the_configs_incident_settings(tmp_path):
+    # The same two clusters of rack r7 failing together: with the config's settings the page
+    # agrees with the notifier (here a window shorter than the 900 ms between them: no incident).
+    store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    store.write({"brokers": [{"cluster_id": c, "broker_id": 1, "state": "ONLINE", "rack": rack, "endpoints": [],
+                              "updated_ms": T0} for c, rack in {"c0": "r7", "c1": "r7", "c2": "q", "c3": "z"}.items()]})
+    store.record_alerts([Alert.firing("broker.heartbeat_lost", "c0/1", T0, "s", cluster_id="c0", broker_id=1),
+                         Alert.firing("broker.fenced", "c1/1", T0 + 1900, "s", cluster_id="c1", broker_id=1)])
+    grouped = " ".join(_texts(PageContent(store, lambda path: path).incidents()))
+    assert "rack:r7: 2 clusters, 2 alerts" in grouped
+    narrow = IncidentSettings(window_ms=1000)
+    apart = " ".join(_texts(PageContent(store, lambda path: path, incidents=narrow).incidents()))
+    assert "rack:r7" not in apart
     store.close()
