@@ -4,6 +4,7 @@ run when it holds a test that uses it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -13,6 +14,13 @@ from pathlib import Path
 import pytest
 from support.costs import cost_hook
 from support.postgres import PostgresServer, pg_binaries
+
+# Dash's test server (dash_duo) is stopped by raising SystemExit in every thread started after it
+# (dash.testing's KillerThread): a request thread inside werkzeug's line-per-request log then can
+# leave a logging handler's lock held for good, and the next line logged anywhere in the session
+# waits forever (seen: lane B stuck in the server's own "Server stopped", a clean-clone run lost).
+# Request threads that log nothing hold no such lock.
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 pytest_runtest_protocol = cost_hook  # each test's wall and CPU time, when tests/lanes.py asks
 
