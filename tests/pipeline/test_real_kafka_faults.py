@@ -25,8 +25,9 @@ import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 from sqlalchemy import select
-from support.healthy_kafka import PROBE, HealthyWatch
+from support.healthy_kafka import FAST_LAYOUT, PROBE, HealthyWatch
 
+from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig
 from streaming.job import start_job
 from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
@@ -53,8 +54,8 @@ class Watch:
     bus: str
     workdir: Path
 
-    def probe(self, name: str, bootstrap: list[str]) -> BackgroundProbe:
-        return BackgroundProbe([target_of(name, bootstrap)], self.bus, PROBE).start()
+    def probe(self, name: str, bootstrap: list[str], options: ProbeOptions = PROBE) -> BackgroundProbe:
+        return BackgroundProbe([target_of(name, bootstrap)], self.bus, options).start()
 
     def rows(self, **where: Any) -> list[Any]:
         query = select(alerts)
@@ -109,7 +110,7 @@ def faulty(watch) -> Iterator[KRaftCluster]:
     cluster = KRaftCluster(watch.workdir / "faulty", brokers=3, controllers=3, partitionable=[2],
                            session_timeout_ms=SESSION_TIMEOUT_MS)
     cluster.start()
-    probe = watch.probe("faulty", cluster.bootstrap)
+    probe = watch.probe("faulty", cluster.bootstrap, FAST_LAYOUT)  # the blast radius test's cluster
     try:
         yield cluster
     finally:

@@ -38,6 +38,7 @@ from dashboard.views.elements import cluster_path
 from dashboard.views.fleet import LISTED_LIMIT, fleet_table
 from dashboard.views.formatting import format_age
 from streaming.alert import Alert
+from streaming.incident_settings import IncidentSettings
 from streaming.store import Store
 
 
@@ -193,7 +194,8 @@ def test_text_colours_are_readable_in_light_and_dark() -> None:
 def test_cli_and_wsgi_pass_the_config_tags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "fleetwatch.yaml"
     config.write_text(f"store: {{url: 'sqlite:///{tmp_path / 's.db'}'}}\n"
-                      "clusters:\n  - {name: orders, tags: {env: prod}}\n  - {name: billing}\n", encoding="utf-8")
+                      "clusters:\n  - {name: orders, tags: {env: prod}}\n  - {name: billing}\n"
+                      "incidents: {window_ms: 30000}\n", encoding="utf-8")
     seen: list[dict[str, Any]] = []
 
     class FakeApp:
@@ -219,5 +221,7 @@ def test_cli_and_wsgi_pass_the_config_tags(tmp_path: Path, monkeypatch: pytest.M
         sys.modules.pop("dashboard.wsgi", None)  # built over the fake: no later import may get it
     tags = {"orders": {"env": "prod"}, "billing": {}}
     url = f"sqlite:///{tmp_path / 's.db'}"
+    incidents = IncidentSettings(window_ms=30_000)  # the incidents page groups as the notifier does
     # The CLI also says where it listens (a dashboard without auth beyond loopback is a warning).
-    assert seen == [{"url": url, "tags": tags, "host": "127.0.0.1"}, {"url": url, "tags": tags}]
+    assert seen == [{"url": url, "tags": tags, "incidents": incidents, "host": "127.0.0.1"},
+                    {"url": url, "tags": tags, "incidents": incidents}]
