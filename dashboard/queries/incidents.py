@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from dashboard.queries.shared import Row
 from streaming.incident_settings import IncidentSettings
-from streaming.store import alerts, fleet_incidents
+from streaming.store import IncidentScope, recent_incidents
 
 __all__ = ["LOOKBACK_MS", "incident_list"]
 
@@ -21,12 +21,8 @@ def incident_list(engine: Engine, tags: Mapping[str, Mapping[str, str]] | None =
     """Incidents (newest start first) as rows: id, status, domain, start, end, clusters, members
     (each an alert row: id, rule, severity, cluster id, target, broker, start, end). `tags` are the
     configured clusters' tags by target name (the dashboard's --config)."""
-    with engine.connect() as conn:
-        newest = conn.scalar(select(func.max(alerts.c.starts_at)))
-    if newest is None:
-        return []
-    configured = [(name, None, t) for name, t in (tags or {}).items()]
-    found = fleet_incidents(engine, settings or IncidentSettings(), int(newest) - LOOKBACK_MS, configured)
+    configured = tuple((name, None, t) for name, t in (tags or {}).items())
+    found = recent_incidents(engine, IncidentScope(settings or IncidentSettings(), configured), LOOKBACK_MS)
     return [{"incident_id": i.incident_id, "status": i.status, "domain": str(i.domain), "starts_at": i.starts_at,
              "ends_at": i.ends_at, "clusters": list(i.clusters),
              "members": [{"alert_id": m.alert_id, "rule": m.rule, "severity": m.severity, "cluster_id": m.cluster_id,

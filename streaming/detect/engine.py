@@ -52,9 +52,7 @@ TARGET_PREFIX = "target:"
 ADDRESS_PREFIX = "addr:"
 ID_PREFIX = "dup:"
 
-
 _DEFAULT_TTL_MS = RuleSettings().state_ttl_ms
-
 
 
 def shards_of(event: Event) -> list[str]:

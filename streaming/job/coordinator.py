@@ -43,11 +43,11 @@ from streaming.job.query import RunningJob
 from streaming.job.recorded import REPLAY_QUERY, Recording, start_recorded
 from streaming.job.session import spark_session
 from streaming.job.supervise import Supervisor
-from streaming.metrics import IncidentScope, start_metrics_server
+from streaming.metrics import start_metrics_server
 from streaming.progress import ProgressRecorder
 from streaming.resilience import Stopping
 from streaming.sinks import AlertPublisher, BatchWriter, KeyedAlert
-from streaming.store import Store
+from streaming.store import IncidentScope, Store
 
 __all__ = ["Companions", "JobCoordinator", "JobObserver", "JobPlan", "Outcome", "Unobserved", "Wiring",
            "stop_on_signals"]
@@ -188,9 +188,7 @@ class JobCoordinator:
         metrics_url = None
         if plan.metrics is not None and store is not None:
             port, host = plan.metrics
-            scope = IncidentScope(config.incidents, tuple((c.name, c.expected_cluster_id, c.tags)
-                                                          for c in config.clusters))
-            parts.callback(start_metrics_server(store, port, host, incidents=scope).stop)
+            parts.callback(start_metrics_server(store, port, host, incidents=IncidentScope.of(config)).stop)
             metrics_url = f"http://{host}:{port}/metrics"
         # 4. the companions; the observer is told
         supervisor = None

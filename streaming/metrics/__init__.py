@@ -3,8 +3,7 @@
 - `increment(counter)`: count what went wrong without failing the job (`counters`: no import of
   the project, so any stage may count).
 - `render_metrics(engine)`, `start_metrics_server(store, port, host)`, `MetricsServer`, `wsgi_app`:
-  the exposition of the store's fleet gauges and the counters (`exposition`); `IncidentScope`: the
-  config's grouping of fleet incidents that the exposition counts with.
+  the exposition of the store's fleet gauges and the counters (`exposition`).
 - `add_metrics_arguments(parser)`: `--metrics-port`/`--metrics-host` for the commands that serve it,
   and who may read it (`access`).
 
@@ -15,12 +14,11 @@ from streaming.metrics.access import add_metrics_arguments
 from streaming.metrics.counters import COUNTERS, increment
 from streaming.metrics.exposition import (
     CONTENT_TYPE,
-    IncidentScope,
     MetricsServer,
     render_metrics,
     start_metrics_server,
     wsgi_app,
 )
 
-__all__ = ["CONTENT_TYPE", "COUNTERS", "IncidentScope", "MetricsServer", "add_metrics_arguments", "increment",
+__all__ = ["CONTENT_TYPE", "COUNTERS", "MetricsServer", "add_metrics_arguments", "increment",
            "render_metrics", "start_metrics_server", "wsgi_app"]

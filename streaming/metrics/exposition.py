@@ -34,7 +34,8 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
   incidents") among the alerts that started within a day of the newest one, by status (firing,
   resolved) and the kind of domain they share, every pair listed. Grouped as the notifier groups
   them: the domains the store knows (racks, addresses) and the serving job's `incidents:` settings
-  and clusters' tags (`IncidentScope`; a server given none groups with the defaults and no tags).
+  and clusters' tags (streaming.store's `IncidentScope`; a server given none groups with the defaults
+  and no tags).
 - `fleetwatch_store_up` (0 when the store cannot be read; the scrape itself still succeeds) and
   `fleetwatch_metrics_render_seconds`.
 
@@ -63,7 +64,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -75,7 +76,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from streaming import clock
 from streaming.alert import RULES
 from streaming.contract import AHEAD_REASONS, BROKER_STATES
-from streaming.incident_settings import DOMAIN_KIND_NAMES, IncidentSettings
+from streaming.incident_settings import DOMAIN_KIND_NAMES
 from streaming.metrics.access import (
     DEFAULT_METRICS_HOST,
     MetricsAuth,
@@ -85,21 +86,21 @@ from streaming.metrics.access import (
 )
 from streaming.metrics.counters import COUNTERS, counter_values
 from streaming.store import (
+    IncidentScope,
     alerts,
     brokers,
     clusters,
-    fleet_incidents,
     job_restarts,
     outbox,
     pipeline_progress,
     quarantine,
+    recent_incidents,
     source_clocks,
     targets,
 )
 
 __all__ = [
     "CONTENT_TYPE",
-    "IncidentScope",
     "MetricsServer",
     "render_metrics",
     "start_metrics_server",
@@ -112,6 +113,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STATES = (*sorted(BROKER_STATES), "UNKNOWN")
 _INCIDENT_DAY_MS = 86_400_000
 _FROM_ENV: Any = object()  # the servers' auth default: metrics_auth_from_env()
+_NO_SCOPE = IncidentScope()  # a server told nothing of the config: default grouping, no tags
 
 
 @dataclass
@@ -326,30 +328,17 @@ def _impact_families(engine: Engine) -> list[_Family]:
     return [family]
 
 
-@dataclass(frozen=True)
-class IncidentScope:
-    """What the grouping of fleet incidents needs beyond the store: the `incidents:` settings and
-    the configured clusters' tags (name, expected cluster id, tags), as the job's config says."""
-
-    settings: IncidentSettings = field(default_factory=IncidentSettings)
-    configured: tuple[tuple[str, str | None, Mapping[str, str]], ...] = ()
-
-
 def _incident_families(engine: Engine, scope: IncidentScope) -> list[_Family]:
     family = _Family("fleetwatch_fleet_incidents", "Fleet incidents (alerts of several clusters sharing a failure "
                      "domain) among the alerts of the last day of the store, by status and domain kind.")
-    with engine.connect() as conn:
-        newest = conn.scalar(select(func.max(alerts.c.starts_at)))
-    found = [] if newest is None else fleet_incidents(engine, scope.settings, int(newest) - _INCIDENT_DAY_MS,
-                                                      scope.configured)
-    counts = Counter((i.status, i.domain.kind) for i in found)
+    counts = Counter((i.status, i.domain.kind) for i in recent_incidents(engine, scope, _INCIDENT_DAY_MS))
     for status in ("firing", "resolved"):
         for kind in DOMAIN_KIND_NAMES:
             family.add(counts[(status, kind)], status=status, domain=kind)
     return [family]
 
 
-def render_metrics(engine: Engine, now_ms: int | None = None, incidents: IncidentScope = IncidentScope()) -> str:
+def render_metrics(engine: Engine, now_ms: int | None = None, incidents: IncidentScope = _NO_SCOPE) -> str:
     """The exposition text for one scrape. A store that cannot be read gives `fleetwatch_store_up 0`."""
     started = time.perf_counter()
     now_ms = clock.now_ms() if now_ms is None else now_ms
@@ -398,7 +387,7 @@ def _answer(engine: Engine, incidents: IncidentScope, required: MetricsAuth | No
     return status, [("Content-Type", ctype), ("Content-Length", str(len(body)))], body
 
 
-def wsgi_app(store: Any, auth: Any = _FROM_ENV, incidents: IncidentScope = IncidentScope()
+def wsgi_app(store: Any, auth: Any = _FROM_ENV, incidents: IncidentScope = _NO_SCOPE
              ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """A WSGI app serving `/metrics` (and `/healthz`) for a Store, an Engine or a store URL, with
     the auth the environment sets (`metrics_auth_from_env`) unless `auth` is given (None: none)."""
@@ -421,7 +410,7 @@ class MetricsServer:
     None for nothing."""
 
     def __init__(self, store: Any, port: int, host: str = DEFAULT_METRICS_HOST, auth: Any = _FROM_ENV,
-                 incidents: IncidentScope = IncidentScope()) -> None:
+                 incidents: IncidentScope = _NO_SCOPE) -> None:
         engine = _engine_of(store)
         host = metrics_host(host)
         self.auth: MetricsAuth | None = metrics_auth_from_env() if auth is _FROM_ENV else auth
@@ -467,7 +456,7 @@ class MetricsServer:
 
 
 def start_metrics_server(store: Any, port: int, host: str = DEFAULT_METRICS_HOST,
-                         auth: Any = _FROM_ENV, incidents: IncidentScope = IncidentScope()) -> MetricsServer:
+                         auth: Any = _FROM_ENV, incidents: IncidentScope = _NO_SCOPE) -> MetricsServer:
     """Serve `/metrics` for `store` (a Store, an Engine or a URL) on host:port (0: any free port),
     with the auth the environment sets unless `auth` is given (None: none)."""
     return MetricsServer(store, port, host, auth, incidents).start()

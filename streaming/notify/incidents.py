@@ -24,7 +24,7 @@ from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.detect import ClusterPlace, Domain, FleetIncident, alert_domains, cluster_key, evidence
 from streaming.notify.receivers import OutgoingAlert, Receiver
-from streaming.store import QueuedDelivery, fleet_incidents, fleet_places, grouping_rules
+from streaming.store import IncidentScope, QueuedDelivery, fleet_incidents, fleet_places, grouping_rules
 
 __all__ = ["MAX_MEMBERS_PER_MESSAGE", "IncidentUnits"]
 
@@ -37,8 +37,8 @@ PLACES_TTL_MS = 30_000
 class IncidentUnits:
     def __init__(self, engine: Engine, config: FleetwatchConfig, now_ms: Callable[[], int]) -> None:
         self.engine = engine
-        self.settings = config.incidents
-        self.configured = [(c.name, c.expected_cluster_id, c.tags) for c in config.clusters]
+        scope = IncidentScope.of(config)
+        self.settings, self.configured = scope.settings, scope.configured
         self.now_ms = now_ms
         self._places: dict[str, ClusterPlace] = {}
         self._strong: set[Domain] = set()

@@ -255,24 +255,24 @@ class WebhookReceiver(Receiver):
         (item,) = items
         body = item.body.encode()
         alert_id, status = str(item.alert.alert_id), str(item.alert.status)
-        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, "X-Fleetwatch-Alert-Id": alert_id,
-                   "X-Fleetwatch-Status": status, "X-Fleetwatch-Delivery-Id": f"{alert_id}:{status}"}
-        if self.secret is not None:
-            headers["X-Fleetwatch-Signature"] = sign(self.secret, body, now_ms // 1000)
-        return HttpRequest(self.url, body, headers)
+        return self._signed(body, {"X-Fleetwatch-Alert-Id": alert_id, "X-Fleetwatch-Status": status,
+                                   "X-Fleetwatch-Delivery-Id": f"{alert_id}:{status}"}, now_ms)
 
     def incident_request(self, incident: Mapping[str, Any], items: Sequence[OutgoingAlert],
                          now_ms: int) -> HttpRequest:
         ids = sorted(str(item.alert.alert_id) for item in items)
         body = _json({"schema": INCIDENT_SCHEMA, **incident, "alerts": [json.loads(item.body) for item in items]})
         digest = hashlib.sha256(",".join(ids).encode()).hexdigest()[:16]
-        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-                   "X-Fleetwatch-Incident-Id": str(incident["incident_id"]), "X-Fleetwatch-Status": "firing",
-                   "X-Fleetwatch-Alert-Ids": ",".join(ids),
-                   "X-Fleetwatch-Delivery-Id": f"{incident['incident_id']}:firing:{digest}"}
+        return self._signed(body, {"X-Fleetwatch-Incident-Id": str(incident["incident_id"]),
+                                   "X-Fleetwatch-Status": "firing", "X-Fleetwatch-Alert-Ids": ",".join(ids),
+                                   "X-Fleetwatch-Delivery-Id": f"{incident['incident_id']}:firing:{digest}"}, now_ms)
+
+    def _signed(self, body: bytes, headers: Mapping[str, str], now_ms: int) -> HttpRequest:
+        """A JSON POST of `body` with `headers`, signed when the receiver has a secret."""
+        out = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **headers}
         if self.secret is not None:
-            headers["X-Fleetwatch-Signature"] = sign(self.secret, body, now_ms // 1000)
-        return HttpRequest(self.url, body, headers)
+            out["X-Fleetwatch-Signature"] = sign(self.secret, body, now_ms // 1000)
+        return HttpRequest(self.url, body, out)
 
 
 class SlackReceiver(Receiver):
@@ -305,8 +305,7 @@ class SlackReceiver(Receiver):
             cluster = first.target or first.cluster_id or first.endpoint
             text = "\n".join([f"*{len(alerts)} fleetwatch alerts for {self._escape(str(cluster))}* ({counts})",
                               *(f"• {self._line(a)}" for a in alerts)])
-        payload = {"text": text, "username": "fleetwatch", "mrkdwn": True}
-        return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
+        return self._message(text)
 
     def incident_request(self, incident: Mapping[str, Any], items: Sequence[OutgoingAlert],
                          now_ms: int) -> HttpRequest:
@@ -315,6 +314,9 @@ class SlackReceiver(Receiver):
                           f"{domain['kind']} {self._escape(str(domain['value']))}* ({len(incident['member_ids'])} "
                           f"alerts; incident {incident['incident_id']})",
                           *(f"• {self._line(item.alert)}" for item in items)])
+        return self._message(text)
+
+    def _message(self, text: str) -> HttpRequest:
         payload = {"text": text, "username": "fleetwatch", "mrkdwn": True}
         return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
 

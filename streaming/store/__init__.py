@@ -18,7 +18,15 @@ from __future__ import annotations
 from streaming.store.database import Store
 from streaming.store.delivery_queue import NO_RECEIVER, DeliveryQueue, LeaseFence, QueuedDelivery, StateChange
 from streaming.store.delivery_states import DEAD, DELIVERED, FINAL_OK, HELD, PENDING, SILENCED, SUPERSEDED
-from streaming.store.incidents import Configured, fleet_incidents, fleet_places, grouping_rules, recent_alerts
+from streaming.store.incidents import (
+    Configured,
+    IncidentScope,
+    fleet_incidents,
+    fleet_places,
+    grouping_rules,
+    recent_alerts,
+    recent_incidents,
+)
 from streaming.store.job_tables import (
     alert_history,
     alerts,
@@ -57,6 +65,7 @@ __all__ = [
     "SUPERSEDED",
     "Configured",
     "DeliveryQueue",
+    "IncidentScope",
     "LeaseFence",
     "QueuedDelivery",
     "RetentionCounts",
@@ -87,6 +96,7 @@ __all__ = [
     "pipeline_progress",
     "quarantine",
     "recent_alerts",
+    "recent_incidents",
     "silences",
     "source_clocks",
     "targets",

@@ -6,18 +6,35 @@ truth, and an incident is what the grouping makes of it now."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from streaming.alert import Alert
+from streaming.config import FleetwatchConfig
 from streaming.detect import ClusterPlace, FleetIncident, GroupingRules, group_incidents, places_of
 from streaming.incident_settings import IncidentSettings
 from streaming.store.job_tables import alerts, brokers, clusters, targets
 
-__all__ = ["Configured", "fleet_incidents", "fleet_places", "grouping_rules", "recent_alerts"]
+__all__ = ["Configured", "IncidentScope", "fleet_incidents", "fleet_places", "grouping_rules", "recent_alerts",
+           "recent_incidents"]
 
 # A configured cluster as the grouping needs it: (name, expected cluster id, tags).
 Configured = Iterable[tuple[str, str | None, Mapping[str, str]]]
+
+
+@dataclass(frozen=True)
+class IncidentScope:
+    """What the grouping needs beyond the store: the `incidents:` settings and the configured
+    clusters (name, expected cluster id, tags). The notifier, /metrics and the dashboard group with
+    the same scope, so that they show the same incidents."""
+
+    settings: IncidentSettings = field(default_factory=IncidentSettings)
+    configured: tuple[tuple[str, str | None, Mapping[str, str]], ...] = ()
+
+    @classmethod
+    def of(cls, config: FleetwatchConfig) -> IncidentScope:
+        return cls(config.incidents, tuple((c.name, c.expected_cluster_id, c.tags) for c in config.clusters))
 # The most alerts one grouping reads (the newest): /metrics and the dashboard stay cheap in a storm.
 MAX_ALERTS = 5000
 
@@ -63,3 +80,13 @@ def fleet_incidents(engine: Engine, settings: IncidentSettings, since_ms: int, c
         return []
     places = fleet_places(engine, configured) if places is None else places
     return group_incidents(recent_alerts(engine, since_ms), places, grouping_rules(settings))
+
+
+def recent_incidents(engine: Engine, scope: IncidentScope, lookback_ms: int) -> list[FleetIncident]:
+    """The fleet incidents among the alerts that started within `lookback_ms` of the newest one
+    (the fleet's own clock, not the reader's: a replayed store shows its incidents too)."""
+    with engine.connect() as conn:
+        newest = conn.scalar(select(func.max(alerts.c.starts_at)))
+    if newest is None:
+        return []
+    return fleet_incidents(engine, scope.settings, int(newest) - lookback_ms, scope.configured)

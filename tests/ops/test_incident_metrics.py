@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from streaming.alert import Alert
 from streaming.incident_settings import IncidentSettings
-from streaming.metrics import IncidentScope, render_metrics
-from streaming.store import Store
+from streaming.metrics import render_metrics
+from streaming.store import IncidentScope, Store
 
 T0 = 1_764_000_000_000
 
