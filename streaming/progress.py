@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import JStreamingQueryListener
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.bus_loss import records_lost, topics_changed
@@ -50,7 +53,14 @@ class QueryStats:
 
 
 class ProgressRecorder(StreamingQueryListener):
-    """Listens to every query of the session; `stats[query name]` is updated per batch."""
+    """Listens to every query of the session; `stats[query name]` is updated per batch.
+
+    A batch's progress is read as the one JSON text Spark makes of it (the format of
+    `StreamingQuery.lastProgress`), not through pyspark's event object: that one is built field by
+    field over py4j, and every Java collection iterated ends in an exception that pyspark's handler
+    checks against ~15 exception classes, each lookup a failed class search through every jar on
+    the classpath. That was 44% of a live job's JVM CPU at one batch a second (JFR).
+    """
 
     def __init__(self, store: Store | None) -> None:
         self.store = store
@@ -58,30 +68,45 @@ class ProgressRecorder(StreamingQueryListener):
         self.changed = threading.Condition()
         self._store_failures = Throttle()
 
+    @property
+    def _jlistener(self):
+        # pyspark's own wrapper of this listener for the JVM, with `onQueryProgress` replaced.
+        from pyspark import SparkContext
+
+        if not hasattr(self, "_jlistenerobj"):
+            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_ProgressAsJson(self))
+        return self._jlistenerobj
+
     def onQueryStarted(self, event) -> None:
         log.info("query started", extra={"query": event.name, "id": str(event.id)})
 
     def onQueryProgress(self, event) -> None:
+        """pyspark's event (a session that builds it itself, such as Spark Connect's)."""
+        self.on_progress_json(event.progress.json)
+
+    def on_progress_json(self, text: str) -> None:
         try:
-            self._record(event.progress)
+            self._record(json.loads(text))
         except Exception:
             # A listener that raises is silently dropped by Spark: say why, keep the query running.
             log.exception("could not record query progress")
 
-    def _record(self, p) -> None:
-        name = p.name or str(p.id)
-        event_time = p.eventTime or {}
-        state_rows = sum(op.numRowsTotal for op in p.stateOperators)
-        duration = int((p.durationMs or {}).get("triggerExecution", 0))
+    def _record(self, p: dict[str, Any]) -> None:
+        name = p.get("name") or p["id"]
+        event_time = p.get("eventTime") or {}
+        operators = p.get("stateOperators") or []
+        state_rows = sum(op.get("numRowsTotal", 0) for op in operators)
+        duration = int((p.get("durationMs") or {}).get("triggerExecution", 0))
+        rows = p.get("numInputRows", 0)
         watermark_ms = _iso_ms(event_time.get("watermark"))
         # In the store first: whoever waits on the stats then finds the batch's row there too.
-        if self.store is not None and p.numInputRows + state_rows > 0:
+        if self.store is not None and rows + state_rows > 0:
             self._write_progress(p, name, watermark_ms, duration, state_rows)
         with self.changed:
             stats = self.stats.setdefault(name, QueryStats())
             stats.batches += 1
-            stats.input_rows += p.numInputRows
-            stats.last_batch_rows = p.numInputRows
+            stats.input_rows += rows
+            stats.last_batch_rows = rows
             stats.watermark_ms = watermark_ms
             batch_max = _iso_ms(event_time.get("max"))
             if batch_max is not None:
@@ -90,28 +115,29 @@ class ProgressRecorder(StreamingQueryListener):
             stats.max_batch_ms = max(stats.max_batch_ms, duration)
             stats.busy_ms += duration
             self.changed.notify_all()
-        log.info("batch progress", extra={"query": name, "batch_id": p.batchId, "rows": p.numInputRows,
+        log.info("batch progress", extra={"query": name, "batch_id": p["batchId"], "rows": rows,
                                           "duration_ms": duration, "watermark_ms": watermark_ms})
         self._count_bus_loss(p, name)
 
-    def _count_bus_loss(self, p, name: str) -> None:
+    def _count_bus_loss(self, p: dict[str, Any], name: str) -> None:
         """What the batch's Kafka sources planned and did not read: the bus had dropped it
         (streaming/bus_loss.py). Counted, and said in one line per batch that met it."""
-        for source in p.sources:
-            self._say_topics_changed(source, p.batchId, name)
-            lost = records_lost(source.startOffset, source.endOffset, source.numInputRows)
+        for source in p.get("sources") or []:
+            start, end = source.get("startOffset"), source.get("endOffset")
+            self._say_topics_changed(start, end, p["batchId"], name)
+            lost = records_lost(start, end, source.get("numInputRows", 0))
             if lost:
                 increment("fleetwatch_bus_records_lost_total", lost)
                 log.warning("bus data loss: records the job had not read are gone from the bus; reading goes on "
-                            "from what it holds", extra={"query": name, "batch_id": p.batchId, "lost": lost,
-                                                         "source": source.description,
-                                                         "from": source.startOffset, "to": source.endOffset})
+                            "from what it holds", extra={"query": name, "batch_id": p["batchId"], "lost": lost,
+                                                         "source": source.get("description"),
+                                                         "from": _text(start), "to": _text(end)})
 
     @staticmethod
-    def _say_topics_changed(source, batch_id: int, name: str) -> None:
+    def _say_topics_changed(start: Any, end: Any, batch_id: int, name: str) -> None:
         """One line when a topic the job reads is deleted from the bus, one when it is back: the
         sources' own words are in Spark's JVM log or its Python workers, never in the job's log."""
-        gone, back = topics_changed(source.startOffset, source.endOffset)
+        gone, back = topics_changed(start, end)
         for topic in gone:
             log.warning("bus topic deleted: the job reads nothing of it until it exists again (it does not "
                         "create it)", extra={"query": name, "batch_id": batch_id, "topic": topic})
@@ -119,23 +145,25 @@ class ProgressRecorder(StreamingQueryListener):
             log.info("bus topic present again (or new): reading what it holds",
                      extra={"query": name, "batch_id": batch_id, "topic": topic})
 
-    def _write_progress(self, p, name: str, watermark_ms: int | None, duration: int, state_rows: int) -> None:
+    def _write_progress(self, p: dict[str, Any], name: str, watermark_ms: int | None, duration: int,
+                        state_rows: int) -> None:
         """One pipeline_progress row; best effort: while the store is away, progress rows are lost
         (the batches' own writes wait for it), and the warning repeats at most twice a minute."""
         assert self.store is not None
         try:
             self.store.write({"pipeline_progress": [{
-                "query": name, "batch_id": p.batchId, "recorded_at": now_ms(),
-                "input_rows": p.numInputRows,
-                "input_rows_per_s": _finite(p.inputRowsPerSecond),
-                "processed_rows_per_s": _finite(p.processedRowsPerSecond),
+                "query": name, "batch_id": p["batchId"], "recorded_at": now_ms(),
+                "input_rows": p.get("numInputRows", 0),
+                # Spark leaves a rate out of the JSON when it is not a finite number.
+                "input_rows_per_s": _finite(p.get("inputRowsPerSecond")),
+                "processed_rows_per_s": _finite(p.get("processedRowsPerSecond")),
                 "batch_duration_ms": duration, "watermark_ms": watermark_ms,
                 "state_rows": state_rows,
-                "state_memory_bytes": sum(op.memoryUsedBytes for op in p.stateOperators),
+                "state_memory_bytes": sum(op.get("memoryUsedBytes", 0) for op in p.get("stateOperators") or []),
             }]})
         except SQLAlchemyError as exc:
             self._store_failures.warning(log, "query progress not recorded: store unavailable",
-                                         query=name, batch_id=p.batchId, error=one_line(exc))
+                                         query=name, batch_id=p["batchId"], error=one_line(exc))
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -156,6 +184,18 @@ class ProgressRecorder(StreamingQueryListener):
                 if remaining <= 0:
                     return False
                 self.changed.wait(min(remaining, 1.0))
+
+
+class _ProgressAsJson(JStreamingQueryListener):
+    """The JVM's side of the listener: a batch's progress goes over as one JSON text."""
+
+    def onQueryProgress(self, jevent) -> None:
+        self.pylistener.on_progress_json(jevent.progress().json())
+
+
+def _text(offsets: Any) -> str | None:
+    """A source's offsets as one text, as Spark prints them (the JSON holds them parsed)."""
+    return offsets if offsets is None or isinstance(offsets, str) else json.dumps(offsets, separators=(",", ":"))
 
 
 def _finite(value: float | None) -> float | None:
