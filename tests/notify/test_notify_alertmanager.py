@@ -197,7 +197,10 @@ def test_a_fleet_incident_is_one_notification_with_the_shipped_route(tmp_path, s
     ids = {a["alert_id"] for a in members}
 
     def api_alerts():
-        return {a["annotations"]["alert_id"]: a for a in httpx.get(f"{base}/api/v2/alerts", timeout=5).json()}
+        listed = httpx.get(f"{base}/api/v2/alerts", timeout=5).json()
+        got = {a["annotations"]["alert_id"]: a for a in listed}
+        assert len(got) == len(listed), f"an alert twice, under other labels: {listed}"
+        return got
 
     def notices():
         return [json.loads(r["body"]) for r in am_hook.got("/am")]
