@@ -12,11 +12,17 @@
   `X-Fleetwatch-Alert-Ids` and a `X-Fleetwatch-Delivery-Id` of `<incident_id>:firing:<digest of those
   alerts' ids>`, signed like an alert; to `slack` as one message listing them.
 - `pagerduty`: Events API v2, `dedup_key` = alert_id, `trigger` / `resolve`; the routing key
-  comes from `routing_key_env`; `url` overrides the public endpoint.
+  comes from `routing_key_env`; `url` overrides the public endpoint. A fleet incident's members are
+  one PagerDuty alert, `dedup_key` = `fleet-incident:<incident_id>`: its trigger, a joiner's
+  trigger, a member's resolve (`MemberResolved`: an update while others sent under it still fire,
+  `resolve` after the last), as pagerduty_events.py says.
 - `alertmanager`: POST `<url>/api/v2/alerts`, labels `alertname`, `rule`, `cluster_id`,
   `target`, `broker`, `severity` (and `endpoint`), `startsAt`/`endsAt`; accepts groups.
   A firing alert is sent with `endsAt` = now + `ALERTMANAGER_FIRING_TTL_MS` and re-sent while it
   stays open (the notifier refreshes it), the way Prometheus does; a resolved one with its `ends_at`.
+  A fleet incident's member also has `fleet_incident` = its id and `failure_domain` =
+  `<kind>:<value>`, from the firing through every refresh to its resolve (the incident its firing
+  was delivered under, `OutgoingAlert.incident`: labels are an Alertmanager alert's identity).
 
 A receiver's URL is shown (logs, errors) as `scheme://host:port/***`: its path and query may be the
 secret (a Slack incoming webhook's path is), its user info is. Every part of it is also scrubbed
