@@ -130,3 +130,49 @@ def test_one_pagerduty_alert_for_a_fleet_incident_resolved_by_its_last_member(tm
     assert len(hook.got()) == 8 and all_delivered(store) and len(outbox_rows(store)) == 8
     second.close()
     store.close()
+
+
+def test_a_resolve_never_closes_the_incident_before_a_joiner_sent_in_the_same_pass(tmp_path, hook):
+    """c0 and c1 are paged as one incident; c0 resolves; then c3 joins while c1 resolves, both due in
+    one pass. c1's resolve would close the incident (nothing else sent under it fires), racing the
+    joiner's trigger: it waits for the next pass and, the joiner sent, is an update instead."""
+    hook.start()
+    config = FleetwatchConfig.model_validate({
+        "incidents": {"notify_wait_ms": 10_000},
+        "alerting": {"receivers": [{"name": "pager", "type": "pagerduty", "url": hook.url("/v2/enqueue"),
+                                    "routing_key_env": "FW_PD_KEY"}]}})
+    clock = FakeClock(time.time() + 11)  # past the hold of the rows recorded now
+    store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    notifier = Notifier(config, store, NotifyOptions(group_wait_ms=0), env={"FW_PD_KEY": KEY}, clock=clock)
+    t0 = clock.ms - 60_000
+    store.write({"brokers": rack_fleet_brokers(clock.ms)})
+    c0 = make_alert("broker.heartbeat_lost", cluster="c0", broker=1, starts_at=t0)
+    c1 = make_alert("broker.heartbeat_lost", cluster="c1", broker=2, starts_at=t0 + 400)
+    store.record_alerts(map(Alert.from_dict, [c0, c1]))
+    notifier.run(once=True)
+    store.record_alerts(map(Alert.from_dict, [resolved(c0, t0 + 50_000)]))
+    clock.advance(1)
+    notifier.run(once=True)
+    (trigger, update) = _events(hook)
+    key = trigger["dedup_key"]
+    assert (update["event_action"], update["dedup_key"]) == ("trigger", key)
+
+    late = make_alert("broker.fenced", cluster="c3", broker=1, starts_at=t0 + 30_000)
+    store.record_alerts(map(Alert.from_dict, [late, resolved(c1, t0 + 60_000)]))
+    clock.advance(11)
+    notifier.run(once=True)  # the joiner only
+    (joined,) = _events(hook, 2)
+    assert (joined["event_action"], joined["dedup_key"]) == ("trigger", key)
+    assert joined["payload"]["custom_details"]["new"] == [late["alert_id"]]
+    clock.advance(1)
+    notifier.run(once=True)  # c1's resolve: an update, c3 still fires under the incident
+    (after,) = _events(hook, 3)
+    assert (after["event_action"], after["dedup_key"]) == ("trigger", key)
+    assert [m["alert_id"] for m in after["payload"]["custom_details"]["still_firing"]] == [late["alert_id"]]
+    store.record_alerts(map(Alert.from_dict, [resolved(late, t0 + 70_000)]))
+    clock.advance(1)
+    notifier.run(once=True)
+    assert _events(hook, 4) == [{"routing_key": KEY, "dedup_key": key, "event_action": "resolve"}]
+    assert all_delivered(store) and len(hook.got()) == 5
+    notifier.close()
+    store.close()
