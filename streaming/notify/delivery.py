@@ -51,7 +51,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.config import FleetwatchConfig
 from streaming.errors import NotifierBusy
-from streaming.notify.incidents import IncidentUnits
+from streaming.notify.incidents import IncidentUnits, tag_of
 from streaming.notify.lease import Lease
 from streaming.notify.planning import Planner
 from streaming.notify.policy import (
@@ -63,7 +63,7 @@ from streaming.notify.policy import (
     firing_verdict,
     resolution_verdict,
 )
-from streaming.notify.receivers import OutgoingAlert, Receiver, build_receivers
+from streaming.notify.receivers import IncidentNotice, OutgoingAlert, Receiver, build_receivers
 from streaming.notify.routes import Router
 from streaming.notify.sending import NOT_SENT, Outcome, Sender
 from streaming.redact import Scrubber
@@ -146,7 +146,7 @@ class Notifier:
                           else self.limits.attempt_timeout_ms / 1000)
         self._clock = clock
         self.receivers: dict[str, Receiver] = build_receivers(config.alerting.receivers, env)
-        self.incidents = IncidentUnits(store.engine, config, self.now_ms)
+        self.incidents = IncidentUnits(self.queue, config, self.now_ms)
         self.planner = Planner(self.queue, Router(config.alerting.routes, list(self.receivers), config.clusters),
                                self.receivers, self.options.group_wait_ms, self.now_ms, self.incidents.wait_ms)
         self.scrubber = Scrubber(secret for r in self.receivers.values() for secret in r.secrets)
@@ -246,10 +246,9 @@ class Notifier:
     # -- sending -----------------------------------------------------------------------------
 
     def _units(self, receiver: Receiver, rows: list[QueuedDelivery], alerts: Mapping[int, OutgoingAlert | _NotAnAlert]
-               ) -> list[tuple[dict[str, Any] | None, list[QueuedDelivery]]]:
-        """(the fleet incident or None, the deliveries sent as one request)."""
-        incidents, rows = self.incidents.units(receiver, rows, alerts)
-        units: list[tuple[dict[str, Any] | None, list[QueuedDelivery]]] = [(i.to_dict(), u) for i, u in incidents]
+               ) -> list[tuple[IncidentNotice | None, list[QueuedDelivery]]]:
+        """(what it tells of a fleet incident or None, the deliveries sent as one request)."""
+        units, rows = self.incidents.units(receiver, rows, alerts)
         if not receiver.accepts_groups:
             return units + [(None, [r]) for r in rows]
         size = GROUP_LIMIT.get(receiver.kind, 100)
@@ -258,7 +257,7 @@ class Notifier:
             groups.setdefault(row.group_key, []).append(row)
         return units + [(None, group[i:i + size]) for group in groups.values() for i in range(0, len(group), size)]
 
-    def _deliver(self, receiver: Receiver, incident: dict[str, Any] | None, unit: list[QueuedDelivery],
+    def _deliver(self, receiver: Receiver, incident: IncidentNotice | None, unit: list[QueuedDelivery],
                  alerts: Mapping[int, OutgoingAlert | _NotAnAlert]) -> Outcome:
         try:
             items = [_outgoing(alerts[r.id]) for r in unit]
@@ -271,10 +270,11 @@ class Notifier:
             if not self.lease.held_for(self.attempt_s):
                 return NOT_SENT
             outcome = self.sender.send(receiver, request)
-        self._record(receiver, unit, outcome)
+        self._record(receiver, unit, outcome, incident)
         return outcome
 
-    def _record(self, receiver: Receiver, unit: list[QueuedDelivery], outcome: Outcome) -> None:
+    def _record(self, receiver: Receiver, unit: list[QueuedDelivery], outcome: Outcome,
+                about: IncidentNotice | None) -> None:
         now = self.now_ms()
         info = {"receiver": receiver.name, "alert_ids": [r.alert_id for r in unit[:20]],
                 "statuses": sorted({r.status for r in unit}), "messages": len(unit),
@@ -294,7 +294,7 @@ class Notifier:
             outbox_error = f"{prefix}{receiver.name}: {next(iter(given_up.values()), outcome.error)}"
         if not self.queue.record_outcome(unit, now, delivered=outcome.ok, permanent=outcome.permanent,
                                          error=outcome.error, retry_at=retry_at, given_up=given_up,
-                                         outbox_error=outbox_error, fence=self.lease.fence):
+                                         outbox_error=outbox_error, fence=self.lease.fence, incident=tag_of(about)):
             self._count("fenced", len(unit))
             log.warning("the notifier lease was taken over during this send: its outcome is not recorded "
                         "(the new holder sends it again)", extra={**info, "ok": outcome.ok})
@@ -372,7 +372,7 @@ class Notifier:
             if not rows:
                 break
             attempted.update(r.id for r in rows)
-            alerts = _parsed(rows)
+            alerts = self.incidents.tagged(receiver, rows, _parsed(rows))
             verdicts = self._silence_verdicts(receiver, rows, alerts, now)
             if verdicts:
                 self._record_verdicts(receiver, [r for r in rows if r.id in verdicts], verdicts)
@@ -410,10 +410,10 @@ class Notifier:
         if now - self._am_refreshed.setdefault(receiver.name, now) < self.options.alertmanager_refresh_ms:
             return
         self._am_refreshed[receiver.name] = now
-        bodies = self.queue.open_firing_bodies(receiver.name)
+        bodies = self.incidents.open_firings(receiver.name)  # each with the labels it fired with
         size = GROUP_LIMIT["alertmanager"]
         for start in range(0, len(bodies), size):
-            items = [OutgoingAlert.of(b) for b in bodies[start:start + size]]
+            items = bodies[start:start + size]
             outcome = self.sender.send(receiver, receiver.request(items, now))
             if not outcome.ok:
                 self._am_refreshed[receiver.name] = now - self.options.alertmanager_refresh_ms // 2

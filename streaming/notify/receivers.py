@@ -12,11 +12,17 @@
   `X-Fleetwatch-Alert-Ids` and a `X-Fleetwatch-Delivery-Id` of `<incident_id>:firing:<digest of those
   alerts' ids>`, signed like an alert; to `slack` as one message listing them.
 - `pagerduty`: Events API v2, `dedup_key` = alert_id, `trigger` / `resolve`; the routing key
-  comes from `routing_key_env`; `url` overrides the public endpoint.
+  comes from `routing_key_env`; `url` overrides the public endpoint. A fleet incident's members are
+  one PagerDuty alert, `dedup_key` = `fleet-incident:<incident_id>`: its trigger, a joiner's
+  trigger, a member's resolve (`MemberResolved`: an update while others sent under it still fire,
+  `resolve` after the last), as pagerduty_events.py says.
 - `alertmanager`: POST `<url>/api/v2/alerts`, labels `alertname`, `rule`, `cluster_id`,
   `target`, `broker`, `severity` (and `endpoint`), `startsAt`/`endsAt`; accepts groups.
   A firing alert is sent with `endsAt` = now + `ALERTMANAGER_FIRING_TTL_MS` and re-sent while it
   stays open (the notifier refreshes it), the way Prometheus does; a resolved one with its `ends_at`.
+  A fleet incident's member also has `fleet_incident` = its id and `failure_domain` =
+  `<kind>:<value>`, from the firing through every refresh to its resolve (the incident its firing
+  was delivered under, `OutgoingAlert.incident`: labels are an Alertmanager alert's identity).
 
 A receiver's URL is shown (logs, errors) as `scheme://host:port/***`: its path and query may be the
 secret (a Slack incoming webhook's path is), its user info is. Every part of it is also scrubbed
@@ -33,14 +39,17 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
-from streaming.alert import SEVERITIES, Alert
+from streaming.alert import Alert
 from streaming.clock import iso_ms
 from streaming.config import ConfigError
 from streaming.config import Receiver as ReceiverConfig
+from streaming.detect import FleetIncident
+from streaming.notify.pagerduty_events import alert_event, incident_trigger, member_resolved
+from streaming.notify.wording import impact_text, where
 from streaming.redact import redact_url
 
 __all__ = [
@@ -50,6 +59,9 @@ __all__ = [
     "SIGNATURE_TOLERANCE_S",
     "AlertmanagerReceiver",
     "HttpRequest",
+    "IncidentNotice",
+    "IncidentTag",
+    "MemberResolved",
     "OutgoingAlert",
     "PagerDutyReceiver",
     "Receiver",
@@ -71,17 +83,45 @@ INCIDENT_SCHEMA = "fleetwatch.incident/v1"
 
 
 @dataclass(frozen=True)
+class IncidentTag:
+    """The fleet incident a firing was delivered under: its id and domain (`<kind>:<value>`)."""
+
+    incident_id: str
+    domain: str
+
+    @classmethod
+    def of(cls, incident: FleetIncident) -> IncidentTag:
+        return cls(incident.incident_id, str(incident.domain))
+
+
+@dataclass(frozen=True)
 class OutgoingAlert:
-    """One (alert_id, status) to deliver: the stored body (exact bytes) and its alert."""
+    """One (alert_id, status) to deliver: the stored body (exact bytes) and its alert; `incident`,
+    the fleet incident its firing was delivered under, for the receivers whose alert identity
+    names it (Alertmanager's labels, PagerDuty's dedup key)."""
 
     body: str
     alert: Alert
+    incident: IncidentTag | None = None
 
     @classmethod
     def of(cls, body: str) -> OutgoingAlert:
         """The alert of a stored body (outbox, deliveries), parsed once for the silences and the
         receivers. Raises ValueError, KeyError or TypeError for a body that is not an alert object."""
         return cls(body, Alert.from_json(body))
+
+
+@dataclass(frozen=True)
+class MemberResolved:
+    """A member's resolve at PagerDuty, whose firing went under the incident `tag`: the alerts
+    delivered under that incident that still fire (none: the incident resolves)."""
+
+    tag: IncidentTag
+    still_firing: tuple[Alert, ...]
+
+
+# What a unit of the delivery queue tells of a fleet incident: its firing members, or one's resolve.
+IncidentNotice = FleetIncident | MemberResolved
 
 
 @dataclass
@@ -139,36 +179,14 @@ def verify_signature(secret: str | bytes, body: bytes | str, header: object, *, 
     return any(hmac.compare_digest(expected, mac) for mac in macs)
 
 
+def _firing(notice: IncidentNotice) -> FleetIncident:
+    if not isinstance(notice, FleetIncident):
+        raise TypeError("this receiver is told of an incident's firing members only")
+    return notice
+
+
 def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _where(alert: Alert) -> str:
-    """Human words for the subject: `payments-eu1 (MkU3…) broker 3`."""
-    parts = []
-    if alert.target:
-        parts.append(str(alert.target))
-    if alert.cluster_id:
-        parts.append(f"({alert.cluster_id})" if parts else f"cluster {alert.cluster_id}")
-    if alert.broker_id is not None:
-        parts.append(f"broker {alert.broker_id}")
-    if alert.endpoint:
-        parts.append(f"endpoint {alert.endpoint}")
-    return " ".join(parts) or "fleet"
-
-
-def impact_text(alert: Alert) -> str | None:
-    """A broker incident's blast radius in words (issue 30, `details.impact`), None without one:
-    `leads 4 partitions, 12 replicas; 0 offline, 12 under min ISR (top: orders 4 led, 12 under min ISR)`."""
-    impact = (alert.details or {}).get("impact")
-    if not isinstance(impact, dict):
-        return None
-    top = ", ".join(f"{t['topic']} {t['led']} led, {t['under_min_isr']} under min ISR, {t['offline']} offline"
-                    for t in impact.get("top_topics", [])[:3])
-    partial = "" if impact.get("complete", True) else " (partial layout)"
-    return (f"leads {impact['partitions_led']} partitions, {impact['replicas_held']} replicas; "
-            f"{impact['partitions_offline']} offline, {impact['partitions_under_min_isr']} under min ISR"
-            f"{partial}" + (f" (top: {top})" if top else ""))
 
 
 class Receiver:
@@ -177,6 +195,9 @@ class Receiver:
     kind: ClassVar[str] = ""
     accepts_groups: ClassVar[bool] = False
     accepts_incidents: ClassVar[bool] = False  # one notification for a fleet incident's members
+    # Its alert identity names the incident a firing went under (resolves and refreshes keep it).
+    names_incidents: ClassVar[bool] = False
+    resolves_incidents: ClassVar[bool] = False  # a member's resolve is about the incident (MemberResolved)
 
     def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
         self.name = config.name
@@ -234,9 +255,9 @@ class Receiver:
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         raise NotImplementedError
 
-    def incident_request(self, incident: Mapping[str, Any], items: Sequence[OutgoingAlert],
-                         now_ms: int) -> HttpRequest:
-        """One request for the members `items` of a fleet incident (`FleetIncident.to_dict`)."""
+    def incident_request(self, incident: IncidentNotice, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
+        """One request for the members `items` of a fleet incident (firings; with `resolves_incidents`
+        also a member's resolve, `MemberResolved`)."""
         raise NotImplementedError
 
 
@@ -258,8 +279,8 @@ class WebhookReceiver(Receiver):
         return self._signed(body, {"X-Fleetwatch-Alert-Id": alert_id, "X-Fleetwatch-Status": status,
                                    "X-Fleetwatch-Delivery-Id": f"{alert_id}:{status}"}, now_ms)
 
-    def incident_request(self, incident: Mapping[str, Any], items: Sequence[OutgoingAlert],
-                         now_ms: int) -> HttpRequest:
+    def incident_request(self, notice: IncidentNotice, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
+        incident = _firing(notice).to_dict()
         ids = sorted(str(item.alert.alert_id) for item in items)
         body = _json({"schema": INCIDENT_SCHEMA, **incident, "alerts": [json.loads(item.body) for item in items]})
         digest = hashlib.sha256(",".join(ids).encode()).hexdigest()[:16]
@@ -290,7 +311,7 @@ class SlackReceiver(Receiver):
         icon = ":white_check_mark:" if alert.status == "resolved" else _SLACK_ICON.get(alert.severity, "")
         impact = impact_text(alert)
         return (f"{icon} *[{alert.status.upper()}]* {alert.severity} `{alert.rule}` "
-                f"{cls._escape(_where(alert))}: {cls._escape(str(alert.summary or ''))} "
+                f"{cls._escape(where(alert))}: {cls._escape(str(alert.summary or ''))} "
                 f"(alert {alert.alert_id})" + (f"\n> blast radius: {cls._escape(impact)}" if impact else "")).strip()
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
@@ -307,8 +328,8 @@ class SlackReceiver(Receiver):
                               *(f"• {self._line(a)}" for a in alerts)])
         return self._message(text)
 
-    def incident_request(self, incident: Mapping[str, Any], items: Sequence[OutgoingAlert],
-                         now_ms: int) -> HttpRequest:
+    def incident_request(self, notice: IncidentNotice, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
+        incident = _firing(notice).to_dict()
         domain = incident["domain"]
         text = "\n".join([f":rotating_light: *fleet incident: {len(incident['clusters'])} clusters share "
                           f"{domain['kind']} {self._escape(str(domain['value']))}* ({len(incident['member_ids'])} "
@@ -323,6 +344,7 @@ class SlackReceiver(Receiver):
 
 class PagerDutyReceiver(Receiver):
     kind = "pagerduty"
+    accepts_incidents = names_incidents = resolves_incidents = True
 
     def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
         super().__init__(config, env)
@@ -335,63 +357,56 @@ class PagerDutyReceiver(Receiver):
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         (item,) = items
-        alert = item.alert
-        event: dict[str, Any] = {"routing_key": self.routing_key, "dedup_key": alert.alert_id}
-        if alert.status == "resolved":
-            event["event_action"] = "resolve"
-        else:
-            event["event_action"] = "trigger"
-            event["payload"] = {
-                "summary": f"[{alert.rule}] {_where(alert)}: {alert.summary or ''}"[:1024],
-                "source": alert.target or alert.cluster_id or alert.endpoint or "fleetwatch",
-                # PagerDuty knows our three severities by the same names; "error" for anything else.
-                "severity": alert.severity if alert.severity in SEVERITIES else "error",
-                "timestamp": iso_ms(alert.starts_at),
-                "component": (f"broker {alert.broker_id}" if alert.broker_id is not None
-                              else alert.endpoint or None),
-                "group": alert.cluster_id,
-                "class": alert.rule,
-                # The alert object, keys in the stored body's order (sorted); a broker incident's blast
-                # radius in words beside it (its numbers are in details.impact).
-                "custom_details": dict(sorted(alert.to_dict().items()))
-                | ({"blast_radius": text} if (text := impact_text(alert)) else {}),
-            }
-            event["payload"] = {k: v for k, v in event["payload"].items() if v is not None}
-            event["client"] = "fleetwatch"
+        return self._event(alert_event(item.alert, self.routing_key))
+
+    def incident_request(self, incident: IncidentNotice, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
+        if isinstance(incident, MemberResolved):
+            (item,) = items
+            return self._event(member_resolved(incident.tag.incident_id, incident.tag.domain, item.alert,
+                                               incident.still_firing, self.routing_key))
+        return self._event(incident_trigger(incident, [item.alert for item in items], self.routing_key))
+
+    def _event(self, event: dict[str, Any]) -> HttpRequest:
         return HttpRequest(self.url, _json(event), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
 
 
 class AlertmanagerReceiver(Receiver):
     kind = "alertmanager"
-    accepts_groups = True
+    accepts_groups = accepts_incidents = names_incidents = True
 
     def _resolve_url(self, config: ReceiverConfig, env: Mapping[str, str]) -> str:
         url = super()._resolve_url(config, env).rstrip("/")
         return url if url.endswith("/api/v2/alerts") else url + "/api/v2/alerts"
 
     @staticmethod
-    def labels(alert: Alert) -> dict[str, str]:
+    def labels(alert: Alert, incident: IncidentTag | None = None) -> dict[str, str]:
+        """An alert's identity at Alertmanager: the same for its firing, its refreshes and its resolve."""
         labels = {"alertname": alert.rule, "rule": alert.rule, "severity": alert.severity,
                   "cluster_id": alert.cluster_id, "target": alert.target,
                   "broker": None if alert.broker_id is None else str(alert.broker_id),
-                  "endpoint": alert.endpoint}
+                  "endpoint": alert.endpoint, "fleet_incident": incident and incident.incident_id,
+                  "failure_domain": incident and incident.domain}
         return {k: str(v) for k, v in labels.items() if v not in (None, "")}
 
-    def alert_entry(self, alert: Alert, now_ms: int) -> dict[str, Any]:
+    def alert_entry(self, alert: Alert, now_ms: int, incident: IncidentTag | None = None) -> dict[str, Any]:
         starts = min(int(alert.starts_at), now_ms)
         if alert.status == "resolved":
             # Never in the future (clock skew would keep it firing), never before the start.
             ends = max(starts, min(int(alert.ends_at or now_ms), now_ms))
         else:
             ends = now_ms + ALERTMANAGER_FIRING_TTL_MS
-        return {"labels": self.labels(alert),
+        return {"labels": self.labels(alert, incident),
                 "annotations": {"summary": str(alert.summary or ""), "alert_id": str(alert.alert_id),
                                 "details": json.dumps(alert.details or {}, sort_keys=True)},
                 "startsAt": iso_ms(starts), "endsAt": iso_ms(ends)}
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
-        payload = [self.alert_entry(item.alert, now_ms) for item in items]
+        payload = [self.alert_entry(item.alert, now_ms, item.incident) for item in items]
         return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
+
+    def incident_request(self, notice: IncidentNotice, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
+        tag = IncidentTag.of(_firing(notice))
+        return self.request([replace(item, incident=tag) for item in items], now_ms)
 
 
 _TYPES: dict[str, type[Receiver]] = {cls.kind: cls for cls in

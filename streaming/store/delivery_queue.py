@@ -181,17 +181,34 @@ class DeliveryQueue:
                     out[alert_id] = recorded_at
         return out
 
-    def open_firing_bodies(self, receiver: str) -> list[str]:
-        """The bodies of the firings delivered to `receiver` whose alert has not resolved (outbox order)."""
+    def open_firings(self, receiver: str, incident_id: str | None = None) -> list[Row[Any]]:
+        """(body, incident_id, incident_domain) of the firings delivered to `receiver` whose alert has
+        not resolved (outbox order); with `incident_id`, only those delivered under that incident."""
         resolved = outbox.alias("resolved")
-        stmt = (select(outbox.c.body).join(deliveries, deliveries.c.outbox_id == outbox.c.id)
+        stmt = (select(outbox.c.body, deliveries.c.incident_id, deliveries.c.incident_domain)
+                .join(deliveries, deliveries.c.outbox_id == outbox.c.id)
                 .where(deliveries.c.receiver == receiver, deliveries.c.status == "firing",
                        deliveries.c.state == DELIVERED,
                        ~exists(select(resolved.c.id).where(resolved.c.alert_id == deliveries.c.alert_id,
                                                            resolved.c.status == "resolved")))
                 .order_by(outbox.c.id))
+        if incident_id is not None:
+            stmt = stmt.where(deliveries.c.incident_id == incident_id)
         with self.store.engine.connect() as conn:
-            return list(conn.scalars(stmt))
+            return list(conn.execute(stmt).all())
+
+    def incident_tags(self, receiver: str, alert_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """alert_id -> (incident_id, incident_domain) of its firing delivered to `receiver` under a
+        fleet incident (those that went on their own are absent)."""
+        d = deliveries
+        out: dict[str, tuple[str, str]] = {}
+        with self.store.engine.connect() as conn:
+            for ids in _chunks(alert_ids):
+                for r in conn.execute(select(d.c.alert_id, d.c.incident_id, d.c.incident_domain)
+                                      .where(d.c.receiver == receiver, d.c.status == "firing", d.c.state == DELIVERED,
+                                             d.c.incident_id.is_not(None), d.c.alert_id.in_(ids))):
+                    out[r.alert_id] = (r.incident_id, r.incident_domain or "")
+        return out
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -226,8 +243,10 @@ class DeliveryQueue:
 
     def record_outcome(self, unit: Sequence[QueuedDelivery], now: int, *, delivered: bool, permanent: bool,
                        error: str | None, retry_at: dict[int, int], given_up: dict[int, str],
-                       outbox_error: str | None, fence: LeaseFence | None = None) -> bool:
-        """What one send did to its deliveries: delivered; refused for good (dead, with `error`); or
+                       outbox_error: str | None, fence: LeaseFence | None = None,
+                       incident: tuple[str, str] | None = None) -> bool:
+        """What one send did to its deliveries: delivered (under `incident`, (incident_id, domain),
+        when it was a fleet incident's notification); refused for good (dead, with `error`); or
         failed, to retry at `retry_at` (delivery id -> when) with `error`, except those `given_up`
         (delivery id -> why: dead). Every outbox row counts an attempt and shows `outbox_error`.
         With a `fence`, nothing is written (False) unless the lease is still that tenure's."""
@@ -247,7 +266,8 @@ class DeliveryQueue:
             if delivered:
                 conn.execute(update(d).where(d.c.id.in_(ids), d.c.state == PENDING)
                              .values(state=DELIVERED, delivered_at=now, last_attempt_at=now,
-                                     attempts=d.c.attempts + 1))
+                                     attempts=d.c.attempts + 1, incident_id=None if incident is None else incident[0],
+                                     incident_domain=None if incident is None else incident[1]))
             elif permanent:
                 conn.execute(update(d).where(d.c.id.in_(ids), d.c.state == PENDING)
                              .values(state=DEAD, dead_letter=True, last_error=error, last_attempt_at=now,

@@ -14,7 +14,10 @@ __all__ = ["deliveries", "notifier_lease", "silences"]
 # delivered (after a 2xx), dead (a permanent failure or a retry limit: dead_letter true, the reason
 # in last_error), held (a firing held by silence_id, decided again at next_attempt_at, its end),
 # silenced (for good, by silence_id) or superseded (a requeued dead firing whose resolution had
-# already been delivered). Errors are redacted before they are stored.
+# already been delivered). Errors are redacted before they are stored. incident_id and
+# incident_domain (`<kind>:<value>`): the fleet incident a unit was delivered under, so that a
+# member's resolve and Alertmanager's refresh name what its firing named (PagerDuty's dedup key,
+# Alertmanager's labels), after a restart too; NULL when it went on its own (and in older stores).
 deliveries = Table(
     "deliveries", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -34,6 +37,8 @@ deliveries = Table(
     Column("silence_id", String(64)),
     Column("created_at", BigInteger, nullable=False),
     Column("delivered_at", BigInteger),
+    Column("incident_id", String(64)),
+    Column("incident_domain", String(600)),
     UniqueConstraint("outbox_id", "receiver", name="uq_delivery"),
     Index("ix_deliveries_due", "receiver", "state", "next_attempt_at"),
     Index("ix_deliveries_queue", "receiver", "subject", "rule", "state", "outbox_id"),

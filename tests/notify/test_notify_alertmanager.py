@@ -2,22 +2,39 @@
 
 The test starts Alertmanager on a free 127.0.0.1 port with a temporary config and storage path.
 Its API lists active alerts only (a resolved one leaves the list), so Alertmanager's own webhook,
-pointed at a receiver of the test, shows the resolved alerts with their endsAt.
+pointed at a receiver of the test, shows the resolved alerts with their endsAt. The fleet incident
+test runs the shipped deploy/alertmanager/alertmanager.yml (its receiver's URL and timers made the
+test's, its routing tree as shipped).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
+import threading
 import time
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 import yaml
-from support.notify import Hook, NotifierProcess, env_with, iso_ms, make_alert, resolved, write_config
+from support.notify import (
+    Hook,
+    NotifierProcess,
+    env_with,
+    iso_ms,
+    make_alert,
+    rack_fleet_brokers,
+    resolved,
+    write_config,
+)
+from support.paths import ROOT
 
 from streaming.alert import Alert
+from streaming.config import FleetwatchConfig
+from streaming.notify import Notifier, NotifyOptions
 from streaming.polling import poll
 from streaming.ports import free_port
 from streaming.store import Store
@@ -29,17 +46,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.skipif(
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 
 
-@pytest.fixture
-def alertmanager(tmp_path):
-    """(API base URL, the Hook that Alertmanager's webhook notifies)."""
+SHIPPED = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
+
+
+@contextlib.contextmanager
+def _alertmanager(tmp_path, make_config: Callable[[str], dict]) -> Iterator[tuple[str, Hook]]:
+    """(API base URL, the Hook that Alertmanager's webhook notifies) of an Alertmanager running the
+    config `make_config` gives for that webhook's URL."""
     hook = Hook().start()
     port = free_port()
     config = tmp_path / "alertmanager.yml"
-    config.write_text(yaml.safe_dump({
-        "route": {"receiver": "test", "group_by": ["alertname", "cluster_id", "broker"],
-                  "group_wait": "1s", "group_interval": "1s", "repeat_interval": "4h"},
-        "receivers": [{"name": "test", "webhook_configs": [{"url": hook.url("/am"), "send_resolved": True}]}],
-    }))
+    config.write_text(yaml.safe_dump(make_config(hook.url("/am"))))
     log = open(tmp_path / "alertmanager.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([AM_BIN, f"--config.file={config}", f"--storage.path={tmp_path / 'am-data'}",
                              f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
@@ -66,6 +83,31 @@ def alertmanager(tmp_path):
             proc.wait()
         log.close()
         hook.stop()
+
+
+@pytest.fixture
+def alertmanager(tmp_path):
+    with _alertmanager(tmp_path, lambda url: {
+        "route": {"receiver": "test", "group_by": ["alertname", "cluster_id", "broker"],
+                  "group_wait": "1s", "group_interval": "1s", "repeat_interval": "4h"},
+        "receivers": [{"name": "test", "webhook_configs": [{"url": url, "send_resolved": True}]}],
+    }) as running:
+        yield running
+
+
+def _shipped(url: str) -> dict:
+    """deploy/alertmanager/alertmanager.yml with the test's webhook and timers of a second."""
+    config = yaml.safe_load(SHIPPED.read_text())
+    (receiver,) = config["receivers"]
+    receiver["webhook_configs"][0]["url"] = url
+    config["route"].update(group_wait="1s", group_interval="1s")
+    return config
+
+
+@pytest.fixture
+def shipped_alertmanager(tmp_path):
+    with _alertmanager(tmp_path, _shipped) as running:
+        yield running
 
 
 def test_firing_and_resolved_alerts_reach_alertmanager(tmp_path, alertmanager):
@@ -134,3 +176,76 @@ def test_firing_and_resolved_alerts_reach_alertmanager(tmp_path, alertmanager):
     finally:
         assert proc.stop() == 0
     store.close()
+
+
+def test_a_fleet_incident_is_one_notification_with_the_shipped_route(tmp_path, shipped_alertmanager):
+    """Rack r7 fails under c0 and c1 while an unrelated broker of c2 fails: the members are posted
+    with fleet_incident and failure_domain, keep them through a refresh and in their resolves, and
+    the shipped route makes them ONE notification, then one resolved notification."""
+    base, am_hook = shipped_alertmanager
+    store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    now = int(time.time() * 1000)
+    store.write({"brokers": rack_fleet_brokers(now)})
+    config = FleetwatchConfig.model_validate({"incidents": {"notify_wait_ms": 1000}, "alerting": {
+        "receivers": [{"name": "am", "type": "alertmanager", "url": base}]}})
+    notifier = Notifier(config, store, NotifyOptions(group_wait_ms=200, interval_ms=100, alertmanager_refresh_ms=500))
+    stop = threading.Event()
+    worker = threading.Thread(target=notifier.run, args=(stop,), name="notifier")
+    members = [make_alert("broker.heartbeat_lost", cluster="c0", broker=1, starts_at=now - 60_000),
+               make_alert("broker.heartbeat_lost", cluster="c1", broker=2, starts_at=now - 59_000)]
+    other = make_alert("broker.heartbeat_lost", cluster="c2", broker=1, starts_at=now - 58_000)
+    ids = {a["alert_id"] for a in members}
+
+    def api_alerts():
+        listed = httpx.get(f"{base}/api/v2/alerts", timeout=5).json()
+        got = {a["annotations"]["alert_id"]: a for a in listed}
+        assert len(got) == len(listed), f"an alert twice, under other labels: {listed}"
+        return got
+
+    def notices():
+        return [json.loads(r["body"]) for r in am_hook.got("/am")]
+
+    worker.start()
+    try:
+        store.record_alerts(map(Alert.from_dict, [*members, other]))
+        active = poll(lambda: (got := api_alerts()) and len(got) == 3 and got, 30,
+                      "the three alerts in Alertmanager's API", interval_s=0.05)
+        incident_id = active[members[0]["alert_id"]]["labels"]["fleet_incident"]
+        for alert in members:
+            assert active[alert["alert_id"]]["labels"] == {
+                "alertname": "broker.heartbeat_lost", "rule": "broker.heartbeat_lost", "severity": "critical",
+                "cluster_id": alert["cluster_id"], "target": alert["target"], "broker": str(alert["broker_id"]),
+                "fleet_incident": incident_id, "failure_domain": "rack:r7"}
+        assert "fleet_incident" not in active[other["alert_id"]]["labels"]
+
+        # The notifier's refresh re-posts them (a later endsAt) with the same labels: no second alert.
+        first_ends = {k: iso_ms(a["endsAt"]) for k, a in active.items()}
+        refreshed = poll(lambda: (got := api_alerts()) and all(iso_ms(got[k]["endsAt"]) > first_ends[k] for k in got)
+                         and got, 30, "the refresh to re-post the open alerts", interval_s=0.1)
+        assert {k: a["labels"] for k, a in refreshed.items()} == {k: a["labels"] for k, a in active.items()}
+
+        def incident_notices(status):
+            return [n for n in notices() if n["groupLabels"] == {"fleet_incident": incident_id}
+                    and n["status"] == status]
+
+        (fired,) = poll(lambda: incident_notices("firing"), 30, "the incident's notification", interval_s=0.05)
+        assert {a["annotations"]["alert_id"] for a in fired["alerts"]} == ids
+        assert fired["commonLabels"]["failure_domain"] == "rack:r7"
+
+        ended = int(time.time() * 1000)
+        store.record_alerts(map(Alert.from_dict, [resolved(a, ended) for a in members]))
+        (closed,) = poll(lambda: incident_notices("resolved"), 30, "the incident's resolved notification",
+                         interval_s=0.05)
+        assert {a["annotations"]["alert_id"]: (a["status"], iso_ms(a["endsAt"])) for a in closed["alerts"]} == {
+            i: ("resolved", ended) for i in ids}
+        assert set(api_alerts()) == {other["alert_id"]}
+        # Nothing twice: one notification of the incident firing (the two resolves are two POSTs, one per
+        # cluster: Alertmanager may tell of one resolved before the other, never of both firing again).
+        assert [n for n in incident_notices("firing") if {a["status"] for a in n["alerts"]} == {"firing"}] == [fired]
+        assert [{a["annotations"]["alert_id"] for a in n["alerts"]} for n in notices()
+                if "fleet_incident" not in n["groupLabels"]] == [{other["alert_id"]}]
+    finally:
+        stop.set()
+        worker.join(30)
+        notifier.close()
+        store.close()

@@ -11,21 +11,12 @@ import json
 import time
 
 from support.clock import FakeClock
-from support.notify import SECRET, all_delivered, make_alert, outbox_rows, resolved
+from support.notify import SECRET, all_delivered, make_alert, outbox_rows, rack_fleet_brokers, resolved
 
 from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify import Notifier, NotifyOptions, verify_signature
 from streaming.store import Store
-
-
-def _brokers(now: int) -> list[dict]:
-    """c0 and c1 each have a broker in rack r7; c2 and c3 do not (c3 has one in r7 only at the end)."""
-    racks = {"c0": ("r7", "a0", "b0"), "c1": ("a1", "r7", "b1"), "c2": ("a2", "b2", "d2"), "c3": ("r7", "x3", "y3"),
-             "c4": ("a4", "b4", "d4")}
-    return [{"cluster_id": c, "broker_id": b, "state": "ONLINE", "fenced": False, "broker_epoch": 1,
-             "last_heartbeat_ms": now, "last_answer_ms": now, "rack": rack, "endpoints": [f"{c}-b{b}.dc1.example:9092"],
-             "updated_ms": now} for c, rs in racks.items() for b, rack in enumerate(rs, 1)]
 
 
 def test_one_notification_for_a_fleet_incident_and_every_resolve_as_before(tmp_path, hook):
@@ -39,7 +30,7 @@ def test_one_notification_for_a_fleet_incident_and_every_resolve_as_before(tmp_p
     notifier = Notifier(config, store, NotifyOptions(group_wait_ms=0, retry_base_ms=1000, retry_max_ms=1000),
                         env={"FW_SECRET": SECRET}, clock=clock)
     t0 = clock.ms - 60_000
-    store.write({"brokers": _brokers(clock.ms)})
+    store.write({"brokers": rack_fleet_brokers(clock.ms)})
     rack_c0 = make_alert("broker.heartbeat_lost", cluster="c0", broker=1, starts_at=t0)
     rack_c1 = make_alert("broker.heartbeat_lost", cluster="c1", broker=2, starts_at=t0 + 400)
     other = make_alert("broker.heartbeat_lost", cluster="c2", broker=1, starts_at=t0 + 200)

@@ -26,7 +26,7 @@ from streaming.store import Store, deliveries, metadata, outbox
 from support.paths import ROOT
 
 __all__ = ["SECRET", "Hook", "NotifierProcess", "all_delivered", "delivery_rows", "env_with", "iso_ms", "make_alert",
-           "outbox_rows", "resolved", "run_cli", "store_text", "write_config"]
+           "outbox_rows", "rack_fleet_brokers", "resolved", "run_cli", "store_text", "write_config"]
 
 # The webhook secret of the notifier tests: it must never show in a log, an answer or the store.
 SECRET = "whsec-test-7f3a9c1e"
@@ -118,6 +118,16 @@ def make_alert(rule: str, *, cluster: str | None = "clusterA", broker: int | Non
 
 def resolved(alert: dict[str, Any], ends_at: int) -> dict[str, Any]:
     return {**alert, "status": "resolved", "ends_at": ends_at}
+
+
+def rack_fleet_brokers(now: int) -> list[dict[str, Any]]:
+    """The store's brokers of a five-cluster fleet where rack r7 is evidence of a fleet incident: c0
+    broker 1, c1 broker 2 and c3 broker 1 are in it; c2 and c4 are not (racks of their own)."""
+    racks = {"c0": ("r7", "a0", "b0"), "c1": ("a1", "r7", "b1"), "c2": ("a2", "b2", "d2"), "c3": ("r7", "x3", "y3"),
+             "c4": ("a4", "b4", "d4")}
+    return [{"cluster_id": c, "broker_id": b, "state": "ONLINE", "fenced": False, "broker_epoch": 1,
+             "last_heartbeat_ms": now, "last_answer_ms": now, "rack": rack, "endpoints": [f"{c}-b{b}.dc1.example:9092"],
+             "updated_ms": now} for c, rs in racks.items() for b, rack in enumerate(rs, 1)]
 
 
 def write_config(tmp_path: Path, receivers: list[dict], routes: list[dict] | None = None,
