@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
-from streaming.collect.simulate.cluster import HB_JITTER_MS, PlannedFault
-from streaming.collect.simulate.faults import NEEDS_PARTNER, TIMELINE, injected
+from streaming.collect.simulate.cluster import HB_JITTER_MS, PlannedFault, layout_reading_after
+from streaming.collect.simulate.faults import NEEDS_PARTNER, READ_AFTER_MS, TIMELINE, injected
 from streaming.collect.simulate.identities import BAD_RELEASE, ClusterIdentity, make_identity, rack_row
 from streaming.collect.simulate.spec import RULES, FleetSpec, InjectedFault
 
@@ -20,6 +20,8 @@ def not_applicable(kind: str, spec: FleetSpec) -> str | None:
         return "needs 2 brokers per cluster"
     if kind == "endpoint.collision" and spec.brokers < 2 and spec.clusters < 2:
         return "needs 2 brokers or 2 clusters"
+    if kind == "cluster.partitions_offline" and spec.brokers < 3:
+        return "needs 3 brokers per cluster (two down, one left to answer)"
     return None
 
 
@@ -50,6 +52,9 @@ def schedule(spec: FleetSpec, identities: Sequence[ClusterIdentity], skipped: Se
         n += 1
         partner_index = (home + 1) % spec.clusters if kind in NEEDS_PARTNER and spec.clusters > 1 else None
         at = max(slot, free[home], free[partner_index] if partner_index is not None else start)
+        if kind == "cluster.partitions_offline":
+            # A layout reading must see the brokers down: the probe reads one a minute.
+            at = layout_reading_after(spec, home, at + READ_AFTER_MS) - READ_AFTER_MS
         core = TIMELINE[kind][0]
         if at + core + margin > end:
             continue
