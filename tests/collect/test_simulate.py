@@ -32,10 +32,11 @@ from streaming.collect.simulate import (
     parse_faults,
     produce_live,
 )
+from streaming.collect.simulate.placement import Placement
 from streaming.contract import event_from_dict, event_to_dict
 
 TOPIC_OF = {"metadata_response": topics.METADATA, "broker_state": topics.BROKER_STATES,
-            "broker_heartbeat": topics.HEARTBEATS}
+            "broker_heartbeat": topics.HEARTBEATS, "partition_layout": topics.METADATA}
 # What the simulated broker agents send beyond the contract with a heartbeat (SPEC section 3's example).
 AGENT_FIELDS = ("want_fence", "want_shutdown", "caught_up")
 
@@ -105,6 +106,7 @@ def test_healthy_fleet_follows_the_contract_and_raises_nothing() -> None:
     heartbeats: dict[tuple[str, int], list[int]] = defaultdict(list)
     states: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
     controllers = set()
+    layouts: dict[str, list[int]] = defaultdict(list)
     for topic, ev in events:
         event_from_dict(ev)  # raises on any contract violation
         assert topic == TOPIC_OF[ev["type"]]
@@ -120,6 +122,12 @@ def test_healthy_fleet_follows_the_contract_and_raises_nothing() -> None:
             else:
                 assert ev["expected"] == {"cluster_id": ev["cluster_id"], "node_id": ev["responder_node_id"]}
             assert [b["node_id"] for b in ev["brokers"]] == [1, 2, 3]
+        elif ev["type"] == "partition_layout":
+            layouts[ev["target"]].append(ev["ts"])
+            assert ev["cluster_id"] == ids[ev["target"]] and ev["complete"] is True
+            for topic_layout in ev["topics"]:
+                for _, leader, replicas, isr in topic_layout["partitions"]:
+                    assert leader == replicas[0] and isr == replicas  # healthy: every replica in sync
         elif ev["type"] == "broker_heartbeat":
             heartbeats[(ev["cluster_id"], ev["broker_id"])].append(ev["ts"])
             if ev["kind"] == "registration":
@@ -132,6 +140,8 @@ def test_healthy_fleet_follows_the_contract_and_raises_nothing() -> None:
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{22}", cid) for cid in ids.values())
     assert len(controllers) == 3  # one stable controller per cluster
     assert len(heartbeats) == 9
+    # The probe's default layout cadence, from its first round on: 90 s hold two readings a cluster.
+    assert all(len(times) == 2 and times[1] - times[0] == 60_000 for times in layouts.values()) and len(layouts) == 3
     for times in heartbeats.values():
         gaps = [b - a for a, b in itertools.pairwise(times)]
         assert all(1800 <= gap <= 2200 for gap in gaps)
@@ -151,7 +161,7 @@ def test_events_are_the_wire_form_of_contract_records() -> None:
         extra = list(ev)[len(wire):]
         assert extra == (list(AGENT_FIELDS) if ev["type"] == "broker_heartbeat" and ev["kind"] == "heartbeat" else [])
         kinds.add((ev["type"], ev.get("kind"), ev.get("error") is None))
-    assert len(kinds) == 5  # responses with and without an error, both heartbeat kinds, states
+    assert len(kinds) == 6  # responses with and without an error, both heartbeat kinds, states, layouts
 
 
 # -- faults and their labels ----------------------------------------------------------------------
@@ -229,6 +239,71 @@ def test_jitter_keeps_disorder_within_bounds_and_changes_no_alert() -> None:
     assert sorted(map(key, (ev for _, ev in jittered.events()))) == sorted(
         map(key, (ev for _, ev in ordered.events())))
     assert sorted(map(key, oracle(jittered))) == sorted(map(key, oracle(ordered))) != []
+
+
+# -- the partition layout (issue 30) -----------------------------------------------------------------
+
+
+def _layout(placement: Placement) -> dict[str, list[tuple[int, int, list[int], list[int]]]]:
+    return {t.name: [(i, leader, list(r), list(isr)) for i, leader, r, isr in t.partitions]
+            for t in placement.reading()}
+
+
+def test_the_placement_moves_leaders_and_isrs_as_kafkas_controller_does() -> None:
+    placement = Placement(3)
+    healthy = _layout(placement)
+    assert [len(parts[0][2]) for parts in healthy.values()] == [3, 2]  # orders, clicks
+    assert {t.name: t.min_insync for t in placement.reading()} == {"orders": 2, "clicks": 1}
+    placement.apply(frozenset({1, 2}))  # broker 3 fenced: out of every ISR, its leaderships moved
+    one_down = _layout(placement)
+    assert all(3 not in isr and leader in isr and len(isr) == len(r) - 1 if 3 in r else isr == r
+               for parts in one_down.values() for _, leader, r, isr in parts)
+    placement.apply(frozenset({1}))  # broker 2 too (the real-Kafka test's second freeze)
+    two_down = _layout(placement)
+    assert all((leader, isr) == (1, [1]) for _, leader, _, isr in two_down["orders"])  # under min ISR 2
+    # clicks partitions held by 2 and 3 only: offline, 2 kept in the ISR as the last one in sync
+    assert {(tuple(r), leader, tuple(isr)) for _, leader, r, isr in two_down["clicks"] if 1 not in r} == {
+        ((2, 3), -1, (2,))}
+    placement.apply(frozenset({1, 3}))  # 3 is back, but was not in sync when 2 went: still offline
+    assert {leader for _, leader, r, _ in _layout(placement)["clicks"] if 1 not in r} == {-1}
+    placement.apply(frozenset({1, 2, 3}))  # 2 is back: it leads, 3 catches up from it
+    back = _layout(placement)
+    assert all(sorted(isr) == sorted(r) for parts in back.values() for *_, r, isr in parts)
+    assert back != healthy  # leaders stay where they moved ...
+    placement.elect_preferred()  # ... until the periodic preferred-leader election
+    assert _layout(placement) == healthy
+
+
+def test_two_brokers_down_together_take_partitions_offline_and_under_min_isr() -> None:
+    sim = Simulation(make_spec(clusters=2, faults=("cluster.partitions_offline",), duration_ms=420_000,
+                               fault_every_ms=600_000))
+    (fault,) = sim.faults
+    layouts = [ev for _, ev in sim.events()
+               if ev["type"] == "partition_layout" and ev["cluster_id"] == fault.cluster_id]
+    assert all(event_from_dict(ev) for ev in layouts)
+    # The fault starts 15 s before a reading: both brokers fenced by then, restarted 3 s after it.
+    (during,) = [ev for ev in layouts if fault.start_ms < ev["ts"] < fault.start_ms + 60_000]
+    assert during["ts"] == fault.start_ms + 15_000
+    topics_read = {t["name"]: t["partitions"] for t in during["topics"]}
+    assert all((leader, isr) == (1, [1]) for _, leader, _, isr in topics_read["orders"])
+    offline = [p for p in topics_read["clicks"] if p[1] == -1]
+    assert offline and all(sorted(p[2]) == [2, 3] and len(p[3]) == 1 for p in offline)
+    (after,) = [ev for ev in layouts if ev["ts"] == during["ts"] + 60_000]
+    assert all(leader >= 0 and sorted(isr) == sorted(r)
+               for t in after["topics"] for _, leader, r, isr in t["partitions"])
+    alerts = oracle(sim)
+    cluster_lines = {(a["rule"], a["status"], a["ends_at"] or a["starts_at"])
+                     for a in alerts if a["rule"].startswith("cluster.")}
+    assert cluster_lines == {
+        ("cluster.partitions_offline", "firing", during["ts"]), ("cluster.partitions_offline", "resolved", after["ts"]),
+        ("cluster.under_min_isr", "firing", during["ts"]), ("cluster.under_min_isr", "resolved", after["ts"])}
+    lost = [a for a in firing(alerts) if a["rule"] == "broker.heartbeat_lost"]
+    assert sorted(a["broker_id"] for a in lost) == [2, 3]
+    # Each crash's incident carries its impact on the layout read before it (README "Blast radius"):
+    # the healthy one, in which the other broker is still in sync.
+    assert all(a["details"]["impact"]["layout_at"] == during["ts"] - 60_000 for a in lost)
+    assert [(a["details"]["impact"]["partitions_offline"], a["details"]["impact"]["partitions_under_min_isr"])
+            for a in lost] == [(0, 0), (0, 0)]
 
 
 # -- output ---------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 The simulator plays a fleet of Kafka clusters as their collectors would see it: broker agents
 report registrations, heartbeats and lifecycle transitions; a prober sends one bootstrap
-Metadata request and one request per advertised endpoint to every cluster every few seconds.
+Metadata request and one request per advertised endpoint to every cluster every few seconds,
+and reads each cluster's partition layout once a minute.
 Faults (SPEC section 1) are injected one at a time per cluster.
 
 The ground truth is what was injected, nothing more: `Simulation.faults` (and `labels()`, the
@@ -16,10 +17,10 @@ killed and restarted also flaps) and no fault straddles the end of the stream.
 Everything is a pure function of `FleetSpec`: the same spec gives the same bytes.
 
 The rooms, from the ground up: spec (what to simulate, and `InjectedFault`), identities
-(cluster ids and hosts), cluster (one cluster's agents, controller and prober), faults (the 16
-fault scripts and what each is designed to raise), schedule (which cluster gets which fault
-when), fleet (`Simulation`: the clusters merged into one stream), output (files and live
-production) and cli (`fleetwatch simulate`).
+(cluster ids and hosts), placement (its topics' leaders and ISRs), cluster (one cluster's agents,
+controller and prober), faults (the 17 fault scripts and what each is designed to raise),
+schedule (which cluster gets which fault when), fleet (`Simulation`: the clusters merged into one
+stream), output (files and live production) and cli (`fleetwatch simulate`).
 """
 
 from streaming.collect.simulate.cli import command, configure_parser

@@ -26,7 +26,7 @@ def _positive(text: str) -> int:
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clusters", type=_positive, default=16, metavar="N",
-                   help="clusters in the fleet (default 16: one per fault kind)")
+                   help="clusters in the fleet (default 16)")
     p.add_argument("--brokers", type=_positive, default=3, metavar="M", help="brokers per cluster (default 3)")
     p.add_argument("--faults", default="all", metavar="LIST",
                    help="fault kinds to inject in turn: all, none, or a comma list such as "

@@ -11,7 +11,8 @@ from functools import partial
 from typing import Any
 
 from streaming.collect.simulate.identities import DOMAIN, PORT, ClusterIdentity
-from streaming.collect.simulate.spec import ERROR_TIMEOUT, FleetSpec
+from streaming.collect.simulate.placement import PREFERRED_ELECTION_MS, Placement
+from streaming.collect.simulate.spec import ERROR_TIMEOUT, LAYOUT_INTERVAL_MS, FleetSpec
 from streaming.contract import (
     Broker,
     BrokerHeartbeat,
@@ -19,17 +20,33 @@ from streaming.contract import (
     Endpoint,
     Expected,
     MetadataResponse,
+    PartitionLayout,
     event_to_dict,
     topic_of,
 )
 
-__all__ = ["HB_JITTER_MS", "ClusterSim", "PlannedFault", "SimBroker", "TimedAction"]
+__all__ = ["HB_JITTER_MS", "ClusterSim", "PlannedFault", "SimBroker", "TimedAction", "layout_reading_after"]
 
 HB_JITTER_MS = 200
 _PROBE_STEP_MS = 5  # responses of one probe round, a few ms apart
 _FIRST_ROUND_MS = 2500  # the first probe round finds every broker ONLINE
 _TIMEOUT_LATENCY_MS = 3000  # the prober's request timeout
 _LISTED_STATES = ("ONLINE", "STOPPING")  # the controller omits fenced brokers from metadata
+_LAYOUT_AFTER_MS = 3  # a layout reading starts once the round's bootstrap answered
+# The brokers' own min.insync.replicas, which the probe reads as the default: Kafka's.
+_BROKER_MIN_ISR = 1
+
+
+def _first_round(spec: FleetSpec, index: int) -> int:
+    return spec.start_ms + _FIRST_ROUND_MS + index * spec.probe_interval_ms // spec.clusters
+
+
+def layout_reading_after(spec: FleetSpec, index: int, when: int) -> int:
+    """The time of cluster `index`'s first partition layout reading at or after `when`: the probe
+    reads one at its first round and then every `LAYOUT_INTERVAL_MS` (with the default 5 s rounds,
+    the real probe's cadence exactly: it reads when a round finds the last reading that old)."""
+    first = _first_round(spec, index) + _LAYOUT_AFTER_MS
+    return first + max(0, -(-(when - first) // LAYOUT_INTERVAL_MS)) * LAYOUT_INTERVAL_MS
 
 
 @dataclass
@@ -95,10 +112,13 @@ class ClusterSim:
         self.brokers = {
             n: SimBroker(n, info.hosts[n - 1], info.rack(n), f"agent-{info.hosts[n - 1]}")
             for n in range(1, spec.brokers + 1)}
+        self.placement = Placement(spec.brokers)
         for b in self.brokers.values():
             self.at(spec.start_ms + (index * 131 + b.node * 97) % 600, partial(self._start_broker, b))
-        self.at(spec.start_ms + _FIRST_ROUND_MS + index * spec.probe_interval_ms // spec.clusters,
-                self._probe_round)
+        self.at(_first_round(spec, index), self._probe_round)
+        first_layout = layout_reading_after(spec, index, spec.start_ms)
+        self.at(first_layout, self._read_layout)
+        self.at(spec.start_ms + PREFERRED_ELECTION_MS, self._elect_preferred)
 
     # -- machinery ---------------------------------------------------------------------------------
 
@@ -134,6 +154,7 @@ class ClusterSim:
                      previous: str | None = None) -> None:
         source = b.source if by_agent else f"controller-{self.info.target}"
         b.state = state
+        self.placement.apply(frozenset(n for n, other in self.brokers.items() if other.state in _LISTED_STATES))
         self.emit(BrokerState(ts=at, source=source, cluster_id=self.info.cluster_id, broker_id=b.node, state=state,
                               previous_state=previous, broker_epoch=b.epoch, reason=reason))
 
@@ -250,6 +271,25 @@ class ClusterSim:
             ts=at, source=f"probe-{self.index % 4 + 1}", cluster_id=cluster_id, target=target, endpoint=endpoint,
             expected=expected, responder_node_id=responder, controller_id=controller, error=error,
             latency_ms=latency, brokers=brokers)))
+
+    # -- the partition layout (issue 30) ----------------------------------------------------------------
+
+    def _read_layout(self, at: int) -> None:
+        """One reading of the partition layout, from broker 1 (where the bootstrap answers). Nothing
+        is published when it does not answer as this cluster: cut off, down, or its name reaching
+        another cluster's broker (the real probe would read that cluster's layout; the simulation
+        leaves it out). An answer without a cluster id (cluster.id_invalid) is still read: the probe
+        publishes it under the id the bootstrap last reported."""
+        self.at(at + LAYOUT_INTERVAL_MS, self._read_layout)
+        if self.unreachable or self.info.address(1) in self.redirects or self.brokers[1].probe_error is not None:
+            return
+        self.out.append(event_to_dict(PartitionLayout(
+            ts=at, source=f"probe-{self.index % 4 + 1}", cluster_id=self.info.cluster_id, target=self.info.target,
+            complete=True, default_min_insync=_BROKER_MIN_ISR, topics=self.placement.reading())))
+
+    def _elect_preferred(self, at: int) -> None:
+        self.placement.elect_preferred()
+        self.at(at + PREFERRED_ELECTION_MS, self._elect_preferred)
 
     # -- the DR alias of cluster.id_duplicate ------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The 16 fault scripts: how each fault of SPEC section 1 unfolds on one simulated cluster.
+"""The 17 fault scripts: how each fault of SPEC section 1 (and issue 30's lost partitions) unfolds on one
+simulated cluster.
 
 A script runs at the fault's start and queues what happens next on the cluster's timeline.
 `TIMELINE` says how long each script keeps its cluster busy, for the schedule; `injected` is what
@@ -14,10 +15,14 @@ from typing import Any
 
 from streaming.collect.simulate.cluster import ClusterSim, PlannedFault, SimBroker
 from streaming.collect.simulate.identities import ClusterIdentity
-from streaming.collect.simulate.spec import ERROR_REFUSED, ERROR_TIMEOUT, RULES, InjectedFault
+from streaming.collect.simulate.spec import ERROR_REFUSED, ERROR_TIMEOUT, LAYOUT_INTERVAL_MS, RULES, InjectedFault
 from streaming.contract import REBOOTSTRAP_REQUIRED
 
-__all__ = ["NEEDS_PARTNER", "SCRIPTS", "TIMELINE", "begin", "injected"]
+__all__ = ["NEEDS_PARTNER", "READ_AFTER_MS", "SCRIPTS", "TIMELINE", "begin", "injected"]
+
+# cluster.partitions_offline starts this long before a layout reading: both brokers are fenced by
+# then (their last heartbeats + the session timeout) and not yet restarted (18 s).
+READ_AFTER_MS = 15_000
 
 # Per fault kind: (ms after the fault start by which every designed event has happened and
 # every alert it is designed to raise has started, and has ended but for a 300 s window, not
@@ -42,6 +47,9 @@ TIMELINE: dict[str, tuple[int, int | None]] = {
     "cluster.unreachable": (45_000, None),
     "connection.misrouted": (24_000, 5_500),
     "endpoint.collision": (21_500, 21_500),
+    # The schedule starts it a layout reading's READ_AFTER_MS before one: the next, a layout interval
+    # later, shows the partitions back.
+    "cluster.partitions_offline": (READ_AFTER_MS + LAYOUT_INTERVAL_MS, 19_500),
 }
 # Faults that involve a second cluster (an endpoint or bootstrap reaching it, or one of its
 # endpoints being advertised): that cluster must be quiet meanwhile.
@@ -52,19 +60,25 @@ NEEDS_PARTNER = ("cluster.id_changed", "connection.misrouted", "endpoint.collisi
 # heartbeat counts as cut off while serving (rare: the crash usually comes first); a partitioned
 # broker's heartbeats stop too; a broker killed out of a stuck shutdown and restarted changed
 # state four times in five minutes; a bootstrap name that reaches another cluster's broker is
-# broker 1's name too, so its endpoint probe is misrouted.
+# broker 1's name too, so its endpoint probe is misrouted; two brokers down together leave the
+# partitions only they hold offline, and those of which they hold two of three replicas under
+# min.insync.replicas 2 (placement.py), each broker's crash is a broker.heartbeat_lost as above.
 _RAISES: dict[str, tuple[str, ...]] = {
     "broker.heartbeat_lost": ("broker.heartbeat_lost", "broker.partitioned"),
     "broker.partitioned": ("broker.partitioned", "broker.heartbeat_lost"),
     "broker.stuck_stopping": ("broker.stuck_stopping", "broker.flapping"),
     "cluster.id_changed": ("cluster.id_changed", "connection.misrouted"),
+    "cluster.partitions_offline": ("cluster.partitions_offline", "cluster.under_min_isr", "broker.heartbeat_lost",
+                                   "broker.partitioned"),
 }
 # With a single broker the victim is the bootstrap broker too. A misrouted name is then the
 # bootstrap's, which reports the other cluster's id (cluster.id_changed). And while the only
 # broker is out of the metadata (fenced or restarting), the bootstrap lists no broker, so it
 # shares no endpoint with a DR alias that reported the same cluster id in an earlier
 # cluster.id_duplicate fault: the rules hold what a target reported until it has been silent for
-# rules.state_ttl_ms (a day), and the alias was dropped from monitoring, not forgotten.
+# rules.state_ttl_ms (a day), and the alias was dropped from monitoring, not forgotten. And its
+# partitions have no other replica: a layout read while it is out of the metadata but answering
+# (fenced, restarted and not yet caught up) shows every one offline.
 _ONE_BROKER_RAISES = {"connection.misrouted": ("cluster.id_changed",)}
 _TAKES_THE_ONLY_BROKER_OUT = (
     "broker.heartbeat_lost", "broker.fenced", "broker.partitioned", "broker.stuck_stopping",
@@ -84,6 +98,8 @@ def injected(kind: str, info: ClusterIdentity, brokers: int, partner: ClusterIde
     rules = _RAISES.get(kind, (kind,))
     if brokers == 1:
         rules += _ONE_BROKER_RAISES.get(kind, ())
+        if kind in _TAKES_THE_ONLY_BROKER_OUT:
+            rules += ("cluster.partitions_offline",)
         if after_a_clone and kind in _TAKES_THE_ONLY_BROKER_OUT:
             rules += ("cluster.id_duplicate",)
     node = _victim_node(brokers) if kind in _ABOUT_A_BROKER else None
@@ -122,13 +138,25 @@ def _other_controller(sim: ClusterSim) -> int:
 
 
 def _heartbeat_lost(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
+    _crash(sim, t, planned, _victim(sim))
+
+
+def _crash(sim: ClusterSim, t: int, planned: PlannedFault, b: SimBroker) -> None:
     # The process crashes (or, every other time, hangs): no heartbeats, no answers. The
     # controller fences it after the session timeout; the pod restarts it 18 s later.
-    b = _victim(sim)
     last = sim.stop(b, ERROR_TIMEOUT if planned.occurrence % 2 else ERROR_REFUSED)
     sim.at(last + RULES.session_timeout_ms + 50, sim.transition(b, "FENCED", "session timeout"))
     sim.at(t + 18_000, partial(sim.register, b=b))
     sim.at(t + 19_500, sim.transition(b, "ONLINE", "caught up"))
+
+
+def _partitions_offline(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
+    # The node of the Kubernetes cluster that runs the last two brokers' pods (no anti-affinity)
+    # fails: both crash at once and are restarted 18 s later. Kafka fenced both by the layout
+    # reading 15 s in (the schedule's alignment), so it shows the partitions they alone hold offline
+    # and those with one replica left in sync under min ISR; the next reading shows them back.
+    for node in (len(sim.brokers) - 1, len(sim.brokers)):
+        _crash(sim, t, planned, sim.brokers[node])
 
 
 def _fenced(sim: ClusterSim, t: int, planned: PlannedFault) -> None:
@@ -348,4 +376,5 @@ SCRIPTS: dict[str, Script] = {
     "cluster.unreachable": _unreachable,
     "connection.misrouted": _misrouted,
     "endpoint.collision": _collision,
+    "cluster.partitions_offline": _partitions_offline,
 }

@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
-from streaming.collect.simulate.cluster import HB_JITTER_MS, PlannedFault
-from streaming.collect.simulate.faults import NEEDS_PARTNER, TIMELINE, injected
+from streaming.collect.simulate.cluster import HB_JITTER_MS, PlannedFault, layout_reading_after
+from streaming.collect.simulate.faults import NEEDS_PARTNER, READ_AFTER_MS, TIMELINE, injected
 from streaming.collect.simulate.identities import BAD_RELEASE, ClusterIdentity, make_identity, rack_row
 from streaming.collect.simulate.spec import RULES, FleetSpec, InjectedFault
 
@@ -20,6 +20,8 @@ def not_applicable(kind: str, spec: FleetSpec) -> str | None:
         return "needs 2 brokers per cluster"
     if kind == "endpoint.collision" and spec.brokers < 2 and spec.clusters < 2:
         return "needs 2 brokers or 2 clusters"
+    if kind == "cluster.partitions_offline" and spec.brokers < 3:
+        return "needs 3 brokers per cluster (two down, one left to answer)"
     return None
 
 
@@ -50,7 +52,10 @@ def schedule(spec: FleetSpec, identities: Sequence[ClusterIdentity], skipped: Se
         n += 1
         partner_index = (home + 1) % spec.clusters if kind in NEEDS_PARTNER and spec.clusters > 1 else None
         at = max(slot, free[home], free[partner_index] if partner_index is not None else start)
-        core, last_change = TIMELINE[kind]
+        if kind == "cluster.partitions_offline":
+            # A layout reading must see the brokers down: the probe reads one a minute.
+            at = layout_reading_after(spec, home, at + READ_AFTER_MS) - READ_AFTER_MS
+        core = TIMELINE[kind][0]
         if at + core + margin > end:
             continue
         if partner_index is not None:
@@ -61,16 +66,23 @@ def schedule(spec: FleetSpec, identities: Sequence[ClusterIdentity], skipped: Se
             partner = make_identity(spec.seed, f"ext-{identities[home].target}", spec.brokers)
         else:
             partner = None
-        busy = at + core + probe
-        if last_change is not None:
-            busy = max(busy, at + last_change + probe + max(RULES.flap_window_ms,
-                                                            RULES.controller_flap_window_ms))
-        free[home] = busy
+        free[home] = _busy_until(kind, at, probe)
         faults.append(injected(kind, identities[home], spec.brokers, partner, at,
                                after_a_clone=any(p.kind == "cluster.id_duplicate" for p in plan[home])))
         plan[home].append(PlannedFault(kind, at, seen[kind], partner))
         seen[kind] += 1
     return tuple(sorted(faults, key=lambda f: (f.start_ms, f.target))), plan
+
+
+def _busy_until(kind: str, at: int, probe: int) -> int:
+    """Until when a fault of `kind` started at `at` keeps its cluster busy: until the probe round
+    after its end, and until its last broker-state or controller change has left the flap windows,
+    so that one fault's transitions never add up with the next one's on that cluster."""
+    core, last_change = TIMELINE[kind]
+    busy = at + core + probe
+    if last_change is not None:
+        busy = max(busy, at + last_change + probe + max(RULES.flap_window_ms, RULES.controller_flap_window_ms))
+    return busy
 
 
 # Correlated faults: when they start (after the first regular fault slot) and how far apart the
@@ -85,23 +97,32 @@ def _correlated(spec: FleetSpec, identities: Sequence[ClusterIdentity], plan: di
     """The correlated faults (`spec.correlated`), planned before the regular ones, whose clusters
     they keep busy: a broker crash (`broker.heartbeat_lost` of the last broker) in every cluster of
     rack row 0, whose last brokers share a rack; and in three clusters of the bad release
-    (each in another rack row). Each fault of one carries the same `group` label."""
+    (each in another rack row). Each fault of one carries the same `group` label.
+
+    A bad release crashes each broker it reaches once, a rollout step after the previous cluster.
+    The rollout waits until every cluster it is to reach is quiet, as rollout tooling does (it rolls
+    no cluster that is still recovering), and as every fault here waits for its cluster
+    (`_busy_until`): a cluster of the bad release whose broker the rack failure had crashed less
+    than the flap window before would otherwise have its four state changes add up to a
+    `broker.flapping` that neither fault is, and one release member crashing later than the rest
+    would fall out of the rollout's incident window."""
     kind = "broker.heartbeat_lost"
     members = {"rack": [i for i in range(spec.clusters) if rack_row(i, spec.clusters) == 0],
                "release": [i for i, info in enumerate(identities) if info.release == BAD_RELEASE][:3]}
     out: list[InjectedFault] = []
     for name in spec.correlated:
-        chosen = members[name]
-        at0 = spec.start_ms + _CORRELATED_AT_MS[name]
-        if len(chosen) < 2 or at0 + len(chosen) * _CORRELATED_STAGGER_MS[name] + 60_000 > spec.end_ms:
+        chosen, stagger = members[name], _CORRELATED_STAGGER_MS[name]
+        at0 = max([spec.start_ms + _CORRELATED_AT_MS[name]] + [free[i] - k * stagger for k, i in enumerate(chosen)])
+        if len(chosen) < 2 or at0 + len(chosen) * stagger + 60_000 > spec.end_ms:
             continue
         info0 = identities[chosen[0]]
         group = f"rack:{info0.rack(spec.brokers)}" if name == "rack" else f"release:{BAD_RELEASE}"
         for k, index in enumerate(chosen):
-            at = max(at0 + k * _CORRELATED_STAGGER_MS[name], free[index])
+            at = at0 + k * stagger
             fault = injected(kind, identities[index], spec.brokers, None, at, after_a_clone=False)
             out.append(replace(fault, group=group))
             plan[index].append(PlannedFault(kind, at, len(plan[index]), None))
-            # Quiet for the incidents' window after it, so no regular fault's alert joins its run.
-            free[index] = at + TIMELINE[kind][0] + spec.probe_interval_ms + _QUIET_AFTER_MS
+            # Quiet for the incidents' window after it too, so no regular fault's alert joins its run.
+            free[index] = max(_busy_until(kind, at, spec.probe_interval_ms),
+                              at + TIMELINE[kind][0] + spec.probe_interval_ms + _QUIET_AFTER_MS)
     return out

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.config import RuleSettings
+from streaming.config import ProbeConfig, RuleSettings
 
 __all__ = [
     "CORRELATED_KINDS",
@@ -15,6 +15,7 @@ __all__ = [
     "ERROR_REFUSED",
     "ERROR_TIMEOUT",
     "FAULT_KINDS",
+    "LAYOUT_INTERVAL_MS",
     "RULES",
     "FleetSpec",
     "InjectedFault",
@@ -41,6 +42,7 @@ FAULT_KINDS: tuple[str, ...] = (
     "cluster.unreachable",
     "connection.misrouted",
     "endpoint.collision",
+    "cluster.partitions_offline",
 )
 # Correlated faults (fleet incidents): one rack failing under several clusters, one bad release.
 CORRELATED_KINDS = ("rack", "release")
@@ -51,6 +53,8 @@ RULES = RuleSettings()
 # The errors the simulated prober reports, named as the real probe names them.
 ERROR_REFUSED = "CONNECTION_REFUSED"
 ERROR_TIMEOUT = "TIMEOUT"
+# The simulated prober reads each cluster's partition layout at the real probe's default cadence.
+LAYOUT_INTERVAL_MS = ProbeConfig().layout_interval_ms
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
