@@ -113,3 +113,22 @@ def test_the_layout_is_off_unless_configured():
             await broker.stop()
 
     assert [ev for ev in asyncio.run(scenario()) if ev["type"] == "partition_layout"] == []
+
+
+def test_a_metadata_answer_bigger_than_the_probes_frame_limit_is_read_within_the_layouts_bound():
+    # A broker older than 3.8 answers the whole layout in one Metadata answer: 4,000 partitions
+    # are ~100 KB, over a probe limited to 64 KiB per answer, and within the reading's 8 MiB.
+    async def scenario() -> list[dict[str, Any]]:
+        cluster = _cluster()
+        cluster.partitions = {"big": [(p, 1, [1], [1]) for p in range(4000)]}
+        broker = await FakeKafka(cluster, 1, pages=False).start()
+        cluster.brokers = [{"node_id": 1, "port": broker.port, "fenced": False}]
+        options = ProbeOptions(interval_ms=5000, timeout_ms=4000, source="probe-t", max_response_bytes=64 * 1024,
+                               layout=LayoutLimits(interval_ms=12_000))
+        try:
+            return await Prober([target("pay", f"{HOST}:{broker.port}")], options).probe_round_async(T0)
+        finally:
+            await broker.stop()
+
+    (event,) = [ev for ev in valid(asyncio.run(scenario())) if ev["type"] == "partition_layout"]
+    assert event["complete"] and len(event["topics"][0]["partitions"]) == 4000

@@ -10,8 +10,11 @@ One connection to the address whose bootstrap answered this round:
   value was not read).
 Bounded per cluster (`probe.layout_*` of the config): the reading stops at `max_bytes` of answers or
 at its deadline, whichever comes first; what it read by then is published with `complete` false
-(the rules then fire on what it shows and resolve nothing: streaming/detect/partitions.py). Each
-answer is bounded by the probe's `max_response_bytes` as every other one.
+(the rules then fire on what it shows and resolve nothing: streaming/detect/partitions.py). One
+answer may be as big as the reading's own byte bound, or the probe's `max_response_bytes` where that
+is bigger (`layout_frame_limit`): a Metadata answer lists every partition at once (~27 bytes each,
+bench/layout_cost.py), so the probe's 1 MiB would refuse a cluster of ~40,000 on a broker older
+than 3.8 that DescribeTopicPartitions would page through.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.collect.probe.targets import LayoutLimits, Target
+from streaming.collect.probe.targets import LayoutLimits, ProbeOptions, Target
 from streaming.collect.protocol.client import Connection, ProbeFailure
 from streaming.contract import MAX_LAYOUT_PARTITIONS, MAX_NAME_CHARS, PartitionLayout, TopicLayout, event_to_dict
 
-__all__ = ["LayoutReading", "layout_event", "read_layout"]
+__all__ = ["LayoutReading", "layout_event", "layout_frame_limit", "read_layout"]
 
 METADATA = 3
 DESCRIBE_CONFIGS = 32
@@ -45,6 +48,11 @@ class LayoutReading:
     requests: int = 0
     bytes_read: int = 0
     ms: int = 0
+
+
+def layout_frame_limit(options: ProbeOptions) -> int:
+    """The biggest answer a layout reading takes (see the module's docstring)."""
+    return max(options.max_response_bytes, options.layout.max_bytes)
 
 
 async def read_layout(target: Target, host: str, port: int, limits: LayoutLimits, *, client_id: str,

@@ -14,7 +14,7 @@ from streaming import clock
 from streaming.collect.probe.controller_view import ViewMemory, read_controllers, view_events
 from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
-from streaming.collect.probe.layout import layout_event, read_layout
+from streaming.collect.probe.layout import layout_event, layout_frame_limit, read_layout
 from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
 from streaming.collect.protocol.client import Connection, ProbeFailure, classify
 from streaming.contract import REBOOTSTRAP_REQUIRED, Expected
@@ -288,7 +288,7 @@ class Prober:
             try:
                 reading = await read_layout(target, host, port, self.options.layout, client_id=self.options.client_id,
                                             broker_id=responder, connection=self._connection,
-                                            max_frame=self.options.max_response_bytes,
+                                            max_frame=layout_frame_limit(self.options),
                                             decode_slot=slots.decoding[target.name])
             except (ProbeFailure, TimeoutError) as failure:
                 if not state.layout_failing:
