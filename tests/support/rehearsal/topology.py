@@ -149,7 +149,7 @@ class Topology:
         config = {
             "bus": {"bootstrap_servers": self.bus_bootstrap, "source": "spark", "partitions": 2},
             "store": {"url": self.store_url},
-            "spark": {"master": "local[2]", "checkpoint_dir": str(self.workdir / "checkpoint"), "trigger_ms": 500,
+            "spark": {"master": "local[2]", "checkpoint_dir": str(self.workdir / "checkpoint"),
                       "shuffle_partitions": 2, "restarts": {"first_delay_ms": 1000, "max_delay_ms": 10_000}},
             "clusters": self.targets.cluster_configs(TARGET_RULES),
             "alerting": {"receivers": [{"name": "ops", "type": "webhook", "url": self.receiver.url()}]},
