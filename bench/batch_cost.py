@@ -1,0 +1,178 @@
+"""What one micro-batch of the live job costs in CPU, whatever it holds (issue 28's fixed cost per
+batch; issue 26's test time: a live job of the tests is mostly this).
+
+    .venv/bin/python bench/batch_cost.py [--clusters 3] [--brokers 3] [--seconds 60] [--trigger-ms 1000]
+                                         [--variants default,no-codegen] [--json]
+
+Per variant, `fleetwatch run` (local[2], the Python reader) reads an embedded Tansu bus that a
+simulated fleet is produced to at its real pace (its event times moved onto the wall clock, as a
+probe would send them). Once the job has written its first micro-batch and run 20 s more, its
+process tree's CPU (user + system) is measured over `--seconds`, by part (the Spark JVM, its Python
+workers, the driver), with the micro-batches the job logged meanwhile. A small fleet keeps every
+batch near the fixed cost; with a 1 s trigger the job runs back to back as soon as one batch costs
+more than a second.
+
+Variants (each its own job, one after another; compare them run to run on a quiet machine):
+- `default`: the job as it ships;
+- `no-codegen`: `spark.sql.codegen.factoryMode=NO_CODEGEN` (interpreted projections: Spark generates
+  Java for the state store's encoders of every task and every plan, ~35% of the JVM's samples at
+  this size). Spark's own setting, internal to it: measured here, not shipped.
+The first variant is the baseline of the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kafka import KafkaProducer  # noqa: E402 - after the path set-up
+
+from streaming import topics  # noqa: E402
+from streaming.bus import EmbeddedBus  # noqa: E402
+from streaming.collect.simulate import FleetSpec, Simulation  # noqa: E402
+from streaming.polling import poll  # noqa: E402
+
+VARIANTS = {"default": "", "no-codegen": "--conf spark.sql.codegen.factoryMode=NO_CODEGEN"}
+WARM_UP_S = 20
+START_MS = 1_764_000_000_000
+
+
+def _part(p: psutil.Process, job_pid: int) -> str:
+    if p.pid == job_pid:
+        return "driver (Python)"
+    try:
+        cmd = " ".join(p.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "other"
+    if "java" in p.name():
+        return "Spark JVM"
+    return "Spark Python workers" if "pyspark" in cmd or "spark_daemon" in cmd else "other"
+
+
+def _cpu_by_part(job: psutil.Process) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for p in [job, *job.children(recursive=True)]:
+        try:
+            times = p.cpu_times()
+            out[_part(p, job.pid)] += times.user + times.system
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return out
+
+
+class _Feed(threading.Thread):
+    """The fleet's events to the bus at their own pace, moved onto the wall clock."""
+
+    def __init__(self, bootstrap: str, sim: Simulation) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.sim, self.stopping = bootstrap, sim, threading.Event()
+
+    def run(self) -> None:
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        wall0 = time.time() * 1000
+        for topic, event in self.sim.events():
+            due = wall0 + event["ts"] - START_MS
+            while not self.stopping.is_set() and time.time() * 1000 < due:
+                self.stopping.wait(min(0.05, (due - time.time() * 1000) / 1000))
+            if self.stopping.is_set():
+                break
+            event = {**event, "ts": int(due)}
+            producer.send(topic, key=(event.get("cluster_id") or "").encode(), value=json.dumps(event).encode())
+        producer.close()
+
+
+def _batches(log: Path) -> int:
+    return log.read_text(errors="replace").count('"batch progress"')
+
+
+def measure(variant: str, args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix=f"fleetwatch-batch-cost-{variant}-"))
+    bus = EmbeddedBus(partitions={t: 2 for t in topics.TELEMETRY}, log_path=work / "tansu.log")
+    bus.start()
+    sim = Simulation(FleetSpec(clusters=args.clusters, brokers=args.brokers, faults=("broker.heartbeat_lost",),
+                               start_ms=START_MS, duration_ms=3_600_000, seed=7, first_fault_ms=30_000,
+                               fault_every_ms=60_000))
+    feed = _Feed(bus.bootstrap, sim)
+    feed.start()
+    config = work / "fleetwatch.yaml"
+    config.write_text(yaml.safe_dump({
+        "bus": {"bootstrap_servers": bus.bootstrap, "source": "python"},
+        "store": {"url": f"sqlite:///{work / 'store.db'}"},
+        "spark": {"master": "local[2]", "trigger_ms": args.trigger_ms, "checkpoint_dir": str(work / "checkpoint")}}))
+    log = work / "job.log"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_SUBMIT_ARGS": f"{VARIANTS[variant]} pyspark-shell"}
+    with log.open("wb") as out:
+        job = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config)], cwd=ROOT,
+                               stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        poll(lambda: _batches(log) > 0 or job.poll() is not None, 300, "the job's first micro-batch", interval_s=0.5)
+        if job.poll() is not None:
+            raise SystemExit(f"{variant}: the job exited {job.returncode}: {log.read_text()[-2000:]}")
+        print(f"{variant}: first micro-batch written; warming up {WARM_UP_S} s, then {args.seconds} s measured",
+              file=sys.stderr, flush=True)
+        time.sleep(WARM_UP_S)  # a measurement window, not a synchronisation
+        proc = psutil.Process(job.pid)
+        before, batches_before, started = _cpu_by_part(proc), _batches(log), time.monotonic()
+        time.sleep(args.seconds)  # the measurement window
+        after, batches, wall = _cpu_by_part(proc), _batches(log) - batches_before, time.monotonic() - started
+    finally:
+        feed.stopping.set()
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(timeout=30)
+        bus.stop()
+    parts = {part: after[part] - before.get(part, 0.0) for part in after}
+    total = sum(parts.values())
+    return {"variant": variant, "batches": batches, "wall_s": round(wall, 1), "cpu_s": round(total, 1),
+            "cores": round(total / wall, 2), "cpu_s_per_batch": round(total / max(batches, 1), 2),
+            "parts_cpu_s_per_batch": {k: round(v / max(batches, 1), 2) for k, v in sorted(parts.items())},
+            "load_1m": round(os.getloadavg()[0], 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clusters", type=int, default=3)
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--trigger-ms", type=int, default=1000)
+    parser.add_argument("--variants", default="default,no-codegen",
+                        help=f"comma-separated, from {', '.join(VARIANTS)}; the first is the baseline")
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    args = parser.parse_args()
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
+    rows = [measure(v, args) for v in variants]
+    if args.json:
+        print(json.dumps({"fleet": f"{args.clusters}x{args.brokers}", "trigger_ms": args.trigger_ms, "rows": rows}))
+        return 0
+    base = rows[0]["cpu_s_per_batch"]
+    print(f"fleet {args.clusters} x {args.brokers} at its real pace, trigger {args.trigger_ms} ms, "
+          f"{args.seconds} s measured per variant")
+    print(f"{'variant':<12} {'batches':>7} {'cores':>6} {'CPU-s/batch':>11} {'vs base':>7}  by part (CPU-s/batch)")
+    for row in rows:
+        parts = ", ".join(f"{k} {v}" for k, v in row["parts_cpu_s_per_batch"].items())
+        print(f"{row['variant']:<12} {row['batches']:>7} {row['cores']:>6} {row['cpu_s_per_batch']:>11} "
+              f"{row['cpu_s_per_batch'] / base:>7.2f}  {parts}  (load {row['load_1m']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
