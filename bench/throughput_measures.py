@@ -154,14 +154,13 @@ class BatchListener(ProgressRecorder):
         super().__init__(None)
         self.log = log
 
-    def onQueryProgress(self, event) -> None:
-        super().onQueryProgress(event)
-        p = event.progress
+    def record(self, p: dict[str, Any]) -> None:
+        super().record(p)
         self.log.rows.append({
-            "query": p.name, "batch_id": p.batchId, "rows": p.numInputRows, "wall_ms": now_ms(),
-            "duration_ms": int((p.durationMs or {}).get("triggerExecution", 0)),
-            "max_event": (p.eventTime or {}).get("max"),
-            "state_rows": sum(op.numRowsTotal for op in p.stateOperators),
+            "query": p.get("name"), "batch_id": p["batchId"], "rows": p.get("numInputRows", 0), "wall_ms": now_ms(),
+            "duration_ms": int((p.get("durationMs") or {}).get("triggerExecution", 0)),
+            "max_event": (p.get("eventTime") or {}).get("max"),
+            "state_rows": sum(op.get("numRowsTotal", 0) for op in p.get("stateOperators") or []),
         })
 
 

@@ -86,12 +86,13 @@ class ProgressRecorder(StreamingQueryListener):
 
     def on_progress_json(self, text: str) -> None:
         try:
-            self._record(json.loads(text))
+            self.record(json.loads(text))
         except Exception:
             # A listener that raises is silently dropped by Spark: say why, keep the query running.
             log.exception("could not record query progress")
 
-    def _record(self, p: dict[str, Any]) -> None:
+    def record(self, p: dict[str, Any]) -> None:
+        """One batch's progress, as Spark's JSON has it (what a subclass extends)."""
         name = p.get("name") or p["id"]
         event_time = p.get("eventTime") or {}
         operators = p.get("stateOperators") or []
