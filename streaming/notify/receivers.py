@@ -260,6 +260,11 @@ class Receiver:
         also a member's resolve, `MemberResolved`)."""
         raise NotImplementedError
 
+    def _post(self, body: bytes, headers: Mapping[str, str] | None = None) -> HttpRequest:
+        """A JSON POST of `body` to the receiver's URL, with `headers` beside the common ones."""
+        return HttpRequest(self.url, body, {"Content-Type": "application/json", "User-Agent": USER_AGENT,
+                                            **(headers or {})})
+
 
 class WebhookReceiver(Receiver):
     kind = "webhook"
@@ -290,10 +295,9 @@ class WebhookReceiver(Receiver):
 
     def _signed(self, body: bytes, headers: Mapping[str, str], now_ms: int) -> HttpRequest:
         """A JSON POST of `body` with `headers`, signed when the receiver has a secret."""
-        out = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **headers}
         if self.secret is not None:
-            out["X-Fleetwatch-Signature"] = sign(self.secret, body, now_ms // 1000)
-        return HttpRequest(self.url, body, out)
+            headers = {**headers, "X-Fleetwatch-Signature": sign(self.secret, body, now_ms // 1000)}
+        return self._post(body, headers)
 
 
 class SlackReceiver(Receiver):
@@ -339,7 +343,7 @@ class SlackReceiver(Receiver):
 
     def _message(self, text: str) -> HttpRequest:
         payload = {"text": text, "username": "fleetwatch", "mrkdwn": True}
-        return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
+        return self._post(_json(payload))
 
 
 class PagerDutyReceiver(Receiver):
@@ -367,7 +371,7 @@ class PagerDutyReceiver(Receiver):
         return self._event(incident_trigger(incident, [item.alert for item in items], self.routing_key))
 
     def _event(self, event: dict[str, Any]) -> HttpRequest:
-        return HttpRequest(self.url, _json(event), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
+        return self._post(_json(event))
 
 
 class AlertmanagerReceiver(Receiver):
@@ -402,7 +406,7 @@ class AlertmanagerReceiver(Receiver):
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         payload = [self.alert_entry(item.alert, now_ms, item.incident) for item in items]
-        return HttpRequest(self.url, _json(payload), {"Content-Type": "application/json", "User-Agent": USER_AGENT})
+        return self._post(_json(payload))
 
     def incident_request(self, notice: IncidentNotice, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         tag = IncidentTag.of(_firing(notice))
