@@ -122,6 +122,7 @@ class IncidentUnits:
         if not receiver.resolves_incidents:
             return units, rest
         sending = {incident.incident_id for incident, _ in firing}
+        still: dict[str, tuple[Alert, ...]] = {}  # incident id -> what still fires under it (read once)
         left = []
         for row in rest:
             item = alerts.get(row.id)
@@ -129,8 +130,10 @@ class IncidentUnits:
             if tag is None:
                 left.append(row)
             elif tag.incident_id not in sending:
-                still = tuple(item.alert for item in self.open_firings(receiver.name, tag.incident_id))
-                units.append((MemberResolved(tag, still), [row]))
+                if tag.incident_id not in still:
+                    still[tag.incident_id] = tuple(
+                        open_.alert for open_ in self.open_firings(receiver.name, tag.incident_id))
+                units.append((MemberResolved(tag, still[tag.incident_id]), [row]))
         return units, left
 
     def _firing_units(self, receiver: Receiver, rows: Sequence[QueuedDelivery], alerts: Mapping[int, object]
