@@ -73,7 +73,7 @@ endif
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Two pytest lanes side by side (tests/lanes.py): most of the wall time is waiting on real parts.
+# Three pytest lanes side by side (tests/lanes.py): most of the wall time is waiting on real parts.
 # The short rehearsal of the production topology is one of the tests (tests/ops/test_deploy_standalone.py).
 # Debian's packages first (one apt-get at a time), then Maven's downloads beside the class archives.
 test: $(STAMP) system

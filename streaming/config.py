@@ -321,8 +321,7 @@ class SparkConfig(_Strict):
     master: str = "local[*]"
     checkpoint_dir: str = "var/checkpoint"
     trigger_ms: int = Field(1000, ge=0, le=3_600_000)
-    # Tasks of each detection pass: one per core (each costs a Python runner and a state store
-    # commit per micro-batch); on a cluster, the executors' total cores.
+    # Tasks of each detection pass: one per core (on a cluster, the executors' total cores).
     shuffle_partitions: int = Field(2, ge=1, le=10_000)
     max_records_per_batch: int = Field(200000, gt=0, le=100_000_000)
     # Detection state is kept per bucket of shards, in each pass (see streaming/pipeline/state.py): each
@@ -330,12 +329,13 @@ class SparkConfig(_Strict):
     # (give a cluster a few per core). Fixed for the life of a checkpoint: the job refuses state
     # written with another count.
     state_buckets: int = Field(16, ge=1, le=4096)
-    # JVM options of the Spark driver that fleetwatch starts itself (local[*], or a client of a
-    # cluster; under spark-submit the submitter's options apply). Stopping the JIT at its first
-    # tier: the JVM only moves rows between Kafka, Arrow and the Python workers, and C2's compiling
-    # was 42% of its CPU in a replay (bench/replay_vs_reference.py: JVM 22.7 -> 13.1 CPU s) with
-    # the live job's throughput unchanged (bench/throughput.py --quick). "" keeps the JVM's defaults.
+    # JVM options of the Spark driver (the JVM fleetwatch starts itself, or submit.sh's spark-submit)
+    # and of the executors on a cluster ("": the JVM's defaults). The JIT stops at its first tier:
+    # the JVMs only move rows between Kafka, Arrow and the Python workers; C2's compiling was 42% of
+    # the driver's CPU in a replay (bench/replay_vs_reference.py: 22.7 -> 13.1 CPU s) and most of
+    # the executors' on a standalone cluster (tests/ops/test_deploy_standalone.py), throughput unchanged.
     driver_java_options: str = "-XX:TieredStopAtLevel=1"
+    executor_java_options: str = "-XX:TieredStopAtLevel=1"
     restarts: RestartSettings = Field(default_factory=RestartSettings)
 
 

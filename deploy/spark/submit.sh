@@ -69,6 +69,12 @@ submit=(
   --conf "spark.pyspark.driver.python=$python"
   --conf "spark.executorEnv.PYTHONUNBUFFERED=1"
 )
+# The driver's JVM options of the config (spark.driver_java_options): spark-submit starts that JVM.
+driver_options="$("$python" -c 'import sys; from streaming.config import load_config
+print(load_config(sys.argv[1]).spark.driver_java_options)' "$config")"
+if [ -n "$driver_options" ]; then
+  submit+=(--driver-java-options "$driver_options")
+fi
 if [ -n "$kafka_package" ]; then
   submit+=(--packages "$kafka_package")
 fi

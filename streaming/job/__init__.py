@@ -14,7 +14,7 @@ benches and tests:
 - `start_job(spark, config, bus, store, publisher, stop)` -> `RunningJob` (`.query`, `.recorder`;
   `run_until(stop, finished)`, then `stop()`): the live query in a session of one's own;
   `stop_gracefully`, `open_store`, `QUERY_NAME`.
-- `spark_session(config)`; `checkpoint_path`, `checkpoint_id`.
+- `spark_session(config)`, `context_settings(config)`; `checkpoint_path`, `checkpoint_id`.
 
 Inside, bottom first: `prepared` (what `make` prepares for a fast start), `session`, `query` (a
 started query), `live` and `recorded` (the live job's and the replay's query: startup checks,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from streaming.job.recorded import Recording
     from streaming.job.replay import ReplaySummary, replay_file
     from streaming.job.run import RunOptions, run_job
-    from streaming.job.session import checkpoint_id, checkpoint_path, spark_session
+    from streaming.job.session import checkpoint_id, checkpoint_path, context_settings, spark_session
     from streaming.job.supervise import first_line
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "Wiring",
     "checkpoint_id",
     "checkpoint_path",
+    "context_settings",
     "first_line",
     "open_store",
     "replay_file",
@@ -80,7 +81,7 @@ _HOME = {
     "Recording": "recorded",
     **dict.fromkeys(("ReplaySummary", "replay_file"), "replay"),
     **dict.fromkeys(("RunOptions", "run_job"), "run"),
-    **dict.fromkeys(("checkpoint_id", "checkpoint_path", "spark_session"), "session"),
+    **dict.fromkeys(("checkpoint_id", "checkpoint_path", "context_settings", "spark_session"), "session"),
     "first_line": "supervise",
 }
 

@@ -1,9 +1,10 @@
 """The Spark session the pipeline runs in, and where its checkpoint lives.
 
 `spark_session` puts the Kafka connector on the classpath (`connector_jars`) and sets the
-driver's JVM options when this process starts Spark itself; `checkpoint_path`/`checkpoint_id`
-name a query's checkpoint and read the query id Spark keeps in it; `refuse_one_stage_checkpoint`
-says in one line that a checkpoint of the job of one detection stage cannot be continued.
+driver's JVM options when this process starts Spark itself, and the executors'
+(`context_settings`); `checkpoint_path`/`checkpoint_id` name a query's checkpoint and read the
+query id Spark keeps in it; `refuse_one_stage_checkpoint` says in one line that a checkpoint of
+the job of one detection stage cannot be continued.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
@@ -19,7 +21,7 @@ from streaming.config import ConfigError, FleetwatchConfig
 from streaming.jars import connector_jars
 from streaming.job.prepared import class_archive
 
-__all__ = ["checkpoint_id", "checkpoint_path", "refuse_one_stage_checkpoint", "spark_session"]
+__all__ = ["checkpoint_id", "checkpoint_path", "context_settings", "refuse_one_stage_checkpoint", "spark_session"]
 
 
 def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
@@ -43,6 +45,28 @@ def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
     return settings
 
 
+# Spark's checkpoint file manager over Hadoop's FileSystem, not FileContext. On a local disk,
+# FileContext's rename forks `readlink` for the file and its checksum (Hadoop's local file system
+# has no native library here): ~50 processes a micro-batch, whatever it held (JFR of the live
+# job). FileSystem's rename is one rename(2), atomic on a local disk. A checkpoint on HDFS or an
+# object store keeps Spark's default.
+_LOCAL_CHECKPOINT_FILES = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+
+
+def _checkpoint_settings(config: FleetwatchConfig) -> dict[str, str]:
+    scheme = urlsplit(config.spark.checkpoint_dir).scheme
+    if scheme in ("", "file"):
+        return {"spark.sql.streaming.checkpointFileManagerClass": _LOCAL_CHECKPOINT_FILES}
+    return {}
+
+
+def context_settings(config: FleetwatchConfig) -> dict[str, str]:
+    """What the SparkContext takes, which this process creates even under spark-submit (the JVM
+    is up, the context is not): the executors' JVM options, when the config has them."""
+    options = config.spark.executor_java_options
+    return {"spark.executor.extraJavaOptions": options} if options else {}
+
+
 def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> SparkSession:
     # Workers must start with this interpreter (it has pyarrow and the project installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -50,7 +74,7 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
     builder = SparkSession.builder
     for key, value in _launch_settings(config).items():
         builder = builder.config(key, value)
-    spark = (
+    builder = (
         builder.appName(app_name)
         .master(config.spark.master)
         .config("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
@@ -74,8 +98,17 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
         # Bigger Arrow chunks into the parse stage: heartbeats are thinned per chunk, and a
         # chunk of 10,000 rows (the default) held only ~3 heartbeats per broker at 1,000 clusters.
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
-        .getOrCreate()
+        # Interpreted expressions, not Java generated per plan. A streaming query plans every
+        # micro-batch anew, and the stateful operator builds its state encoders on each copy of
+        # its plan node and in each task: generating their code was ~30% of the JVM's CPU in a
+        # micro-batch, whatever it held, while the rows between Kafka, Arrow and the Python
+        # workers are few columns and cheap to interpret (bench/batch_cost.py, bench/throughput.py).
+        .config("spark.sql.codegen.wholeStage", "false")
+        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     )
+    for key, value in {**context_settings(config), **_checkpoint_settings(config)}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     _quiet_expected_warnings(spark)
     return spark

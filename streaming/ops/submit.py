@@ -55,7 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from streaming.job import context_settings
+
     builder = SparkSession.builder
+    for key, value in context_settings(config).items():
+        builder = builder.config(key, value)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: the config says where
         builder = builder.master(config.spark.master)
     spark = builder.getOrCreate()

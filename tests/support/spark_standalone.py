@@ -65,7 +65,9 @@ class Standalone:
         self.worker_procs: dict[int, subprocess.Popen[bytes]] = {}
         self.env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
                     "SPARK_DAEMON_MEMORY": "384m", "SPARK_WORKER_DIR": str(workdir / "work"),
-                    "SPARK_LOG_DIR": str(workdir / "logs"), "PYSPARK_PYTHON": sys.executable}
+                    "SPARK_LOG_DIR": str(workdir / "logs"), "PYSPARK_PYTHON": sys.executable,
+                    # The daemons only schedule and relay: C2's compiling was most of their CPU.
+                    "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1"}
 
     def _start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("ab")
