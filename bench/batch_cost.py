@@ -2,22 +2,19 @@
 batch; issue 26's test time: a live job of the tests is mostly this).
 
     .venv/bin/python bench/batch_cost.py [--clusters 3] [--brokers 3] [--seconds 60] [--trigger-ms 1000]
-                                         [--variants default,no-codegen] [--json]
+                                         [--checkouts DIR,DIR...] [--json]
 
-Per variant, `fleetwatch run` (local[2], the Python reader) reads an embedded Tansu bus that a
+Per checkout, `fleetwatch run` (local[2], the Python reader) reads an embedded Tansu bus that a
 simulated fleet is produced to at its real pace (its event times moved onto the wall clock, as a
 probe would send them). Once the job has written its first micro-batch and run 20 s more, its
 process tree's CPU (user + system) is measured over `--seconds`, by part (the Spark JVM, its Python
 workers, the driver), with the micro-batches the job logged meanwhile. A small fleet keeps every
 batch near the fixed cost; with a 1 s trigger the job runs back to back as soon as one batch costs
-more than a second.
+more than a second. Processes the JVM forks and reaps between two readings are not counted.
 
-Variants (each its own job, one after another; compare them run to run on a quiet machine):
-- `default`: the job as it ships;
-- `no-codegen`: `spark.sql.codegen.factoryMode=NO_CODEGEN` (interpreted projections: Spark generates
-  Java for the state store's encoders of every task and every plan, ~35% of the JVM's samples at
-  this size). Spark's own setting, internal to it: measured here, not shipped.
-The first variant is the baseline of the ratios.
+`--checkouts`: the job of each (a git worktree of another commit, e.g. `git worktree add
+/tmp/base HEAD~1`; its code runs with this checkout's virtualenv), one after another on a quiet
+machine; the first is the baseline of the ratios. Default: this checkout alone.
 """
 
 from __future__ import annotations
@@ -49,7 +46,6 @@ from streaming.bus import EmbeddedBus  # noqa: E402
 from streaming.collect.simulate import FleetSpec, Simulation  # noqa: E402
 from streaming.polling import poll  # noqa: E402
 
-VARIANTS = {"default": "", "no-codegen": "--conf spark.sql.codegen.factoryMode=NO_CODEGEN"}
 WARM_UP_S = 20
 START_MS = 1_764_000_000_000
 
@@ -102,8 +98,17 @@ def _batches(log: Path) -> int:
     return log.read_text(errors="replace").count('"batch progress"')
 
 
-def measure(variant: str, args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix=f"fleetwatch-batch-cost-{variant}-"))
+def _label(checkout: Path) -> str:
+    rev = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         check=False).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, check=False).stdout.strip()
+    return (rev + ("+" if dirty else "")) or checkout.name
+
+
+def measure(checkout: Path, args: argparse.Namespace) -> dict[str, Any]:
+    label = _label(checkout)
+    work = Path(tempfile.mkdtemp(prefix="fleetwatch-batch-cost-"))
     bus = EmbeddedBus(partitions={t: 2 for t in topics.TELEMETRY}, log_path=work / "tansu.log")
     bus.start()
     sim = Simulation(FleetSpec(clusters=args.clusters, brokers=args.brokers, faults=("broker.heartbeat_lost",),
@@ -117,15 +122,15 @@ def measure(variant: str, args: argparse.Namespace) -> dict[str, Any]:
         "store": {"url": f"sqlite:///{work / 'store.db'}"},
         "spark": {"master": "local[2]", "trigger_ms": args.trigger_ms, "checkpoint_dir": str(work / "checkpoint")}}))
     log = work / "job.log"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_SUBMIT_ARGS": f"{VARIANTS[variant]} pyspark-shell"}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(checkout)}
     with log.open("wb") as out:
-        job = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config)], cwd=ROOT,
+        job = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config)], cwd=checkout,
                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         poll(lambda: _batches(log) > 0 or job.poll() is not None, 300, "the job's first micro-batch", interval_s=0.5)
         if job.poll() is not None:
-            raise SystemExit(f"{variant}: the job exited {job.returncode}: {log.read_text()[-2000:]}")
-        print(f"{variant}: first micro-batch written; warming up {WARM_UP_S} s, then {args.seconds} s measured",
+            raise SystemExit(f"{label}: the job exited {job.returncode}: {log.read_text()[-2000:]}")
+        print(f"{label}: first micro-batch written; warming up {WARM_UP_S} s, then {args.seconds} s measured",
               file=sys.stderr, flush=True)
         time.sleep(WARM_UP_S)  # a measurement window, not a synchronisation
         proc = psutil.Process(job.pid)
@@ -139,7 +144,7 @@ def measure(variant: str, args: argparse.Namespace) -> dict[str, Any]:
         bus.stop()
     parts = {part: after[part] - before.get(part, 0.0) for part in after}
     total = sum(parts.values())
-    return {"variant": variant, "batches": batches, "wall_s": round(wall, 1), "cpu_s": round(total, 1),
+    return {"checkout": label, "batches": batches, "wall_s": round(wall, 1), "cpu_s": round(total, 1),
             "cores": round(total / wall, 2), "cpu_s_per_batch": round(total / max(batches, 1), 2),
             "parts_cpu_s_per_batch": {k: round(v / max(batches, 1), 2) for k, v in sorted(parts.items())},
             "load_1m": round(os.getloadavg()[0], 1)}
@@ -151,25 +156,25 @@ def main() -> int:
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--trigger-ms", type=int, default=1000)
-    parser.add_argument("--variants", default="default,no-codegen",
-                        help=f"comma-separated, from {', '.join(VARIANTS)}; the first is the baseline")
+    parser.add_argument("--checkouts", default=str(ROOT),
+                        help="comma-separated checkouts of fleetwatch whose job to measure; the first is the baseline")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = parser.parse_args()
-    variants = args.variants.split(",")
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        parser.error(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
-    rows = [measure(v, args) for v in variants]
+    checkouts = [Path(c).resolve() for c in args.checkouts.split(",")]
+    missing = [str(c) for c in checkouts if not (c / "streaming" / "cli.py").is_file()]
+    if missing:
+        parser.error(f"not a fleetwatch checkout: {', '.join(missing)}")
+    rows = [measure(c, args) for c in checkouts]
     if args.json:
         print(json.dumps({"fleet": f"{args.clusters}x{args.brokers}", "trigger_ms": args.trigger_ms, "rows": rows}))
         return 0
     base = rows[0]["cpu_s_per_batch"]
     print(f"fleet {args.clusters} x {args.brokers} at its real pace, trigger {args.trigger_ms} ms, "
-          f"{args.seconds} s measured per variant")
-    print(f"{'variant':<12} {'batches':>7} {'cores':>6} {'CPU-s/batch':>11} {'vs base':>7}  by part (CPU-s/batch)")
+          f"{args.seconds} s measured per checkout")
+    print(f"{'checkout':<12} {'batches':>7} {'cores':>6} {'CPU-s/batch':>11} {'vs base':>7}  by part (CPU-s/batch)")
     for row in rows:
         parts = ", ".join(f"{k} {v}" for k, v in row["parts_cpu_s_per_batch"].items())
-        print(f"{row['variant']:<12} {row['batches']:>7} {row['cores']:>6} {row['cpu_s_per_batch']:>11} "
+        print(f"{row['checkout']:<12} {row['batches']:>7} {row['cores']:>6} {row['cpu_s_per_batch']:>11} "
               f"{row['cpu_s_per_batch'] / base:>7.2f}  {parts}  (load {row['load_1m']})")
     return 0
 

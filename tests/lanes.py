@@ -31,14 +31,16 @@ TESTS = ROOT / "tests"
 # Lane A: real Kafka's faults as the probe and the job see them, with both users of the session's
 # healthy real cluster (collect's probe isolation, pipeline's real faults: the healthy cluster's
 # users come first, and the real faults' module stops the cluster when it is done, so that its
-# JVMs and its probe do not run beside the rest of the lane), then the production topology on a
-# Spark standalone cluster. Lane B: the bus and the sources, and the live job's crashes, restarts
-# and outages. Lane C: everything else.
+# JVMs and its probe do not run beside the rest of the lane), the production topology on a Spark
+# standalone cluster, then a database outage, an unregistered broker and the what-if replays. Lane
+# B: the bus and the sources, and the live job's crashes and restarts. Lane C: everything else.
 LANES = {
-    "A": ("tests/collect", "tests/pipeline/test_real_kafka_faults.py", "tests/ops/test_deploy_standalone.py"),
+    "A": ("tests/collect", "tests/pipeline/test_real_kafka_faults.py", "tests/ops/test_deploy_standalone.py",
+          "tests/pipeline/test_outage_store.py", "tests/pipeline/test_broker_unregistered_real.py",
+          "tests/ops/test_whatif.py"),
     "B": ("tests/bus", "tests/source", *(f"tests/pipeline/{name}.py" for name in (
-        "test_supervise", "test_live", "test_outage_store", "test_source_lead_live", "test_broker_unregistered_real",
-        "test_outage_alerts_topic", "test_source_lead", "test_spark_daemon", "test_restart_policy", "test_packing"))),
+        "test_supervise", "test_live", "test_source_lead_live", "test_outage_alerts_topic", "test_source_lead",
+        "test_spark_daemon", "test_restart_policy", "test_packing"))),
 }
 NOT_TESTS = ("support", "fixtures", "__pycache__")
 

@@ -101,8 +101,9 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
         # Interpreted expressions, not Java generated per plan. A streaming query plans every
         # micro-batch anew, and the stateful operator builds its state encoders on each copy of
         # its plan node and in each task: generating their code was ~30% of the JVM's CPU in a
-        # micro-batch, whatever it held, while the rows between Kafka, Arrow and the Python
-        # workers are few columns and cheap to interpret (bench/batch_cost.py, bench/throughput.py).
+        # micro-batch, whatever it held (bench/batch_cost.py), while the rows between Kafka, Arrow
+        # and the Python workers are few columns and cheap to interpret (bench/replay_vs_reference.py's
+        # big batches ran as fast).
         .config("spark.sql.codegen.wholeStage", "false")
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     )

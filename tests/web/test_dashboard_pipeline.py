@@ -74,7 +74,9 @@ def test_pipeline_charts_draw_the_stored_batches_and_refresh(dash_duo, tmp_path:
     rows = _fill(store)
     dash_duo.start_server(create_app(store.url, refresh_ms=300))
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/pipeline")
-    dash_duo.wait_for_element("#pipeline-charts .scatterlayer .trace")
+    # Four charts redrawn every 300 ms: beside the other lanes of `make test` (load 8 on 2 cores)
+    # the first drawing took longer than the fixture's 10 s.
+    dash_duo.wait_for_element("#pipeline-charts .scatterlayer .trace", timeout=60)
     charted = _charted(dash_duo)
     for query in ("fleetwatch", "fleetwatch_replay"):
         for metric, values in _expected(rows, query).items():
@@ -97,7 +99,7 @@ def test_pipeline_charts_draw_the_stored_batches_and_refresh(dash_duo, tmp_path:
 
     # A new batch is drawn on the next refresh, as the rest of the page is.
     store.write({"pipeline_progress": [_batch("fleetwatch", 20, T0 + 20 * 2000)]})
-    WebDriverWait(dash_duo.driver, 5).until(
+    WebDriverWait(dash_duo.driver, 30).until(
         lambda _: _charted(dash_duo)[("fleetwatch", "processed_rows_per_s")][1][-1] == 3000.0 + 100 * 20,
         "the new batch never reached the chart")
     assert dash_duo.get_logs() == []
@@ -149,7 +151,7 @@ def test_pipeline_page_shows_each_collectors_clock_leaders_first_and_refreshes(d
     # The next batch: the collector's clock was fixed.
     store.write({"source_clocks": [{"source": "agent-fast", "lead_ms": -500, "events": 22, "ahead": 0,
                                     "updated_ms": T0 + 1000}]})
-    WebDriverWait(dash_duo.driver, 5).until(
+    WebDriverWait(dash_duo.driver, 30).until(
         lambda _: [cells[:4] for cells, _ in shown()[:2]] == [["probe-1", "-0.3 s", "40", "0"],
                                                               ["agent-fast", "-0.5 s", "22", "0"]],
         "the fixed clock never reached the page")
