@@ -21,6 +21,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from kafka import KafkaProducer
@@ -106,6 +107,12 @@ def test_the_submitted_job_rides_out_a_killed_driver_and_bus_broker_then_stops_o
         assert app["name"] == "fleetwatch"
         poll(lambda: all(_ran_an_executor_of(w, app["id"]) for w in cluster.state()["workers"]), 60,
              "an executor of the job on each worker")
+        # The config's JVM options reach the driver spark-submit started and the executors it asked for.
+        options = FleetwatchConfig().spark
+        assert options.driver_java_options in " ".join(_spark_submit_of(topology.job.proc.pid).cmdline())
+        executors = [path.read_text(errors="replace").splitlines()[0]
+                     for path in cluster.workdir.glob(f"work-*/{app['id']}/*/stderr")]
+        assert len(executors) >= 2 and all(options.executor_java_options in line for line in executors), executors
         with topology.store.engine.connect() as conn:
             reasons = dict(conn.execute(select(quarantine.c.reason, func.count()).group_by(quarantine.c.reason)).all())
         assert reasons == {"not_json": 1}  # once, across the kill: the bad record is stored, nothing else is
@@ -131,6 +138,10 @@ def test_the_submitted_job_rides_out_a_killed_driver_and_bus_broker_then_stops_o
         assert not session_alive(topology.job.proc.pid)
     finally:
         topology.stop()
+
+
+def _spark_submit_of(pid: int) -> psutil.Process:
+    return next(p for p in psutil.Process(pid).children(recursive=True) if "SparkSubmit" in " ".join(p.cmdline()))
 
 
 def _tail(path: Path) -> str:
