@@ -71,11 +71,10 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
     # Workers must start with this interpreter (it has pyarrow and the project installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder
-    for key, value in _launch_settings(config).items():
-        builder = builder.config(key, value)
-    builder = (
-        builder.appName(app_name)
+    settings = {**_launch_settings(config), **context_settings(config), **_checkpoint_settings(config)}
+    spark = (
+        SparkSession.builder.config(map=settings)
+        .appName(app_name)
         .master(config.spark.master)
         .config("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
         .config("spark.sql.streaming.stateStore.providerClass",
@@ -106,10 +105,8 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
         # big batches ran as fast).
         .config("spark.sql.codegen.wholeStage", "false")
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        .getOrCreate()
     )
-    for key, value in {**context_settings(config), **_checkpoint_settings(config)}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     _quiet_expected_warnings(spark)
     return spark

@@ -57,9 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from streaming.job import context_settings
 
-    builder = SparkSession.builder
-    for key, value in context_settings(config).items():
-        builder = builder.config(key, value)
+    builder = SparkSession.builder.config(map=context_settings(config))
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: the config says where
         builder = builder.master(config.spark.master)
     spark = builder.getOrCreate()

@@ -26,7 +26,6 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 from sqlalchemy import select
 from support.healthy_kafka import FAST_LAYOUT, PROBE, HealthyWatch
-from support.healthy_kafka import SESSION_TIMEOUT_MS as HEALTHY_SESSION_TIMEOUT_MS
 
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig
@@ -94,8 +93,7 @@ def watch(spark, test_config, tmp_path_factory, healthy_real_kafka: HealthyWatch
                   "controller_window_ms": 10000},
         "clusters": [{"name": "restart", "expected_cluster_id": RESTART_CLUSTER_ID,
                       "rules": {"session_timeout_ms": RESTART_SESSION_TIMEOUT_MS, "fenced_grace_ms": 60000}},
-                     {"name": "healthy", "expected_cluster_id": healthy_real_kafka.cluster.cluster_id,
-                      "rules": {"session_timeout_ms": HEALTHY_SESSION_TIMEOUT_MS}}],
+                     healthy_real_kafka.cluster_config()],
     })
     store = Store(f"sqlite:///{workdir / 'store.db'}")
     bus = healthy_real_kafka.bus.bootstrap  # it holds the healthy cluster's telemetry since the session began

@@ -22,7 +22,7 @@ from streaming.bus import EmbeddedBus
 from streaming.collect.probe import LayoutLimits, ProbeOptions
 from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
 
-__all__ = ["FAST_LAYOUT", "PROBE", "SESSION_TIMEOUT_MS", "HealthyWatch"]
+__all__ = ["FAST_LAYOUT", "PROBE", "HealthyWatch"]
 
 TARGET = "healthy"
 # How the real-Kafka tests probe every cluster: every second, as an SRE would run it; the partition
@@ -53,6 +53,11 @@ class HealthyWatch:
         self._failed: BaseException | None = None
         self._stopped = False
         self._thread = threading.Thread(target=self._start_cluster, name="healthy-kafka", daemon=True)
+
+    def cluster_config(self) -> dict[str, object]:
+        """The `clusters` entry of a job that watches this cluster: its sessions' rules, pinned by its id."""
+        return {"name": TARGET, "expected_cluster_id": self.cluster.cluster_id,
+                "rules": {"session_timeout_ms": SESSION_TIMEOUT_MS}}
 
     def start(self) -> HealthyWatch:
         self.bus.start()
