@@ -120,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="where the demo keeps its store, checkpoint, logs and received alerts (emptied at start; "
                         "a folder the demo did not make is refused)")
     p.add_argument("--first-fault-s", type=int, default=30, metavar="S",
-                   help="seconds from start to the first simulated fault (default 30, at least 10)")
+                   help="seconds from the job's start to the first simulated fault (default 30, at least 10)")
     p.add_argument("--fault-every-s", type=int, default=60, metavar="S",
                    help="seconds between simulated faults (default 60)")
     p.add_argument("--real-kafka", action="store_true",

@@ -210,11 +210,6 @@ class _DemoParts:
         secret = secrets.token_hex(32)
         receiver = parts.enter_context(DemoReceiver(self.workdir / "received.jsonl", secret))
         self.receiver_url = receiver.url
-        simulator = threading.Thread(target=produce_live, name="simulator", daemon=True,
-                                     args=(Simulation(self.spec), wiring.bus),
-                                     kwargs={"realtime": True, "stop": self.stop})
-        simulator.start()
-        parts.callback(simulator.join, 10)
         self.dashboard = _Dashboard(self.job_config.store.url, self.options.port)
         parts.callback(self.dashboard.stop)
         # httpx logs every request at INFO; the notifier's own records say what was delivered.
@@ -235,7 +230,7 @@ class _DemoParts:
         title = f"fleetwatch demo: {o.clusters} simulated Kafka clusters x {o.brokers} brokers"
         return (f"{title}, watched by the Spark job",
                 [("dashboard", f"http://127.0.0.1:{o.port}"),
-                 ("faults", f"one every {o.fault_every_s} s, the first {o.first_fault_s} s in"),
+                 ("faults", f"one every {o.fault_every_s} s, the first {o.first_fault_s} s after the job starts"),
                  ("alerts", f"notifier -> the demo's webhook receiver {self.receiver_url} "
                             f"({self.workdir / 'received.jsonl'})"),
                  ("real Kafka", real_kafka),
@@ -252,6 +247,14 @@ class _DemoParts:
         return config.model_copy(update={"clusters": [*config.clusters, self._pending_showcase.cluster_config()]})
 
     def started(self, parts: ExitStack) -> None:
+        """The simulated fleet starts once the query has: its fault clock counts from there, so a
+        slow Spark start (a loaded machine) never lets the first fault come before the job's first
+        micro-batch has shown the fleet healthy."""
+        simulator = threading.Thread(target=produce_live, name="simulator", daemon=True,
+                                     args=(Simulation(self.spec), self._bus),
+                                     kwargs={"realtime": True, "stop": self.stop})
+        simulator.start()
+        parts.callback(simulator.join, 10)
         if self._pending_showcase is not None:
             self.showcase = self._pending_showcase.start()
             parts.callback(self._pending_showcase.stop)
