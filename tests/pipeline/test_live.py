@@ -26,6 +26,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from sqlalchemy import func, select
 from support.live_fleet import START_MS, expected_lines, produce, simulated_fleet, stored_lines
 from support.reference import reference_alerts
+from support.supervised import SupervisedJob
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
@@ -66,9 +67,9 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
         producer.send(topics.HEARTBEATS, value=b"\x00{garbage")
         producer.flush()
     started = time.monotonic()
-    job = start_job(spark, config, bus.bootstrap, store)
-    query, recorder = job.query, job.recorder
-    try:
+    with SupervisedJob(spark, config, bus.bootstrap, store) as job:
+        recorder = job.recorder
+
         def heartbeat_lost_in_store():
             with store.engine.connect() as conn:
                 return conn.execute(select(alerts).where(
@@ -88,7 +89,7 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
             "missing_field:schema": 1, "not_json": 1}
         expected = expected_lines(sim)
         poll(lambda: stored_lines(store) == expected, 120, "the live alerts to equal the replayed ones", interval_s=0.5)
-        assert query.isActive and query.exception() is None
+        assert job.unexpected() is None
         # Progress events reach listeners asynchronously, after the batch's sink has run.
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced + 2, timeout_s=60)
         stats = recorder.stats["fleetwatch"]
@@ -98,9 +99,6 @@ def test_live_job_detects_stopped_broker_quarantines_and_matches_replay(spark, t
         rate = stats.input_rows / max(stats.busy_ms / 1000, 1e-3)
         print(f"\nlive job: {stats.input_rows} rows in {stats.batches} batches, busy {stats.busy_ms} ms "
               f"-> {rate:.0f} rows/s while busy; first heartbeat_lost in the store after {detected_after_s:.1f} s")
-    finally:
-        job.stop()
-        spark.streams.removeListener(recorder)
 
     events_file = tmp_path / "events.jsonl"
     write_events(sim, events_file)
@@ -254,14 +252,11 @@ def test_an_alert_open_before_a_checkpoint_reset_and_older_than_the_bus_is_carri
         config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
             update={"checkpoint_dir": str(tmp_path / checkpoint), "trigger_ms": 500}),
             "rules": _FUTURE_FLEET_RULES})
-        job = start_job(spark, config, bootstrap, store)
-        query, recorder = job.query, job.recorder
-        try:
-            poll(lambda: done(recorder.stats.get("fleetwatch")) or query.exception(), 240, what, interval_s=0.5)
-            assert query.exception() is None
-        finally:
-            job.stop()
-            spark.streams.removeListener(recorder)
+        with SupervisedJob(spark, config, bootstrap, store) as job:
+            poll(lambda: done(job.recorder.stats.get("fleetwatch")) or job.unexpected(), 240, what, interval_s=0.5)
+            assert job.unexpected() is None
+            if job.restarted_after:
+                print(f"\n{what}: the query was started again after {job.restarted_after}")
 
     # 1. An old fleet on a bus since lost: its broker.heartbeat_lost is open when the job stops.
     old = [(topic, e) for topic, e in simulated_fleet(duration_ms=100_000, clusters=2).events()

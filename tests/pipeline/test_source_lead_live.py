@@ -20,11 +20,11 @@ from dataclasses import replace
 import pytest
 from kafka import KafkaProducer
 from sqlalchemy import func, select
+from support.supervised import SupervisedJob
 
 from streaming import clock
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation
-from streaming.job import start_job
 from streaming.metrics import start_metrics_server
 from streaming.store import Store, alerts, quarantine, source_clocks
 
@@ -69,8 +69,7 @@ def test_a_source_ten_seconds_ahead_is_quarantined_and_no_other_cluster_alerts(s
         update={"checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500})})
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     stop, sent = threading.Event(), [0]
-    with EmbeddedBus(log_path=tmp_path / "tansu.log") as bus:
-        job = start_job(spark, config, bus.bootstrap, store)
+    with EmbeddedBus(log_path=tmp_path / "tansu.log") as bus, SupervisedJob(spark, config, bus.bootstrap, store) as job:
         producer = threading.Thread(target=_produce_in_real_time, args=(bus.bootstrap, fast, stop, sent),
                                     name="realtime-fleet", daemon=True)
         producer.start()
@@ -80,14 +79,12 @@ def test_a_source_ten_seconds_ahead_is_quarantined_and_no_other_cluster_alerts(s
             assert not producer.is_alive() and sent[0] > 0
             assert job.recorder.wait("fleetwatch", lambda s: s.input_rows >= sent[0], timeout_s=120), \
                 "the job did not read the whole fleet"
-            assert job.query.isActive and job.query.exception() is None
+            assert job.unexpected() is None
             with urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics", timeout=30) as response:
                 scraped = response.read().decode()
         finally:
             stop.set()
             metrics.stop()
-            job.stop()
-            spark.streams.removeListener(job.recorder)
 
     with store.engine.connect() as conn:
         stored = conn.execute(select(alerts.c.rule, alerts.c.cluster_id, alerts.c.target, alerts.c.broker_id)).all()

@@ -23,12 +23,12 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.partitioner.default import murmur2
 from support.live_fleet import produce
+from support.supervised import SupervisedJob
 
 from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.job import start_job
 from streaming.metrics import render_metrics
 from streaming.polling import poll
 from streaming.source import KafkaReaderOptions, KafkaStreamReader
@@ -65,13 +65,9 @@ def _lose_while_stopped(spark, config, kafka_bus: str, store: Store, caplog, eve
     assert lost and rest
 
     def run_until(rows: int) -> None:
-        job = start_job(spark, config, kafka_bus, store)
-        try:
-            assert job.recorder.wait("fleetwatch", lambda s: s.input_rows >= rows or job.query.exception(), 120)
-            assert job.query.exception() is None and job.query.isActive
-        finally:
-            job.stop()
-            spark.streams.removeListener(job.recorder)
+        with SupervisedJob(spark, config, kafka_bus, store) as job:
+            assert job.recorder.wait("fleetwatch", lambda s: s.input_rows >= rows or job.unexpected(), 120)
+            assert job.unexpected() is None
 
     produce(kafka_bus, read)
     run_until(len(read))
