@@ -247,9 +247,9 @@ class _DemoParts:
         return config.model_copy(update={"clusters": [*config.clusters, self._pending_showcase.cluster_config()]})
 
     def started(self, parts: ExitStack) -> None:
-        """The simulated fleet starts once the query has: its fault clock counts from there, so a
-        slow Spark start (a loaded machine) never lets the first fault come before the job's first
-        micro-batch has shown the fleet healthy."""
+        """The simulated fleet starts once the query has: its fault clock counts from there, so the
+        time Spark takes to start (long on a loaded machine) does not eat into the healthy fleet the
+        job's first micro-batches show before the first fault."""
         simulator = threading.Thread(target=produce_live, name="simulator", daemon=True,
                                      args=(Simulation(self.spec), self._bus),
                                      kwargs={"realtime": True, "stop": self.stop})

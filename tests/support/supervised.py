@@ -39,7 +39,7 @@ class SupervisedJob:
         self._stop = threading.Event()
         self._supervisor = Supervisor(QUERY_NAME, self._stop, config.spark.restarts, store)
         self._failures: list[str] = []  # each failure the supervisor restarted after, first line
-        self._ended: list[BaseException] = []  # the failure that ended the run, if one did
+        self._ended: BaseException | None = None  # the failure that ended the run, if one did
         self._thread = threading.Thread(target=self._run, name="supervised-job", daemon=True)
         self._first: RunningJob | None = None
 
@@ -57,8 +57,8 @@ class SupervisedJob:
     def unexpected(self) -> str | None:
         """What went wrong other than a Python worker that missed its connect-back, if anything:
         the run ended, or the query failed for another reason."""
-        if self._ended:
-            return f"the supervised run ended: {self._ended[0]}"
+        if self._ended is not None:
+            return f"the supervised run ended: {self._ended}"
         other = [failure for failure in self._failures if CONNECT_BACK not in failure]
         return f"the query failed: {other[0]}" if other else None
 
@@ -84,6 +84,4 @@ class SupervisedJob:
 
     def _run(self) -> None:
         assert self._first is not None
-        failure = self._supervisor.run(self._first, self._restart)
-        if failure is not None:
-            self._ended.append(failure)
+        self._ended = self._supervisor.run(self._first, self._restart)
