@@ -60,9 +60,11 @@ from throughput_measures import (
     FleetResult,
     RssSampler,
     busy_rate,
+    cpu_per_100k,
     events_per_s,
     iso_ms,
     limited_by,
+    percentile,
     sent_events,
 )
 from throughput_report import print_table, write_chart
@@ -73,7 +75,7 @@ from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produ
 from streaming.config import FleetwatchConfig
 from streaming.job import QUERY_NAME, spark_session, start_job, stop_gracefully
 from streaming.kraft import KRaftCluster
-from streaming.pipeline import build_pipeline, parse_stage
+from streaming.pipeline import build_pipeline, counting_messages, parse_stage, read_parsed_telemetry
 from streaming.polling import poll
 from streaming.sinks import BatchWriter
 from streaming.source import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
@@ -108,7 +110,7 @@ def preload(spec: FleetSpec, bootstrap: str) -> int:
 
 
 def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: FleetResult, workdir: Path,
-                    log: BatchLog, progress: Callable[[str], None]) -> None:
+                    log: BatchLog, rss: RssSampler, progress: Callable[[str], None]) -> None:
     rate = events_per_s(result.clusters, result.brokers)
     seconds = max(20, math.ceil(BACKLOG_EVENTS / rate))
     spec = FleetSpec(clusters=result.clusters, brokers=result.brokers, faults=FAULT_KINDS,
@@ -119,9 +121,9 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
         result.backlog_events = sent = preload(spec, bus.bootstrap)
         progress(f"  {sent:,} events in {time.monotonic() - started:.0f} s")
 
+        rss.excluded.add(bus.pid)
         progress("(a) raw ingest: source + parse + no-op sink")
-        raw = spark_read(spark, config, bus.bootstrap)
-        parsed = parse_stage(raw, config.rule_book(), config.spark.state_buckets)
+        parsed = counting_messages(parsed_read(spark, config, bus.bootstrap))
         query = (parsed.writeStream.queryName("raw").format("noop")
                  .option("checkpointLocation", str(workdir / "cp-raw"))
                  .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
@@ -131,28 +133,37 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
 
         progress("(b) full job over the same backlog")
         store = Store(f"sqlite:///{workdir / 'backlog.db'}")
-        raw = spark_read(spark, config, bus.bootstrap)
-        query = (build_pipeline(raw, config.rule_book(), config.spark.state_buckets).writeStream.queryName("full")
+        cpu_before = rss.cpu_s()
+        telemetry = parsed_read(spark, config, bus.bootstrap)
+        query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets).writeStream.queryName("full")
                  .foreachBatch(BatchWriter(store))
                  .option("checkpointLocation", str(workdir / "cp-full"))
                  .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
         _drain(spark, query, log, "full", sent, timeout_s=3600)
+        result.full_cpu_s_per_100k = cpu_per_100k(cpu_before, rss.cpu_s(), sent)
         store.close()
         _, result.max_events_per_s = busy_rate(log, "full")
         result.ratio_to_raw = result.max_events_per_s / result.raw_ingest_events_per_s
         progress(f"  {result.max_events_per_s:,.0f} events/s ({result.ratio_to_raw:.2f} x raw)")
 
 
-def spark_read(spark: SparkSession, config: FleetwatchConfig, bootstrap: str,
-               source: str = PYTHON_SOURCE) -> DataFrame:
-    return read_telemetry(spark, bootstrap, topics.TELEMETRY, max_records_per_batch=config.spark.max_records_per_batch,
-                          source=source)
+def parsed_read(spark: SparkSession, config: FleetwatchConfig, bootstrap: str,
+                source: str = PYTHON_SOURCE) -> DataFrame:
+    """The parse stage's rows of the telemetry, as the job reads them with `source`: the Python
+    reader parses as it reads; Spark's connector's rows go through the parse stage."""
+    book, buckets = config.rule_book(), config.spark.state_buckets
+    if source == PYTHON_SOURCE:
+        return read_parsed_telemetry(spark, bootstrap, topics.TELEMETRY, book, buckets,
+                                     config.spark.max_records_per_batch)
+    raw = read_telemetry(spark, bootstrap, topics.TELEMETRY, source=source,
+                         max_records_per_batch=config.spark.max_records_per_batch)
+    return parse_stage(raw, book, buckets)
 
 
 def _ingest(spark: SparkSession, config: FleetwatchConfig, bootstrap: str, source: str, name: str, total: int,
             workdir: Path, log: BatchLog) -> float:
     """Events/s of `source` + the parse stage into the no-op sink, over a backlog of `total`."""
-    parsed = parse_stage(spark_read(spark, config, bootstrap, source), config.rule_book(), config.spark.state_buckets)
+    parsed = counting_messages(parsed_read(spark, config, bootstrap, source))
     query = (parsed.writeStream.queryName(name).format("noop")
              .option("checkpointLocation", str(workdir / f"cp-{name}"))
              .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
@@ -211,6 +222,7 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
              "--duration", str(live_s), "--fault-every", str(fault_every_s)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         rss.excluded.add(simulator.pid)
+        cpu_before = rss.cpu_s()
         sim_started = time.time()
         try:
             output, _ = simulator.communicate(timeout=live_s + 30)
@@ -234,6 +246,7 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
             progress(f"  the job had read {consumed():,} of {sent:,} events 120 s after the fleet stopped")
         if job.query.exception() is not None:
             raise RuntimeError(f"live job failed: {job.query.exception()}")
+        result.live_cpu_s_per_100k = cpu_per_100k(cpu_before, rss.cpu_s(), consumed())
         job.stop()
         spark.streams.removeListener(job.recorder)  # it writes to this phase's store, deleted below
         spark.sparkContext.setLogLevel("WARN")
@@ -250,6 +263,7 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
     durations = [b["duration_ms"] for b in steady] or [0]
     result.max_batch_duration_ms = max(durations)
     result.median_batch_duration_ms = statistics.median(durations)
+    result.p90_batch_duration_ms = percentile(durations, 0.9)
     lags = [(b["wall_ms"] - iso_ms(b["max_event"])) / 1000 for b in steady if b["max_event"]]
     result.max_lag_s = max(lags, default=0.0)
     result.final_lag_s = lags[-1] if lags else 0.0
@@ -268,8 +282,10 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
     result.alerts_measured = len(every)
     if every:
         result.p50_detection_latency_ms = float(statistics.median(every))
-        result.p99_detection_latency_ms = float(every[min(len(every) - 1, math.ceil(0.99 * len(every)) - 1)])
+        result.p99_detection_latency_ms = float(percentile(every, 0.99))
     result.latencies_by_rule = {rule: float(max(v)) for rule, v in sorted(latencies.items())}
+    result.latency_p50_p99_by_rule = {rule: [float(statistics.median(v)), float(percentile(v, 0.99))]
+                                      for rule, v in sorted(latencies.items())}
 
 
 def run_fleet(spark: SparkSession, config: FleetwatchConfig, clusters: int, brokers: int, live_s: int,
@@ -282,7 +298,7 @@ def run_fleet(spark: SparkSession, config: FleetwatchConfig, clusters: int, brok
         with (tempfile.TemporaryDirectory(prefix="fleetwatch-bench-", ignore_cleanup_errors=True) as tmp,
               RssSampler() as rss):
             workdir = Path(tmp)
-            _backlog_phases(spark, config, result, workdir, log, progress)
+            _backlog_phases(spark, config, result, workdir, log, rss, progress)
             _live_phase(spark, config, result, workdir, log, rss, live_s, fault_every_s, progress)
             result.peak_rss_mb = round(rss.peak_bytes / 2**20, 1)
             result.peak_rss_parts_mb = {kind: round(n / 2**20, 1) for kind, n in rss.peak_parts.items()}

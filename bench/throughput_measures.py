@@ -4,12 +4,14 @@ every micro-batch's progress) and the arithmetic on them (rates, lag, what limit
 from __future__ import annotations
 
 import datetime as dt
+import math
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
 
+from streaming.bus_loss import messages_read
 from streaming.clock import now_ms
 from streaming.collect.simulate import FleetSpec
 from streaming.config import RuleSettings
@@ -22,9 +24,11 @@ __all__ = [
     "FleetResult",
     "RssSampler",
     "busy_rate",
+    "cpu_per_100k",
     "events_per_s",
     "iso_ms",
     "limited_by",
+    "percentile",
     "sent_events",
 ]
 
@@ -50,6 +54,7 @@ class FleetResult:
     alerts_measured: int = 0
     max_batch_duration_ms: int = 0
     median_batch_duration_ms: float = 0.0
+    p90_batch_duration_ms: float = 0.0
     max_lag_s: float = 0.0
     final_lag_s: float = 0.0
     state_rows: int = 0
@@ -62,6 +67,12 @@ class FleetResult:
     peak_pss_parts_mb: dict[str, float] = field(default_factory=dict)
     limited_by: str = ""
     latencies_by_rule: dict[str, float] = field(default_factory=dict)
+    # Per rule: [p50, p99] of the detection latency (ms); `latencies_by_rule` keeps each rule's largest.
+    latency_p50_p99_by_rule: dict[str, list[float]] = field(default_factory=dict)
+    # CPU seconds per 100,000 events by kind of process ("all": their sum) over the full job's
+    # backlog (b) and over the live phase (c), the fleet's processes (broker, simulator) left out.
+    full_cpu_s_per_100k: dict[str, float] = field(default_factory=dict)
+    live_cpu_s_per_100k: dict[str, float] = field(default_factory=dict)
 
     def json_line(self) -> dict[str, Any]:
         keys = ("fleet", "offered_events_per_s", "processed_events_per_s", "max_events_per_s",
@@ -79,6 +90,10 @@ class RssSampler:
     def __init__(self, interval_s: float = 0.5) -> None:
         self.interval_s = interval_s
         self.excluded: set[int] = set()
+        # CPU seconds (user + system) of every process seen, by pid, at its last reading: a
+        # process that ended keeps what it had used when last seen (up to `interval_s` short).
+        self._cpu: dict[int, tuple[str, float]] = {}
+        self._cpu_lock = threading.Lock()
         self.peak_bytes = 0
         self.peak_parts: dict[str, int] = {}
         self.peak_pss_bytes = 0
@@ -112,8 +127,11 @@ class RssSampler:
                 try:
                     kind = _process_kind(proc, me)
                     memory = proc.memory_full_info()
+                    times = proc.cpu_times()
                 except psutil.Error:
                     continue
+                with self._cpu_lock:
+                    self._cpu[proc.pid] = (kind, times.user + times.system)
                 workers += kind == "Python workers"
                 parts[kind] = parts.get(kind, 0) + memory.rss
                 pss_parts[kind] = pss_parts.get(kind, 0) + memory.pss
@@ -124,6 +142,28 @@ class RssSampler:
             if sum(pss_parts.values()) > self.peak_pss_bytes:
                 self.peak_pss_bytes = sum(pss_parts.values())
                 self.peak_pss_parts = {label.get(k, k): n for k, n in pss_parts.items()}
+
+
+    def cpu_s(self) -> dict[str, float]:
+        """CPU seconds used so far by this tree's processes (but the excluded), by kind."""
+        total: dict[str, float] = {}
+        with self._cpu_lock:
+            for kind, seconds in self._cpu.values():
+                total[kind] = total.get(kind, 0.0) + seconds
+        return total
+
+
+def cpu_per_100k(before: dict[str, float], after: dict[str, float], events: int) -> dict[str, float]:
+    """CPU seconds per 100,000 events between two `RssSampler.cpu_s` readings, by kind and in all."""
+    used = {kind: after[kind] - before.get(kind, 0.0) for kind in after}
+    used["all"] = sum(used.values())
+    return {kind: round(seconds * 100_000 / events, 2) if events else 0.0 for kind, seconds in used.items()}
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The nearest-rank percentile: the smallest value with `share` of the values at or below it."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
 def _process_kind(proc: psutil.Process, me: psutil.Process) -> str:
@@ -157,7 +197,7 @@ class BatchListener(ProgressRecorder):
     def record(self, p: dict[str, Any]) -> None:
         super().record(p)
         self.log.rows.append({
-            "query": p.get("name"), "batch_id": p["batchId"], "rows": p.get("numInputRows", 0), "wall_ms": now_ms(),
+            "query": p.get("name"), "batch_id": p["batchId"], "rows": messages_read(p), "wall_ms": now_ms(),
             "duration_ms": int((p.get("durationMs") or {}).get("triggerExecution", 0)),
             "max_event": (p.get("eventTime") or {}).get("max"),
             "state_rows": sum(op.get("numRowsTotal", 0) for op in p.get("stateOperators") or []),

@@ -4,7 +4,7 @@ Both telemetry sources (Spark's kafka connector with `failOnDataLoss=false`, and
 skip what the bus no longer holds and carry on: retention or DeleteRecords moved a partition's
 start past the offset the job was at, or its topic was deleted (and perhaps created again). What
 was skipped shows in the progress of the batch that met it: the source's offsets say how many
-records the batch planned to read, `numInputRows` how many it read. The difference is what the
+records the batch planned to read, `messages_read` how many it read. The difference is what the
 bus lost. Offsets count records one by one on the telemetry topics (no transactions, no
 compaction: collectors send plain records), so nothing else makes them differ.
 
@@ -26,19 +26,35 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["GONE_TOPICS", "TOPIC_IDS", "planned_records", "records_lost", "topics_changed"]
+__all__ = ["GONE_TOPICS", "MESSAGES_READ", "PLANNED_MS", "TOPIC_IDS", "messages_read", "planned_records",
+           "records_lost", "topics_changed"]
 
 # The Python reader's keys beside its topic-partitions' (which always hold a ':'); the reader
-# (streaming/source/kafka_offsets.py) writes them with these names.
+# (streaming/source/kafka_offsets.py) writes them with these names. `planned_ms`: when the driver
+# planned the batch that ends at these offsets (the reader that parses, streaming.pipeline.fused_source).
 TOPIC_IDS = "topic_ids"
 GONE_TOPICS = "gone_topics"
+PLANNED_MS = "planned_ms"
+_NOT_PARTITIONS = (TOPIC_IDS, GONE_TOPICS, PLANNED_MS)
+# The observed metric (Spark's `observe`) in which the job's graph counts the messages its source
+# read, as its column `messages`: the reader that parses as it reads hands Spark one row per state
+# bucket and chunk, so `numInputRows` counts those rows, not messages.
+MESSAGES_READ = "messages_read"
+
+
+def messages_read(progress: dict[str, Any]) -> int:
+    """The telemetry messages a micro-batch read (its progress, as Spark's JSON has it): the graph's
+    count where it is there, else Spark's `numInputRows` (a query without it: the benches' raw
+    ingest through the parse stage)."""
+    observed = ((progress.get("observedMetrics") or {}).get(MESSAGES_READ) or {}).get("messages")
+    return int(observed) if observed is not None else int(progress.get("numInputRows", 0))
 
 
 def _by_partition(offsets: dict[str, Any]) -> tuple[dict[str, int], dict[str, str]]:
     """Offsets by "topic:partition", and the topic ids (Python reader only)."""
     flat: dict[str, int] = {}
     for key, value in offsets.items():
-        if key in (TOPIC_IDS, GONE_TOPICS):
+        if key in _NOT_PARTITIONS:
             continue
         if isinstance(value, dict):  # Spark's connector: per topic, per partition
             flat.update({f"{key}:{partition}": int(offset) for partition, offset in value.items()})

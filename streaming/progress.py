@@ -14,7 +14,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener
 from sqlalchemy.exc import SQLAlchemyError
 
-from streaming.bus_loss import records_lost, topics_changed
+from streaming.bus_loss import messages_read, records_lost, topics_changed
 from streaming.clock import now_ms
 from streaming.metrics import increment
 from streaming.resilience import Throttle, one_line
@@ -98,7 +98,7 @@ class ProgressRecorder(StreamingQueryListener):
         operators = p.get("stateOperators") or []
         state_rows = sum(op.get("numRowsTotal", 0) for op in operators)
         duration = int((p.get("durationMs") or {}).get("triggerExecution", 0))
-        rows = p.get("numInputRows", 0)
+        rows = messages_read(p)
         watermark_ms = _iso_ms(event_time.get("watermark"))
         # In the store first: whoever waits on the stats then finds the batch's row there too.
         if self.store is not None and rows + state_rows > 0:
@@ -123,10 +123,13 @@ class ProgressRecorder(StreamingQueryListener):
     def _count_bus_loss(self, p: dict[str, Any], name: str) -> None:
         """What the batch's Kafka sources planned and did not read: the bus had dropped it
         (streaming/bus_loss.py). Counted, and said in one line per batch that met it."""
-        for source in p.get("sources") or []:
+        sources = p.get("sources") or []
+        for source in sources:
             start, end = source.get("startOffset"), source.get("endOffset")
             self._say_topics_changed(start, end, p["batchId"], name)
-            lost = records_lost(start, end, source.get("numInputRows", 0))
+            # The job's one source: the messages it read (its input rows may be parsed rows).
+            read = messages_read(p) if len(sources) == 1 else source.get("numInputRows", 0)
+            lost = records_lost(start, end, read)
             if lost:
                 increment("fleetwatch_bus_records_lost_total", lost)
                 log.warning("bus data loss: records the job had not read are gone from the bus; reading goes on "
@@ -151,13 +154,16 @@ class ProgressRecorder(StreamingQueryListener):
         """One pipeline_progress row; best effort: while the store is away, progress rows are lost
         (the batches' own writes wait for it), and the warning repeats at most twice a minute."""
         assert self.store is not None
+        rows = messages_read(p)
+        # Spark's rates count its input rows: scaled to the messages they stood for.
+        per_row = rows / p["numInputRows"] if p.get("numInputRows") else 1.0
         try:
             self.store.write({"pipeline_progress": [{
                 "query": name, "batch_id": p["batchId"], "recorded_at": now_ms(),
-                "input_rows": p.get("numInputRows", 0),
+                "input_rows": rows,
                 # Spark leaves a rate out of the JSON when it is not a finite number.
-                "input_rows_per_s": _finite(p.get("inputRowsPerSecond")),
-                "processed_rows_per_s": _finite(p.get("processedRowsPerSecond")),
+                "input_rows_per_s": _scaled(_finite(p.get("inputRowsPerSecond")), per_row),
+                "processed_rows_per_s": _scaled(_finite(p.get("processedRowsPerSecond")), per_row),
                 "batch_duration_ms": duration, "watermark_ms": watermark_ms,
                 "state_rows": state_rows,
                 "state_memory_bytes": sum(op.get("memoryUsedBytes", 0) for op in p.get("stateOperators") or []),
@@ -203,3 +209,7 @@ def _finite(value: float | None) -> float | None:
     if value is None or value != value or value in (float("inf"), float("-inf")):
         return None
     return float(value)
+
+
+def _scaled(rate: float | None, factor: float) -> float | None:
+    return None if rate is None else rate * factor

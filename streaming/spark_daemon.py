@@ -63,8 +63,8 @@ _prefer_installed_pyspark()
 # reads the worker module to run (sys.argv[1]) when it is imported.
 from pyspark import daemon  # noqa: E402
 
-from streaming.pipeline import build_pipeline  # noqa: E402, F401  (the parse and detection stages)
-from streaming.source import FleetwatchKafkaDataSource, JsonlFileSource  # noqa: E402, F401  (readers run here)
+# The readers (which parse as they read) and the detection stages run here.
+from streaming.pipeline import ParsingJsonlSource, ParsingKafkaDataSource, build_pipeline  # noqa: E402, F401
 
 gc.freeze()
 

@@ -19,10 +19,11 @@ from streaming.bus import BusAccess
 from streaming.config import FleetwatchConfig
 from streaming.job.query import RunningJob, start_query
 from streaming.job.session import checkpoint_id, checkpoint_path, refuse_one_stage_checkpoint
+from streaming.pipeline import read_parsed_telemetry
 from streaming.progress import ProgressRecorder
 from streaming.resilience import Stopping, retry_store
 from streaming.sinks import AlertPublisher, BatchWriter
-from streaming.source import choose_source, read_telemetry
+from streaming.source import PYTHON_SOURCE, choose_source, read_telemetry
 from streaming.store import Store
 
 __all__ = ["QUERY_NAME", "open_store", "reconcile_reset", "start_job"]
@@ -80,13 +81,17 @@ def start_job(spark: SparkSession, config: FleetwatchConfig, bus: str | BusAcces
     orphaned_since = reconcile_reset(store, checkpoint_id(spark, location), stop=stop)
     access = BusAccess.of(bus)
     source = choose_source(spark, config.bus, location, access)
-    raw = read_telemetry(spark, access, topics.TELEMETRY, max_records_per_batch=config.spark.max_records_per_batch,
-                         source=source,
-                         kafka_options={"failOnDataLoss": str(config.bus.fail_on_data_loss).lower()})
+    if source == PYTHON_SOURCE:  # read and parsed in one Python worker per task
+        telemetry = read_parsed_telemetry(spark, access, topics.TELEMETRY, config.rule_book(),
+                                          config.spark.state_buckets, config.spark.max_records_per_batch)
+    else:
+        telemetry = read_telemetry(spark, access, topics.TELEMETRY, source=source,
+                                   max_records_per_batch=config.spark.max_records_per_batch,
+                                   kafka_options={"failOnDataLoss": str(config.bus.fail_on_data_loss).lower()})
     writer = BatchWriter(store, on_alerts=publisher, stop=stop, retention=config.store.retention,
                          checkpoint=(QUERY_NAME, lambda: checkpoint_id(spark, location)),
                          orphaned_since=orphaned_since)
-    job = start_query(spark, config, raw, writer, name=QUERY_NAME, checkpoint=location,
+    job = start_query(spark, config, telemetry, writer, name=QUERY_NAME, checkpoint=location,
                       trigger=f"{config.spark.trigger_ms} milliseconds", store=store, recorder=recorder)
     log.info("job started", extra={"bootstrap": access.bootstrap, "checkpoint": location, "source": source})
     return job

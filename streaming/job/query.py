@@ -1,7 +1,7 @@
 """A started pipeline query: how it starts over any source into any writer, runs and stops.
 
 - `start_query`: the pipeline graph (`streaming.pipeline.build_pipeline`) over the readers'
-  columns, into a foreachBatch writer, with its progress recorder -> `RunningJob`.
+  columns (or the parsing reader's rows), into a foreachBatch writer, with its progress recorder -> `RunningJob`.
 - `RunningJob.run_until(stop, finished)`, then `RunningJob.stop()` (`stop_gracefully`).
 """
 
@@ -76,17 +76,17 @@ class RunningJob:
             self.query.stop()
 
 
-def start_query(spark: SparkSession, config: FleetwatchConfig, raw: DataFrame, writer: Callable[[DataFrame, int], Any],
-                *, name: str, checkpoint: str, trigger: str, store: Store | None,
-                recorder: ProgressRecorder | None = None) -> RunningJob:
-    """Start the pipeline over `raw` (the readers' columns) into `writer` (foreachBatch), as query
+def start_query(spark: SparkSession, config: FleetwatchConfig, telemetry: DataFrame,
+                writer: Callable[[DataFrame, int], Any], *, name: str, checkpoint: str, trigger: str,
+                store: Store | None, recorder: ProgressRecorder | None = None) -> RunningJob:
+    """Start the pipeline over `telemetry` (as `build_pipeline` takes it) into `writer` (foreachBatch), as query
     `name`; its progress is recorded (in `store` too, when given). `trigger`: Spark's processingTime.
     `recorder`: the one of an earlier start of the query (already listening), so a restarted query's
     progress adds up with its earlier runs'."""
     if recorder is None:
         recorder = ProgressRecorder(store)
         spark.streams.addListener(recorder)
-    query = (build_pipeline(raw, config.rule_book(), config.spark.state_buckets).writeStream.queryName(name)
+    query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets).writeStream.queryName(name)
              .foreachBatch(writer)
              .option("checkpointLocation", checkpoint)
              .trigger(processingTime=trigger)

@@ -1,9 +1,10 @@
 """The replay's query: a recorded JSONL file in, through the live job's pipeline, to a writer.
 
-The file is read by a streaming source with the same columns as the Kafka readers, so the same
-Spark wiring and the same engines run. `Recording.finished` says when the query is done: every
-line read and the batch with the final watermark (largest event time minus the allowed lateness)
-run. The end of the file is not silence: timers fire only once that watermark passes them.
+The file is read by a streaming source that parses as it reads, as the Python Kafka reader does
+(streaming/pipeline/parsing_reader.py), so the same Spark wiring and the same engines run.
+`Recording.finished` says when the query is done: every line read and the batch with the final
+watermark (largest event time minus the allowed lateness) run. The end of the file is not silence:
+timers fire only once that watermark passes them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streaming.config import FleetwatchConfig
 from streaming.job.query import RunningJob, start_query
+from streaming.pipeline import read_parsed_recording
 from streaming.progress import QueryStats
-from streaming.source import JsonlFileSource
 from streaming.store import Store
 
 __all__ = ["REPLAY_QUERY", "Recording", "start_recorded"]
@@ -55,8 +56,7 @@ class Recording:
 def start_recorded(spark: SparkSession, config: FleetwatchConfig, recording: Recording,
                    writer: Callable[[DataFrame, int], Any], *, checkpoint: str, store: Store | None) -> RunningJob:
     """Start the pipeline over `recording` into `writer`, as query `REPLAY_QUERY`, as fast as it reads."""
-    spark.dataSource.register(JsonlFileSource)
-    raw = (spark.readStream.format("fleetwatch_jsonl").option("path", str(recording.path))
-           .option("lines_per_partition", str(config.spark.max_records_per_batch)).load())
-    return start_query(spark, config, raw, writer, name=REPLAY_QUERY, checkpoint=checkpoint, trigger="0 seconds",
+    telemetry = read_parsed_recording(spark, recording.path, config.rule_book(), config.spark.state_buckets,
+                                      lines_per_partition=config.spark.max_records_per_batch)
+    return start_query(spark, config, telemetry, writer, name=REPLAY_QUERY, checkpoint=checkpoint, trigger="0 seconds",
                        store=store)

@@ -1,8 +1,11 @@
 """The pipeline graph that runs on Spark's workers: telemetry in, detection output rows out.
 
 Its door, for the job that starts it (streaming.job), the Spark daemon, the benches and tests:
-- `build_pipeline(raw, book, buckets)` -> rows of `OUTPUT_SCHEMA`;
-- `parse_stage(raw, book, buckets)` alone; `bucket_of(shard, buckets)`.
+- `build_pipeline(telemetry, book, buckets)` -> rows of `OUTPUT_SCHEMA`;
+- `read_parsed_telemetry(spark, bus, topics, book, buckets)`, `read_parsed_recording(spark, path, ...)`:
+  the Python Kafka reader and the replay's file reader with the parse stage in their worker
+  (`parsing_reader`), whose rows `build_pipeline` takes as they are;
+- `parse_stage(raw, book, buckets)` alone, `counting_messages(parsed)`; `bucket_of(shard, buckets)`.
 
 Inside: `parse` (contract check, heartbeat thinning, routing to buckets) -> `state`
 (DetectorProcessor, the first pass: the cluster and target shards per bucket, with event-time
@@ -21,15 +24,24 @@ from streaming.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
     from streaming.pipeline.graph import build_pipeline
-    from streaming.pipeline.parse import bucket_of, parse_stage
+    from streaming.pipeline.parse import bucket_of, counting_messages, parse_stage
+    from streaming.pipeline.parsing_reader import (
+        ParsingJsonlSource,
+        ParsingKafkaDataSource,
+        read_parsed_recording,
+        read_parsed_telemetry,
+    )
     from streaming.pipeline.state import OUTPUT_SCHEMA
 
-__all__ = ["OUTPUT_SCHEMA", "bucket_of", "build_pipeline", "parse_stage"]
+__all__ = ["OUTPUT_SCHEMA", "ParsingJsonlSource", "ParsingKafkaDataSource", "bucket_of", "build_pipeline",
+           "counting_messages", "parse_stage", "read_parsed_recording", "read_parsed_telemetry"]
 
 _HOME = {
     "build_pipeline": "graph",
-    **dict.fromkeys(("bucket_of", "parse_stage"), "parse"),
+    **dict.fromkeys(("bucket_of", "counting_messages", "parse_stage"), "parse"),
     "OUTPUT_SCHEMA": "state",
+    **dict.fromkeys(("ParsingJsonlSource", "ParsingKafkaDataSource", "read_parsed_recording", "read_parsed_telemetry"),
+                    "parsing_reader"),
 }
 
 __getattr__ = load_on_first_use(__name__, _HOME)

@@ -7,15 +7,18 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streaming.config import RuleBook
-from streaming.pipeline.parse import parse_stage
+from streaming.pipeline.parse import PARSED_SCHEMA, counting_messages, parse_stage
 from streaming.pipeline.state import HANDOFF_SCHEMA, HANDOFF_TIME, OUTPUT_SCHEMA, DetectorProcessor, HolderProcessor
 
 __all__ = ["build_pipeline"]
 
 
-def build_pipeline(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
-    """Raw messages (the readers' columns) -> OUTPUT_SCHEMA rows; `buckets`: spark.state_buckets."""
-    parsed = parse_stage(raw, book, buckets)
+def build_pipeline(telemetry: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
+    """Telemetry -> OUTPUT_SCHEMA rows; `buckets`: spark.state_buckets. `telemetry`: raw messages
+    (the readers' columns), parsed here, or the rows of the reader that parses as it reads
+    (PARSED_SCHEMA: `read_parsed_telemetry`, `read_parsed_recording`), parsed with the same rules and buckets."""
+    parsed = counting_messages(
+        telemetry if telemetry.columns == PARSED_SCHEMA.names else parse_stage(telemetry, book, buckets))
     lateness = book.defaults.allowed_lateness_ms
     events = (
         parsed.withColumn("event_time", F.timestamp_millis(F.col("ts")))

@@ -1,13 +1,16 @@
 """The parse stage: raw messages -> contract-checked, thinned events packed per bucket of shards.
 
-It runs in Spark's Python workers (`mapInArrow`), before the shuffle and any state. It is where
+It runs in Spark's Python workers, before the shuffle and any state: over the rows of Spark's kafka
+connector (or a replay's file) in a `mapInArrow` (`parse_stage`), and inside the worker of the
+Python Kafka reader as it reads (`parse_chunk`, streaming/pipeline/parsing_reader.py). It is where
 event times meet the job's clock: the micro-batch's timestamp (Spark's `current_timestamp()` in a
-streaming query: the driver's wall clock when it planned the batch, kept in the offset log, so a
-batch run again decides the same). A `ts` more than `rules.max_source_lead_ms` ahead of it is
-quarantined (`ts_ahead_of_clock`), and each chunk reports, per `source`, how far its event times
-led that clock (`SOURCE_CLOCK_BUCKET`). Not the executor's clock at parse time: a batch can run
-long after it was planned (its first, 29 s, as Spark started under load), while the events of
-the next batch were sent after the planning (streaming/detect/README.md, "Input bounds").
+streaming query, or the parsing reader's `planned_ms`: the driver's wall clock when it planned the
+batch, kept in the offset log, so a batch run again decides the same). A `ts` more than
+`rules.max_source_lead_ms` ahead of it is quarantined (`ts_ahead_of_clock`), and each chunk
+reports, per `source`, how far its event times led that clock (`SOURCE_CLOCK_BUCKET`). Not the
+executor's clock at parse time: a batch can run long after it was planned (its first, 29 s, as
+Spark started under load), while the events of the next batch were sent after the planning
+(streaming/detect/README.md, "Input bounds").
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import heapq
 import marshal
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from streaming import clock
+from streaming.bus_loss import MESSAGES_READ
 from streaming.config import RuleBook
 from streaming.contract import (
     MAX_TRACKED_SOURCES,
@@ -40,15 +45,18 @@ from streaming.contract import (
 from streaming.detect import redundant_heartbeats, shards_of
 from streaming.pipeline.packing import PackedItem, pack
 
-__all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "SOURCE_CLOCK_BUCKET", "bucket_of", "no_cycle_collection",
-           "parse_stage"]
+__all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "SOURCE_CLOCK_BUCKET", "ParseSettings", "bucket_of",
+           "counting_messages", "no_cycle_collection", "parse_chunk", "parse_stage"]
 
 # One row per bucket per chunk of input: the bucket's events, packed (see `_parse`; null when the
 # chunk has none of the bucket's), the largest event time among them, which is all the watermark
 # needs, and the chunk's runs of bus offsets (`reads`: marshal-ed `streaming.detect.bus_gaps.Run`s):
 # every bucket follows every bus partition's offsets, to tell records lost unread from silence.
+# `messages`: how many messages the chunk held, on its first row (0 on the others): the reader that
+# parses as it reads hands Spark these rows, so Spark's input row count is theirs, and the job
+# counts the messages read with this column (`MESSAGES_READ`).
 _PARSED_ARROW_SCHEMA = pa.schema([("bucket", pa.int32()), ("ts", pa.int64()), ("events", pa.binary()),
-                                  ("reads", pa.binary())])
+                                  ("reads", pa.binary()), ("messages", pa.int64())])
 PARSED_SCHEMA = from_arrow_schema(_PARSED_ARROW_SCHEMA)
 # Rejected messages travel through the stateful operator too (with a null event time, which
 # Spark's late-row filter keeps), so the source is read and parsed once, not once per branch.
@@ -61,6 +69,23 @@ SOURCE_CLOCK_BUCKET = -2
 
 # The column of the micro-batch's timestamp (epoch ms) beside the raw messages.
 BATCH_MS = "batch_ms"
+
+
+@dataclass(frozen=True)
+class ParseSettings:
+    """What the parse stage needs of the rules and the job: the state buckets, the heartbeat gap
+    that thins them, and the bounds of event times."""
+
+    buckets: int
+    heartbeat_gap_ms: int
+    max_clock_skew_ms: int
+    max_source_lead_ms: int
+
+    @classmethod
+    def of(cls, book: RuleBook, buckets: int) -> ParseSettings:
+        # Less than the shortest session timeout: see streaming.detect.thinning.
+        return cls(buckets, book.shortest_session_timeout_ms - 1, book.defaults.max_clock_skew_ms,
+                   book.defaults.max_source_lead_ms)
 
 
 def bucket_of(shard: str, buckets: int) -> int:
@@ -87,27 +112,39 @@ def no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _parse(batches: Iterator[pa.RecordBatch], buckets: int, heartbeat_gap_ms: int,
-           max_clock_skew_ms: int, max_source_lead_ms: int) -> Iterator[pa.RecordBatch]:
+def _parse(batches: Iterator[pa.RecordBatch], settings: ParseSettings) -> Iterator[pa.RecordBatch]:
     """Contract check, heartbeat thinning and routing of each chunk of raw messages."""
     bucket_by_shard: dict[str, int] = {}
     for raw in batches:
         # The micro-batch's timestamp, the same on every row (`parse_stage`).
         now = raw.column(BATCH_MS)[0].as_py() if raw.num_rows else clock.now_ms()
-        with no_cycle_collection():
-            parsed = _parse_chunk(raw, buckets, heartbeat_gap_ms, bucket_by_shard,
-                                  latest_valid_ts(max_clock_skew_ms, now_ms=now), now, max_source_lead_ms)
-        yield parsed
+        yield parse_chunk(settings, bucket_by_shard, now,
+                          *(raw.column(name).to_pylist() for name in ("topic", "partition", "offset", "value")))
 
 
-def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
+def parse_chunk(settings: ParseSettings, bucket_by_shard: dict[str, int], now_ms: int, topics: list[str],
+                partitions: list[int], offsets: list[int], values: list[str | None]) -> pa.RecordBatch:
+    """One chunk of raw messages (four columns of equal length) -> its PARSED_SCHEMA rows.
+
+    `now_ms`: the job's clock, the micro-batch's timestamp; `bucket_by_shard`: a cache of
+    `bucket_of` the caller keeps from chunk to chunk.
+    """
+    with no_cycle_collection():
+        return _parse_chunk(zip(topics, partitions, offsets, values, strict=True), settings.buckets,
+                            settings.heartbeat_gap_ms, bucket_by_shard,
+                            latest_valid_ts(settings.max_clock_skew_ms, now_ms=now_ms), now_ms,
+                            settings.max_source_lead_ms)
+
+
+def _parse_chunk(raw: Iterable[tuple[str, int, int, str | None]], buckets: int, heartbeat_gap_ms: int,
                  bucket_by_shard: dict[str, int], latest_ts_ms: int, now_ms: int,
                  max_source_lead_ms: int) -> pa.RecordBatch:
-    """The valid events of a chunk leave as one row per bucket: the (shard, source, offset, event)
-    items of its shards, packed (streaming.pipeline.packing); each of the `buckets` rows carries
-    the chunk's runs of consecutive offsets per bus partition (`reads`). The rejected messages of a
-    chunk leave as one quarantine row: marshal-ed (source, offset, raw text, reason, detail, event
-    source or None) items. The clock readings leave as one `SOURCE_CLOCK_BUCKET` row (see there).
+    """The valid events of a chunk of (topic, partition, offset, value) leave as one row per bucket:
+    the (shard, source, offset, event) items of its shards, packed (streaming.pipeline.packing); each
+    of the `buckets` rows carries the chunk's runs of consecutive offsets per bus partition (`reads`).
+    The rejected messages of a chunk leave as one quarantine row: marshal-ed (source, offset, raw
+    text, reason, detail, event source or None) items. The clock readings leave as one
+    `SOURCE_CLOCK_BUCKET` row (see there).
     `latest_ts_ms`: the latest event time the contract accepts (the job's clock + clock skew);
     `now_ms`: the job's clock (the micro-batch's timestamp), which no accepted event time leads by
     more than `max_source_lead_ms`.
@@ -121,9 +158,7 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
     # [source, first offset, last offset, first valid event's ts, last one's]: streaming.detect.bus_gaps.Run
     runs: list[list[Any]] = []
     run: list[Any] = [None, 0, 0, None, None]
-    for topic, partition, offset, value in zip(*(raw.column(name).to_pylist()
-                                                 for name in ("topic", "partition", "offset", "value")),
-                                               strict=True):
+    for topic, partition, offset, value in raw:
         src = f"{topic}:{partition}"
         if offset == run[2] + 1 and src == run[0]:
             run[2] = offset
@@ -186,8 +221,12 @@ def _parse_chunk(raw: pa.RecordBatch, buckets: int, heartbeat_gap_ms: int,
         ts_column.append(None)
         events_column.append(marshal.dumps(items))
         reads_column.append(None)
+    messages_column = [0] * len(bucket_column)
+    if messages_column:
+        messages_column[0] = sum(last - first + 1 for _, first, last, _, _ in runs)
     return pa.RecordBatch.from_pydict({"bucket": bucket_column, "ts": ts_column, "events": events_column,
-                                      "reads": reads_column}, schema=_PARSED_ARROW_SCHEMA)
+                                      "reads": reads_column, "messages": messages_column},
+                                     schema=_PARSED_ARROW_SCHEMA)
 
 
 def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
@@ -197,11 +236,13 @@ def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
     stateless Spark SQL stage cannot drop them (it would need the previous row of each broker),
     and a grouping stage would hold them back for a watermark.
     """
-    # Less than the shortest session timeout: see streaming.detect.thinning.
-    gap_ms = book.shortest_session_timeout_ms - 1
     # current_timestamp() in a streaming query is the micro-batch's timestamp (see the docstring).
     return raw.select("topic", "partition", "offset", "value",
                       F.unix_millis(F.current_timestamp()).alias(BATCH_MS)).mapInArrow(
-        functools.partial(_parse, buckets=buckets, heartbeat_gap_ms=gap_ms,
-                          max_clock_skew_ms=book.defaults.max_clock_skew_ms,
-                          max_source_lead_ms=book.defaults.max_source_lead_ms), PARSED_SCHEMA)
+        functools.partial(_parse, settings=ParseSettings.of(book, buckets)), PARSED_SCHEMA)
+
+
+def counting_messages(parsed: DataFrame) -> DataFrame:
+    """`parsed` (PARSED_SCHEMA rows), with the messages they hold counted in each micro-batch's
+    progress (`streaming.bus_loss.messages_read`): Spark counts the parsing reader's rows."""
+    return parsed.observe(MESSAGES_READ, F.sum("messages").alias("messages"))

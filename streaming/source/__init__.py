@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from streaming.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
-    from streaming.source.jsonl_reader import FILE_TOPIC, JsonlFileSource
+    from streaming.source.jsonl_reader import FILE_TOPIC, JsonlFileSource, JsonlStreamReader, line_text
     from streaming.source.kafka_options import (
         DEFAULT_MAX_RECORDS_PER_BATCH,
         KafkaReaderOptions,
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         SPARK_SOURCE,
         choose_source,
         jvm_kafka_available,
+        python_reader,
         read_telemetry,
     )
 
@@ -39,6 +40,7 @@ __all__ = [
     "SPARK_SOURCE",
     "FleetwatchKafkaDataSource",
     "JsonlFileSource",
+    "JsonlStreamReader",
     "KafkaReaderOptions",
     "KafkaSourceError",
     "KafkaStreamReader",
@@ -46,17 +48,19 @@ __all__ = [
     "TopicPartitionRange",
     "choose_source",
     "jvm_kafka_available",
+    "line_text",
+    "python_reader",
     "read_telemetry",
 ]
 
 _HOME = {
-    **dict.fromkeys(("FILE_TOPIC", "JsonlFileSource"), "jsonl_reader"),
+    **dict.fromkeys(("FILE_TOPIC", "JsonlFileSource", "JsonlStreamReader", "line_text"), "jsonl_reader"),
     **dict.fromkeys(("DEFAULT_MAX_RECORDS_PER_BATCH", "KafkaReaderOptions", "KafkaSourceError"), "kafka_options"),
     **dict.fromkeys(("RangeGroup", "TopicPartitionRange"), "kafka_ranges"),
     **dict.fromkeys(("FleetwatchKafkaDataSource", "KafkaStreamReader"), "kafka_reader"),
     "COLUMNS": "raw_rows",
-    **dict.fromkeys(("PYTHON_SOURCE", "SPARK_SOURCE", "choose_source", "jvm_kafka_available", "read_telemetry"),
-                    "telemetry"),
+    **dict.fromkeys(("PYTHON_SOURCE", "SPARK_SOURCE", "choose_source", "jvm_kafka_available", "python_reader",
+                     "read_telemetry"), "telemetry"),
 }
 
 __getattr__ = load_on_first_use(__name__, _HOME)

@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 
 from streaming.source.raw_rows import ARROW_SCHEMA, SCHEMA
 
-__all__ = ["FILE_TOPIC", "JsonlFileSource"]
+__all__ = ["FILE_TOPIC", "JsonlFileSource", "JsonlStreamReader", "line_text"]
 
 FILE_TOPIC = "file"
 _LINES_PER_BATCH = 20_000
@@ -27,7 +27,9 @@ class _Range(InputPartition):
         self.start, self.end = start, end
 
 
-class _Reader(DataSourceStreamReader):
+class JsonlStreamReader(DataSourceStreamReader):
+    """Plans one micro-batch of every line (offsets: `{"line": <lines read>}`), read in ranges."""
+
     def __init__(self, path: str, max_lines: int) -> None:
         self.path = path
         self.max_lines = max_lines
@@ -50,16 +52,26 @@ class _Reader(DataSourceStreamReader):
         first, last = int(start["line"]), int(end["line"])
         return [_Range(a, min(a + self.max_lines, last)) for a in range(first, last, self.max_lines)]
 
-    def read(self, partition: _Range) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return (_batch(chunk, first) for first, chunk in self.read_lines(partition))
+
+    def read_lines(self, partition: InputPartition) -> Iterator[tuple[int, list[bytes]]]:
+        """The lines of a range, as (number of the first, the lines as read) per chunk."""
+        assert isinstance(partition, _Range)
         with open(self.path, "rb") as fh:
             lines = islice(fh, partition.start, partition.end)
             first = partition.start
             while chunk := list(islice(lines, _LINES_PER_BATCH)):
-                yield _batch(chunk, first)
+                yield first, chunk
                 first += len(chunk)
 
     def commit(self, end: dict) -> None:
         pass
+
+
+def line_text(raw: bytes) -> str:
+    """A line as the message it holds: invalid UTF-8 replaced (the parser quarantines it), no line end."""
+    return raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
 def _batch(lines: list[bytes], first: int) -> pa.RecordBatch:
@@ -68,7 +80,7 @@ def _batch(lines: list[bytes], first: int) -> pa.RecordBatch:
     n = len(lines)
     return pa.RecordBatch.from_arrays([
         pa.nulls(n, pa.string()),
-        pa.array([raw.decode("utf-8", errors="replace").rstrip("\r\n") for raw in lines], pa.string()),
+        pa.array([line_text(raw) for raw in lines], pa.string()),
         pa.repeat(pa.scalar(FILE_TOPIC), n),
         pa.repeat(pa.scalar(0, pa.int32()), n),
         pa.array(range(first, first + n), pa.int64()),
@@ -90,4 +102,4 @@ class JsonlFileSource(DataSource):
         path = self.options.get("path")
         if not path or not Path(path).is_file():
             raise ValueError(f"fleetwatch_jsonl: no such file: {path!r}")
-        return _Reader(str(Path(path).resolve()), int(self.options.get("lines_per_partition", 200000)))
+        return JsonlStreamReader(str(Path(path).resolve()), int(self.options.get("lines_per_partition", 200000)))

@@ -6,7 +6,9 @@ JSON in the checkpoint); the ids tell a topic that was deleted and created again
 in-memory bus) from the one read so far. `gone_topics` (only when not empty) names the topics read
 before that the bus no longer holds: their partitions keep their offsets (a topic that comes back
 under its old id goes on from there), and the batch that meets the deletion differs from the one
-before, so the job's progress listener sees it and names the topic (streaming/bus_loss.py).
+before, so the job's progress listener sees it and names the topic (streaming/bus_loss.py). The
+reader that parses as it reads adds `"planned_ms"`, when the batch ending there was planned
+(streaming/pipeline/parsing_reader.py).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from typing import Any
 
 from kafka import TopicPartition
 
-from streaming.bus_loss import GONE_TOPICS, TOPIC_IDS
+from streaming.bus_loss import GONE_TOPICS, PLANNED_MS, TOPIC_IDS
 
 __all__ = [
     "GONE_TOPICS",
+    "PLANNED_MS",
     "TOPIC_IDS",
     "Offsets",
     "allocate",
@@ -43,8 +46,8 @@ def topic_partition(key: str) -> TopicPartition:
 
 
 def offsets_by_partition(offsets: Offsets) -> dict[str, int]:
-    """The topic-partitions' offsets, without the topic ids and the gone topics."""
-    return {key: offset for key, offset in offsets.items() if key not in (TOPIC_IDS, GONE_TOPICS)}
+    """The topic-partitions' offsets, without the topic ids, the gone topics and the planning time."""
+    return {key: offset for key, offset in offsets.items() if key not in (TOPIC_IDS, GONE_TOPICS, PLANNED_MS)}
 
 
 def restarted_topics(start: Offsets, end: Offsets) -> set[str]:

@@ -60,6 +60,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
@@ -101,7 +102,7 @@ def _decode(raw: bytes | None) -> str | None:
     return None if raw is None else raw.decode("utf-8", errors="replace")
 
 
-def _arrow_batch(records: list[Any]) -> pa.RecordBatch:
+def _arrow_batch(records: list[ConsumerRecord]) -> pa.RecordBatch:
     # Column-wise into Arrow (raw_rows.ARROW_SCHEMA). A timestamp of -1 means "none" in Kafka.
     timestamps = pa.array([r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None for r in records],
                           pa.int64())
@@ -328,6 +329,11 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Yield exactly the records of a range (or of each range of a group), a poll at a time."""
+        return map(_arrow_batch, self.read_records(partition))
+
+    def read_records(self, partition: InputPartition) -> Iterator[list[ConsumerRecord]]:
+        """Exactly the records of a range (or of each range of a group), as kafka-python returns
+        them, a poll at a time."""
         if isinstance(partition, RangeGroup):
             for part in partition.ranges:
                 yield from self._read_range(part)
@@ -335,7 +341,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             assert isinstance(partition, TopicPartitionRange)
             yield from self._read_range(partition)
 
-    def _read_range(self, partition: TopicPartitionRange) -> Iterator[pa.RecordBatch]:
+    def _read_range(self, partition: TopicPartitionRange) -> Iterator[list[ConsumerRecord]]:
         """Yield exactly the records in [start, end) of one topic-partition."""
         tp = TopicPartition(partition.topic, partition.partition)
         consumer = executor_consumer(self.options)
@@ -377,7 +383,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 expected = records[-1].offset + 1
                 wanted = [r for r in records if r.offset < partition.end]
                 if wanted:
-                    yield _arrow_batch(wanted)
+                    yield wanted
                 if len(wanted) < len(records):
                     return
         except BaseException as exc:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamReader
 
 from streaming.bus import BusAccess, check_list_offsets
 from streaming.config import BusConfig, ConfigError
@@ -23,7 +24,7 @@ from streaming.source.kafka_options import CLIENT_OPTION, SHORT_NAME
 from streaming.source.kafka_reader import FleetwatchKafkaDataSource
 from streaming.source.raw_rows import COLUMNS
 
-__all__ = ["PYTHON_SOURCE", "SPARK_SOURCE", "choose_source", "jvm_kafka_available", "read_telemetry"]
+__all__ = ["PYTHON_SOURCE", "SPARK_SOURCE", "choose_source", "jvm_kafka_available", "python_reader", "read_telemetry"]
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,25 @@ def _read_tasks(spark: SparkSession) -> int:
     return 2 * spark.sparkContext.defaultParallelism
 
 
+def python_reader(spark: SparkSession, bus: str | BusAccess, topics: Sequence[str], starting_offsets: str = "earliest",
+                  max_records_per_batch: int | None = None,
+                  data_source: type[FleetwatchKafkaDataSource] = FleetwatchKafkaDataSource) -> DataStreamReader:
+    """The Python reader's stream of `topics` (`read_telemetry`'s PYTHON_SOURCE), ready to load;
+    `data_source`: the reader's class, or a subclass of it."""
+    access = BusAccess.of(bus)
+    spark.dataSource.register(data_source)
+    reader = (
+        spark.readStream.format(data_source.name())
+        .option("bootstrap_servers", access.bootstrap)
+        .option("topics", ",".join(topics))
+        .option("starting_offsets", starting_offsets)
+        .options(**{CLIENT_OPTION + name: str(value) for name, value in access.client_settings.items()})
+    )
+    if max_records_per_batch is not None:
+        reader = reader.option("max_records_per_batch", str(max_records_per_batch))
+    return reader.option("max_partitions", str(_read_tasks(spark)))
+
+
 def read_telemetry(
     spark: SparkSession,
     bus: str | BusAccess,
@@ -189,17 +209,7 @@ def read_telemetry(
         if max_records_per_batch:
             reader = reader.option("maxOffsetsPerTrigger", str(max_records_per_batch))
     elif source == PYTHON_SOURCE:
-        spark.dataSource.register(FleetwatchKafkaDataSource)
-        reader = (
-            spark.readStream.format(SHORT_NAME)
-            .option("bootstrap_servers", access.bootstrap)
-            .option("topics", ",".join(topics))
-            .option("starting_offsets", starting_offsets)
-            .options(**{CLIENT_OPTION + name: str(value) for name, value in access.client_settings.items()})
-        )
-        if max_records_per_batch is not None:
-            reader = reader.option("max_records_per_batch", str(max_records_per_batch))
-        reader = reader.option("max_partitions", str(_read_tasks(spark)))
+        reader = python_reader(spark, access, topics, starting_offsets, max_records_per_batch)
     else:
         raise ValueError(f"source must be {SPARK_SOURCE} or {PYTHON_SOURCE}, got {source!r}")
     # Spark's kafka source has binary key/value; the cast is a no-op for the Python source.

@@ -8,11 +8,8 @@ from __future__ import annotations
 import json
 import marshal
 
-import pyarrow as pa
-
-from streaming.contract import latest_valid_ts
 from streaming.pipeline.packing import unpack
-from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, _parse_chunk
+from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, ParseSettings, parse_chunk
 
 NOW_MS = 1_795_000_000_000
 BUCKETS = 4
@@ -30,10 +27,7 @@ def test_every_bucket_reads_the_chunks_runs_of_offsets():
                # offsets 13-19 gone from the bus
                ("fleetwatch.heartbeats", 0, 20, "not json"),
                ("fleetwatch.heartbeats", 0, 21, heartbeat(NOW_MS - 1_000, "AaaaaaaaaaaaaaaaaaaaaA"))]
-    columns = zip(*records, strict=True)
-    raw = pa.RecordBatch.from_pydict({name: list(column) for name, column in
-                                      zip(("topic", "partition", "offset", "value"), columns, strict=True)})
-    out = _parse_chunk(raw, BUCKETS, 0, {}, latest_valid_ts(300_000, now_ms=NOW_MS), NOW_MS, 1_000)
+    out = parse_chunk(ParseSettings(BUCKETS, 0, 300_000, 1_000), {}, NOW_MS, *map(list, zip(*records, strict=True)))
     rows = out.to_pylist()
     buckets = [row for row in rows if row["bucket"] >= 0]
     assert sorted(row["bucket"] for row in buckets) == list(range(BUCKETS))

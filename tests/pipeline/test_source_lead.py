@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import marshal
 
-import pyarrow as pa
 import pytest
 
 from streaming.config import RuleSettings
@@ -18,11 +17,10 @@ from streaming.contract import (
     MAX_TRACKED_SOURCES,
     Rejected,
     event_from_dict,
-    latest_valid_ts,
     refuse_ahead_of_clock,
 )
 from streaming.pipeline.packing import unpack
-from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, _parse_chunk
+from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, ParseSettings, parse_chunk
 
 NOW_MS = 1_795_000_000_000
 LEAD_MS = RuleSettings().max_source_lead_ms
@@ -36,10 +34,9 @@ def heartbeat(ts: int, source: str = "agent-1", broker_id: int = 1) -> dict:
 def parse(events: list[dict], now_ms: int = NOW_MS, max_source_lead_ms: int = LEAD_MS):
     """(accepted (source, ts), refused (reason, detail, source), clocks {source: (lead, events, ahead)},
     the largest event time the watermark sees) of one chunk."""
-    raw = pa.RecordBatch.from_pydict({
-        "topic": ["fleetwatch.heartbeats"] * len(events), "partition": [0] * len(events),
-        "offset": list(range(len(events))), "value": [json.dumps(e) for e in events]})
-    out = _parse_chunk(raw, 4, 0, {}, latest_valid_ts(300_000, now_ms=now_ms), now_ms, max_source_lead_ms)
+    out = parse_chunk(ParseSettings(4, 0, 300_000, max_source_lead_ms), {}, now_ms,
+                      ["fleetwatch.heartbeats"] * len(events), [0] * len(events), list(range(len(events))),
+                      [json.dumps(e) for e in events])
     accepted, refused, clocks, latest = [], [], {}, None
     for bucket, ts, packed in zip(*(out.column(n).to_pylist() for n in ("bucket", "ts", "events")), strict=True):
         if bucket == QUARANTINE_BUCKET:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from streaming.bus_loss import planned_records, records_lost, topics_changed
+from streaming.bus_loss import MESSAGES_READ, messages_read, planned_records, records_lost, topics_changed
 
 HB, ST = "fleetwatch.heartbeats", "fleetwatch.broker-states"
 
@@ -36,3 +36,15 @@ def test_python_reader_offsets_name_a_gone_topic_which_keeps_its_offsets():
 def test_offsets_that_are_not_a_kafka_sources_say_nothing():
     assert topics_changed(None, json.dumps({HB: {"0": 1}})) == ([], [])
     assert topics_changed("not json", "[1]") == ([], [])
+
+
+def test_the_messages_a_batch_read_are_the_graphs_count_where_spark_counts_parsed_rows():
+    # The reader that parses as it reads hands Spark one row per state bucket and chunk.
+    parsed = {"numInputRows": 17, "observedMetrics": {MESSAGES_READ: {"messages": 5000}}}
+    assert messages_read(parsed) == 5000
+    assert messages_read({"numInputRows": 17}) == 17  # a query without the count: Spark's rows are messages
+    assert messages_read({"numInputRows": 0, "observedMetrics": {MESSAGES_READ: {"messages": None}}}) == 0
+    before = {f"{HB}:0": 100, "topic_ids": {HB: "a"}, "planned_ms": 1_795_000_000_000}
+    after = {f"{HB}:0": 5100, "topic_ids": {HB: "a"}, "planned_ms": 1_795_000_001_000}
+    assert planned_records(before, after) == 5000  # the planning time is no partition
+    assert records_lost(before, after, messages_read(parsed)) == 0
