@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import marshal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from kafka import KafkaProducer
@@ -19,6 +19,7 @@ from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, ParseSettings
 from streaming.pipeline.parsing_reader import ParsingJsonlReader, ParsingStreamReader
 from streaming.source import KafkaReaderOptions
+from streaming.source.kafka_consumers import drop_executor_consumer
 
 TOPIC = topics.HEARTBEATS
 SETTINGS = ParseSettings(buckets=4, heartbeat_gap_ms=0, max_clock_skew_ms=300_000, max_source_lead_ms=1_000)
@@ -28,6 +29,23 @@ SETTINGS = ParseSettings(buckets=4, heartbeat_gap_ms=0, max_clock_skew_ms=300_00
 def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBus]:
     with EmbeddedBus(topics=[TOPIC], log_path=tmp_path_factory.mktemp("bus") / "tansu.log") as running:
         yield running
+
+
+@pytest.fixture
+def kafka_readers(bus: EmbeddedBus) -> Iterator[Callable[[], ParsingStreamReader]]:
+    """New parsing readers of the bus, each a restart of the job's: their clients are closed after
+    the test (a client left behind keeps retrying, and logging, once the bus is gone)."""
+    options = KafkaReaderOptions(bus.bootstrap, (TOPIC,))
+    made: list[ParsingStreamReader] = []
+
+    def new() -> ParsingStreamReader:
+        made.append(ParsingStreamReader(options, SETTINGS, chunk_rows=3))
+        return made[-1]
+
+    yield new
+    for reader in made:
+        reader.stop()
+    drop_executor_consumer(options)
 
 
 def heartbeat(ts: int, broker_id: int) -> bytes:
@@ -59,12 +77,12 @@ def read_batch(reader: ParsingStreamReader | ParsingJsonlReader, start: dict, en
 
 
 @pytest.mark.broker
-def test_the_reader_parses_what_it_read_with_the_clock_of_the_batchs_planning(bus: EmbeddedBus):
+def test_the_reader_parses_what_it_read_with_the_clock_of_the_batchs_planning(bus: EmbeddedBus, kafka_readers):
     now = clock.now_ms()
     # 30 s behind the clock: accepted now, but 30 s ahead of a batch planned a minute ago.
     values = [heartbeat(now - 30_000 + i, broker_id=i) for i in range(7)] + [b"not json"]
     send(bus.bootstrap, values)
-    reader = ParsingStreamReader(KafkaReaderOptions(bus.bootstrap, (TOPIC,)), SETTINGS, chunk_rows=3)
+    reader = kafka_readers()
     start = reader.initialOffset()
     end = reader.latestOffset()
     assert now <= end[PLANNED_MS] <= clock.now_ms()
@@ -78,7 +96,7 @@ def test_the_reader_parses_what_it_read_with_the_clock_of_the_batchs_planning(bu
 
     # A restarted job runs the batch again from the offset log: with the stamp written there, not
     # with its own clock. Stamped a minute earlier, the same heartbeats lead that clock by 30 s.
-    again = ParsingStreamReader(KafkaReaderOptions(bus.bootstrap, (TOPIC,)), SETTINGS, chunk_rows=3)
+    again = kafka_readers()
     accepted, refused, messages = read_batch(again, start, {**end, PLANNED_MS: now - 60_000})
     assert (accepted, refused, messages) == ([], ["not_json"] + ["ts_ahead_of_clock"] * 7, 8)
 
