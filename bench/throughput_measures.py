@@ -85,7 +85,7 @@ class FleetResult:
 class RssSampler:
     """Peak RSS and peak PSS of this process tree, minus the processes that are the fleet (broker,
     simulator), and what each was made of at its moment (bytes by kind of process; the Python
-    workers' kind counts them)."""
+    workers' kind counts them); and the same processes' CPU seconds by kind (`cpu_s`)."""
 
     def __init__(self, interval_s: float = 0.5) -> None:
         self.interval_s = interval_s
@@ -142,7 +142,6 @@ class RssSampler:
             if sum(pss_parts.values()) > self.peak_pss_bytes:
                 self.peak_pss_bytes = sum(pss_parts.values())
                 self.peak_pss_parts = {label.get(k, k): n for k, n in pss_parts.items()}
-
 
     def cpu_s(self) -> dict[str, float]:
         """CPU seconds used so far by this tree's processes (but the excluded), by kind."""

@@ -31,7 +31,7 @@ __all__ = ["GONE_TOPICS", "MESSAGES_READ", "PLANNED_MS", "TOPIC_IDS", "messages_
 
 # The Python reader's keys beside its topic-partitions' (which always hold a ':'); the reader
 # (streaming/source/kafka_offsets.py) writes them with these names. `planned_ms`: when the driver
-# planned the batch that ends at these offsets (the reader that parses, streaming.pipeline.fused_source).
+# planned the batch that ends at these offsets (the reader that parses, streaming/pipeline/parsing_reader.py).
 TOPIC_IDS = "topic_ids"
 GONE_TOPICS = "gone_topics"
 PLANNED_MS = "planned_ms"
@@ -44,8 +44,8 @@ MESSAGES_READ = "messages_read"
 
 def messages_read(progress: dict[str, Any]) -> int:
     """The telemetry messages a micro-batch read (its progress, as Spark's JSON has it): the graph's
-    count where it is there, else Spark's `numInputRows` (a query without it: the benches' raw
-    ingest through the parse stage)."""
+    count where it is there, else Spark's `numInputRows` (a query whose graph does not count them
+    reads raw rows, one per message)."""
     observed = ((progress.get("observedMetrics") or {}).get(MESSAGES_READ) or {}).get("messages")
     return int(observed) if observed is not None else int(progress.get("numInputRows", 0))
 

@@ -22,7 +22,6 @@ from streaming.bus_loss import GONE_TOPICS, PLANNED_MS, TOPIC_IDS
 
 __all__ = [
     "GONE_TOPICS",
-    "PLANNED_MS",
     "TOPIC_IDS",
     "Offsets",
     "allocate",
