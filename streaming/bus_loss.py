@@ -26,8 +26,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["GONE_TOPICS", "MESSAGES_READ", "PLANNED_MS", "TOPIC_IDS", "messages_read", "planned_records",
-           "records_lost", "topics_changed"]
+__all__ = ["GONE_TOPICS", "MESSAGES_READ", "NOT_PARTITIONS", "PLANNED_MS", "TOPIC_IDS", "messages_read",
+           "planned_records", "records_lost", "topics_changed"]
 
 # The Python reader's keys beside its topic-partitions' (which always hold a ':'); the reader
 # (streaming/source/kafka_offsets.py) writes them with these names. `planned_ms`: when the driver
@@ -35,7 +35,7 @@ __all__ = ["GONE_TOPICS", "MESSAGES_READ", "PLANNED_MS", "TOPIC_IDS", "messages_
 TOPIC_IDS = "topic_ids"
 GONE_TOPICS = "gone_topics"
 PLANNED_MS = "planned_ms"
-_NOT_PARTITIONS = (TOPIC_IDS, GONE_TOPICS, PLANNED_MS)
+NOT_PARTITIONS = (TOPIC_IDS, GONE_TOPICS, PLANNED_MS)
 # The observed metric (Spark's `observe`) in which the job's graph counts the messages its source
 # read, as its column `messages`: the reader that parses as it reads hands Spark one row per state
 # bucket and chunk, so `numInputRows` counts those rows, not messages.
@@ -54,7 +54,7 @@ def _by_partition(offsets: dict[str, Any]) -> tuple[dict[str, int], dict[str, st
     """Offsets by "topic:partition", and the topic ids (Python reader only)."""
     flat: dict[str, int] = {}
     for key, value in offsets.items():
-        if key in _NOT_PARTITIONS:
+        if key in NOT_PARTITIONS:
             continue
         if isinstance(value, dict):  # Spark's connector: per topic, per partition
             flat.update({f"{key}:{partition}": int(offset) for partition, offset in value.items()})

@@ -102,7 +102,7 @@ class ProgressRecorder(StreamingQueryListener):
         watermark_ms = _iso_ms(event_time.get("watermark"))
         # In the store first: whoever waits on the stats then finds the batch's row there too.
         if self.store is not None and rows + state_rows > 0:
-            self._write_progress(p, name, watermark_ms, duration, state_rows)
+            self._write_progress(p, name, rows, watermark_ms, duration, state_rows)
         with self.changed:
             stats = self.stats.setdefault(name, QueryStats())
             stats.batches += 1
@@ -118,9 +118,9 @@ class ProgressRecorder(StreamingQueryListener):
             self.changed.notify_all()
         log.info("batch progress", extra={"query": name, "batch_id": p["batchId"], "rows": rows,
                                           "duration_ms": duration, "watermark_ms": watermark_ms})
-        self._count_bus_loss(p, name)
+        self._count_bus_loss(p, name, rows)
 
-    def _count_bus_loss(self, p: dict[str, Any], name: str) -> None:
+    def _count_bus_loss(self, p: dict[str, Any], name: str, rows: int) -> None:
         """What the batch's Kafka sources planned and did not read: the bus had dropped it
         (streaming/bus_loss.py). Counted, and said in one line per batch that met it."""
         sources = p.get("sources") or []
@@ -128,7 +128,7 @@ class ProgressRecorder(StreamingQueryListener):
             start, end = source.get("startOffset"), source.get("endOffset")
             self._say_topics_changed(start, end, p["batchId"], name)
             # The job's one source: the messages it read (its input rows may be parsed rows).
-            read = messages_read(p) if len(sources) == 1 else source.get("numInputRows", 0)
+            read = rows if len(sources) == 1 else source.get("numInputRows", 0)
             lost = records_lost(start, end, read)
             if lost:
                 increment("fleetwatch_bus_records_lost_total", lost)
@@ -149,12 +149,12 @@ class ProgressRecorder(StreamingQueryListener):
             log.info("bus topic present again (or new): reading what it holds",
                      extra={"query": name, "batch_id": batch_id, "topic": topic})
 
-    def _write_progress(self, p: dict[str, Any], name: str, watermark_ms: int | None, duration: int,
+    def _write_progress(self, p: dict[str, Any], name: str, rows: int, watermark_ms: int | None, duration: int,
                         state_rows: int) -> None:
-        """One pipeline_progress row; best effort: while the store is away, progress rows are lost
-        (the batches' own writes wait for it), and the warning repeats at most twice a minute."""
+        """One pipeline_progress row (`rows`: the messages the batch read); best effort: while the
+        store is away, progress rows are lost (the batches' own writes wait for it), and the
+        warning repeats at most twice a minute."""
         assert self.store is not None
-        rows = messages_read(p)
         # Spark's rates count its input rows: scaled to the messages they stood for.
         per_row = rows / p["numInputRows"] if p.get("numInputRows") else 1.0
         try:

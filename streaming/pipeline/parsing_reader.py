@@ -37,6 +37,7 @@ from streaming.source import (
     KafkaReaderOptions,
     KafkaStreamReader,
     line_text,
+    record_text,
 )
 
 if TYPE_CHECKING:
@@ -102,9 +103,8 @@ class ParsingStreamReader(_PlannedParsing, KafkaStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _PlannedPartition)
-        # As the reader's rows carry a value (an Arrow string): not UTF-8 is quarantined as such.
         pieces = (([r.topic for r in records], [r.partition for r in records], [r.offset for r in records],
-                   [None if r.value is None else r.value.decode("utf-8", errors="replace") for r in records])
+                   [record_text(r.value) for r in records])
                   for records in self.read_records(partition.inner))
         return self._parsed(pieces, partition.planned_ms)
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         KafkaSourceError,
     )
     from streaming.source.kafka_ranges import RangeGroup, TopicPartitionRange
-    from streaming.source.kafka_reader import FleetwatchKafkaDataSource, KafkaStreamReader
+    from streaming.source.kafka_reader import FleetwatchKafkaDataSource, KafkaStreamReader, record_text
     from streaming.source.raw_rows import COLUMNS
     from streaming.source.telemetry import (
         PYTHON_SOURCE,
@@ -51,13 +51,14 @@ __all__ = [
     "line_text",
     "python_reader",
     "read_telemetry",
+    "record_text",
 ]
 
 _HOME = {
     **dict.fromkeys(("FILE_TOPIC", "JsonlFileSource", "JsonlStreamReader", "line_text"), "jsonl_reader"),
     **dict.fromkeys(("DEFAULT_MAX_RECORDS_PER_BATCH", "KafkaReaderOptions", "KafkaSourceError"), "kafka_options"),
     **dict.fromkeys(("RangeGroup", "TopicPartitionRange"), "kafka_ranges"),
-    **dict.fromkeys(("FleetwatchKafkaDataSource", "KafkaStreamReader"), "kafka_reader"),
+    **dict.fromkeys(("FleetwatchKafkaDataSource", "KafkaStreamReader", "record_text"), "kafka_reader"),
     "COLUMNS": "raw_rows",
     **dict.fromkeys(("PYTHON_SOURCE", "SPARK_SOURCE", "choose_source", "jvm_kafka_available", "python_reader",
                      "read_telemetry"), "telemetry"),

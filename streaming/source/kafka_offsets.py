@@ -18,7 +18,7 @@ from typing import Any
 
 from kafka import TopicPartition
 
-from streaming.bus_loss import GONE_TOPICS, PLANNED_MS, TOPIC_IDS
+from streaming.bus_loss import GONE_TOPICS, NOT_PARTITIONS, TOPIC_IDS
 
 __all__ = [
     "GONE_TOPICS",
@@ -46,7 +46,7 @@ def topic_partition(key: str) -> TopicPartition:
 
 def offsets_by_partition(offsets: Offsets) -> dict[str, int]:
     """The topic-partitions' offsets, without the topic ids, the gone topics and the planning time."""
-    return {key: offset for key, offset in offsets.items() if key not in (TOPIC_IDS, GONE_TOPICS, PLANNED_MS)}
+    return {key: offset for key, offset in offsets.items() if key not in NOT_PARTITIONS}
 
 
 def restarted_topics(start: Offsets, end: Offsets) -> set[str]:

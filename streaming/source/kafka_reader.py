@@ -81,7 +81,7 @@ from streaming.source.kafka_options import SHORT_NAME, KafkaReaderOptions, Kafka
 from streaming.source.kafka_ranges import RangeGroup, TopicPartitionRange, group_ranges
 from streaming.source.raw_rows import ARROW_SCHEMA, SCHEMA
 
-__all__ = ["FleetwatchKafkaDataSource", "KafkaStreamReader"]
+__all__ = ["FleetwatchKafkaDataSource", "KafkaStreamReader", "record_text"]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,9 @@ _GONE_CHECK_S = 1.0
 _DISCOVERY_INTERVAL_S = 2.0
 
 
-def _decode(raw: bytes | None) -> str | None:
+def record_text(raw: bytes | None) -> str | None:
+    """A record's key or value as the reader's rows carry it: invalid UTF-8 replaced (the parser
+    quarantines it as not_utf8)."""
     return None if raw is None else raw.decode("utf-8", errors="replace")
 
 
@@ -107,8 +109,8 @@ def _arrow_batch(records: list[ConsumerRecord]) -> pa.RecordBatch:
     timestamps = pa.array([r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None for r in records],
                           pa.int64())
     return pa.RecordBatch.from_arrays([
-        pa.array([_decode(r.key) for r in records], pa.string()),
-        pa.array([_decode(r.value) for r in records], pa.string()),
+        pa.array([record_text(r.key) for r in records], pa.string()),
+        pa.array([record_text(r.value) for r in records], pa.string()),
         pa.array([r.topic for r in records], pa.string()),
         pa.array([r.partition for r in records], pa.int32()),
         pa.array([r.offset for r in records], pa.int64()),
