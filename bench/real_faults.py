@@ -19,7 +19,11 @@ frozen broker's first alert at most 3 s after Kafka fenced it). The watermark's 
 the floor of that difference (a timer fires once the watermark, max event time minus the
 lateness, passes it), so it is a flag; the SPEC default is 5000 ms.
 
-Also printed: the start-up time and resident memory of each node of the cluster.
+Also printed: the start-up time and resident memory of each node of the cluster, and the probe's
+event-time disorder over the whole run (`bench/disorder.py`'s arithmetic on every telemetry record
+the probe sent: how far each event's time lies behind the largest event time sent before it, and
+how long after its time it was sent), with the events the job refused as late (`late_event`).
+`--probe-interval-ms 5000 --probe-timeout-ms 3000` runs the probe at its production defaults.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+# bench/ is this script's folder, first on sys.path when it runs.
+from disorder import disorder, read_sent, report
+from sqlalchemy import func, select
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
@@ -48,7 +54,7 @@ from streaming.config import FleetwatchConfig
 from streaming.job import spark_session, start_job
 from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
 from streaming.polling import poll
-from streaming.store import Store, alerts, broker_transitions, controller_history
+from streaming.store import Store, alerts, broker_transitions, controller_history, quarantine
 
 # Kafka's defaults (SPEC section 1).
 SESSION_TIMEOUT_MS = 9000
@@ -227,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lateness-ms", type=int, default=2000,
                         help="the watermark's allowed lateness (default 2000; SPEC's default is 5000)")
     parser.add_argument("--quorum-loss", action="store_true", help="also kill 2 of the 3 controllers")
+    parser.add_argument("--probe-interval-ms", type=int, default=1000,
+                        help="the probe's rounds (default 1000; its production default is 5000)")
+    parser.add_argument("--probe-timeout-ms", type=int, default=900,
+                        help="the probe's bound on one exchange (default 900; its production default is 3000)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -256,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         target = replace(target_of("bench", cluster.bootstrap), controller_metrics=tuple(cluster.controller_metrics),
                          session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
         probe = BackgroundProbe([target], bus.bootstrap,
-                                ProbeOptions(interval_ms=1000, timeout_ms=900, source="bench-real-faults")).start()
+                                ProbeOptions(interval_ms=args.probe_interval_ms, timeout_ms=args.probe_timeout_ms,
+                                             source="bench-real-faults")).start()
         rig = Rig(store, cluster)
         try:
             _poll(lambda: rig.controller_in_store(cluster.quorum_leader()), 120, "the job's first view")
@@ -273,6 +284,14 @@ def main(argv: list[str] | None = None) -> int:
             job.stop()
             spark.streams.removeListener(job.recorder)
             spark.stop()
+        sent = read_sent(bus.bootstrap, values=True)
+    probe_disorder = disorder(sent)
+    # Every record the probe sent, with when it was sent: `ts` against `sent_at` shows each delay.
+    with (workdir / "probe-events.jsonl").open("wb") as fh:
+        fh.writelines(b'{"sent_at":%d,"event":%s}\n' % (event.created, event.value) for event in sent)
+    with store.engine.connect() as conn:
+        late = conn.execute(select(func.count()).select_from(quarantine)
+                            .where(quarantine.c.reason == "late_event")).scalar()
     table = []
     for name, (_, kafka_what, alert_what) in faults.items():
         runs = results[name]
@@ -285,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                       "runs": len(runs), "missed": sum(math.isnan(r["alert"]) for r in runs),
                       "rules": sorted({r["rule"] for r in runs if "rule" in r})})
     summary = {"lateness_ms": args.lateness_ms, "session_timeout_ms": SESSION_TIMEOUT_MS,
-               "cluster_start_s": round(boot_s, 1),
+               "probe_interval_ms": args.probe_interval_ms, "probe_timeout_ms": args.probe_timeout_ms,
+               "probe_disorder": probe_disorder, "late_events": late, "cluster_start_s": round(boot_s, 1),
                "nodes": {str(k): {"start_s": v[0], "rss_mb": v[1]} for k, v in nodes.items()}, "faults": table}
     if args.json:
         print(json.dumps(summary))
@@ -300,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['fault']:<32} {row['kafka_reaction']:<26} {row['kafka_s']:>6.2f}  {row['fleetwatch']:<30} "
               f"{row['fleetwatch_s']:>6.2f}  {row['after_kafka_s']:>11.2f}  {' '.join(row['rules'])}"
               + (f" (missed in {row['missed']} run(s))" if row["missed"] else ""))
+    print(f"the probe's events (rounds every {args.probe_interval_ms} ms, exchanges bounded by "
+          f"{args.probe_timeout_ms} ms), in send order ({workdir / 'probe-events.jsonl'}); "
+          f"{late} refused as late by the job:")
+    print(report(probe_disorder))
     freeze_after = table[0]["after_kafka_s"]
     print(f"goal: a frozen broker's first alert within {GOAL_S:.0f} s after Kafka fenced it: "
           f"{'met' if freeze_after <= GOAL_S else 'NOT met'} ({freeze_after:.2f} s)")
