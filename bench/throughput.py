@@ -75,10 +75,10 @@ from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produ
 from streaming.config import FleetwatchConfig
 from streaming.job import QUERY_NAME, spark_session, start_job, stop_gracefully
 from streaming.kraft import KRaftCluster
-from streaming.pipeline import build_pipeline, counting_messages, parse_stage, read_parsed_telemetry
+from streaming.pipeline import build_pipeline, counting_messages, read_parsed_telemetry
 from streaming.polling import poll
 from streaming.sinks import BatchWriter
-from streaming.source import PYTHON_SOURCE, SPARK_SOURCE, read_telemetry
+from streaming.source import PYTHON_SOURCE, SPARK_SOURCE
 from streaming.store import Store, alert_history
 
 # Telemetry topics get several partitions, as in production: one partition per topic would cap
@@ -149,15 +149,9 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
 
 def parsed_read(spark: SparkSession, config: FleetwatchConfig, bootstrap: str,
                 source: str = PYTHON_SOURCE) -> DataFrame:
-    """The parse stage's rows of the telemetry, as the job reads them with `source`: the Python
-    reader parses as it reads; Spark's connector's rows go through the parse stage."""
-    book, buckets = config.rule_book(), config.spark.state_buckets
-    if source == PYTHON_SOURCE:
-        return read_parsed_telemetry(spark, bootstrap, topics.TELEMETRY, book, buckets,
-                                     config.spark.max_records_per_batch)
-    raw = read_telemetry(spark, bootstrap, topics.TELEMETRY, source=source,
-                         max_records_per_batch=config.spark.max_records_per_batch)
-    return parse_stage(raw, book, buckets)
+    """The parse stage's rows of the telemetry, as the job reads them with `source`."""
+    return read_parsed_telemetry(spark, bootstrap, topics.TELEMETRY, config.rule_book(), config.spark.state_buckets,
+                                 config.spark.max_records_per_batch, source=source)
 
 
 def _ingest(spark: SparkSession, config: FleetwatchConfig, bootstrap: str, source: str, name: str, total: int,

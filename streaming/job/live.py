@@ -23,7 +23,7 @@ from streaming.pipeline import read_parsed_telemetry
 from streaming.progress import ProgressRecorder
 from streaming.resilience import Stopping, retry_store
 from streaming.sinks import AlertPublisher, BatchWriter
-from streaming.source import PYTHON_SOURCE, choose_source, read_telemetry
+from streaming.source import choose_source
 from streaming.store import Store
 
 __all__ = ["QUERY_NAME", "open_store", "reconcile_reset", "start_job"]
@@ -81,13 +81,9 @@ def start_job(spark: SparkSession, config: FleetwatchConfig, bus: str | BusAcces
     orphaned_since = reconcile_reset(store, checkpoint_id(spark, location), stop=stop)
     access = BusAccess.of(bus)
     source = choose_source(spark, config.bus, location, access)
-    if source == PYTHON_SOURCE:  # read and parsed in one Python worker per task
-        telemetry = read_parsed_telemetry(spark, access, topics.TELEMETRY, config.rule_book(),
-                                          config.spark.state_buckets, config.spark.max_records_per_batch)
-    else:
-        telemetry = read_telemetry(spark, access, topics.TELEMETRY, source=source,
-                                   max_records_per_batch=config.spark.max_records_per_batch,
-                                   kafka_options={"failOnDataLoss": str(config.bus.fail_on_data_loss).lower()})
+    telemetry = read_parsed_telemetry(spark, access, topics.TELEMETRY, config.rule_book(), config.spark.state_buckets,
+                                      config.spark.max_records_per_batch, source=source,
+                                      kafka_options={"failOnDataLoss": str(config.bus.fail_on_data_loss).lower()})
     writer = BatchWriter(store, on_alerts=publisher, stop=stop, retention=config.store.retention,
                          checkpoint=(QUERY_NAME, lambda: checkpoint_id(spark, location)),
                          orphaned_since=orphaned_since)

@@ -1,10 +1,11 @@
 """The pipeline graph that runs on Spark's workers: telemetry in, detection output rows out.
 
 Its door, for the job that starts it (streaming.job), the Spark daemon, the benches and tests:
-- `build_pipeline(telemetry, book, buckets)` -> rows of `OUTPUT_SCHEMA`;
-- `read_parsed_telemetry(spark, bus, topics, book, buckets)`, `read_parsed_recording(spark, path, ...)`:
-  the Python Kafka reader and the replay's file reader with the parse stage in their worker
-  (`parsing_reader`), whose rows `build_pipeline` takes as they are;
+- `read_parsed_telemetry(spark, bus, topics, book, buckets, source=...)`, `read_parsed_recording(spark,
+  path, ...)`: the parse stage's rows of the bus, read by the chosen source (the Python Kafka reader
+  parses in its own worker, `parsing_reader`; Spark's connector feeds `parse_stage`), and of a
+  recorded file (the replay's reader parses in its worker);
+- `build_pipeline(parsed, book, buckets)`: those rows -> rows of `OUTPUT_SCHEMA`;
 - `parse_stage(raw, book, buckets)` alone, `counting_messages(parsed)`; `bucket_of(shard, buckets)`.
 
 Inside: `parse` (contract check, heartbeat thinning, routing to buckets) -> `state`

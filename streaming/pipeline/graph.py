@@ -1,5 +1,5 @@
-"""The pipeline's Spark graph: parse stage -> event-time watermark -> detection's first pass per bucket
--> its second pass per bucket."""
+"""The pipeline's Spark graph: the parse stage's rows -> event-time watermark -> detection's first pass
+per bucket -> its second pass per bucket."""
 
 from __future__ import annotations
 
@@ -7,18 +7,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streaming.config import RuleBook
-from streaming.pipeline.parse import PARSED_SCHEMA, counting_messages, parse_stage
+from streaming.pipeline.parse import counting_messages
 from streaming.pipeline.state import HANDOFF_SCHEMA, HANDOFF_TIME, OUTPUT_SCHEMA, DetectorProcessor, HolderProcessor
 
 __all__ = ["build_pipeline"]
 
 
-def build_pipeline(telemetry: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
-    """Telemetry -> OUTPUT_SCHEMA rows; `buckets`: spark.state_buckets. `telemetry`: raw messages
-    (the readers' columns), parsed here, or the rows of the reader that parses as it reads
-    (PARSED_SCHEMA: `read_parsed_telemetry`, `read_parsed_recording`), parsed with the same rules and buckets."""
-    parsed = counting_messages(
-        telemetry if telemetry.columns == PARSED_SCHEMA.names else parse_stage(telemetry, book, buckets))
+def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
+    """The parse stage's rows (PARSED_SCHEMA: `read_parsed_telemetry`, `read_parsed_recording`, parsed
+    with the same rules and buckets) -> OUTPUT_SCHEMA rows; `buckets`: spark.state_buckets."""
+    parsed = counting_messages(parsed)
     lateness = book.defaults.allowed_lateness_ms
     events = (
         parsed.withColumn("event_time", F.timestamp_millis(F.col("ts")))

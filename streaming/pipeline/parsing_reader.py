@@ -28,9 +28,10 @@ from pyspark.sql.types import StructType
 from streaming import clock
 from streaming.bus_loss import PLANNED_MS
 from streaming.config import RuleBook
-from streaming.pipeline.parse import PARSED_SCHEMA, ParseSettings, parse_chunk
+from streaming.pipeline.parse import PARSED_SCHEMA, ParseSettings, parse_chunk, parse_stage
 from streaming.source import (
     FILE_TOPIC,
+    PYTHON_SOURCE,
     FleetwatchKafkaDataSource,
     JsonlFileSource,
     JsonlStreamReader,
@@ -186,12 +187,18 @@ class ParsingJsonlSource(JsonlFileSource):
 
 
 def read_parsed_telemetry(spark: SparkSession, bus: str | BusAccess, topics: Sequence[str], book: RuleBook,
-                          buckets: int, max_records_per_batch: int | None = None) -> DataFrame:
-    """The telemetry of `topics` on `bus` as the parse stage's rows (PARSED_SCHEMA), read and parsed
-    by the Python reader (`read_telemetry`'s PYTHON_SOURCE and `parse_stage` in one worker)."""
+                          buckets: int, max_records_per_batch: int | None = None, *, source: str = PYTHON_SOURCE,
+                          kafka_options: dict[str, str] | None = None) -> DataFrame:
+    """The telemetry of `topics` on `bus` as the parse stage's rows (PARSED_SCHEMA), read by `source`
+    (`choose_source`): the Python reader parses as it reads, in one worker per task; Spark's connector
+    (with `kafka_options`, such as `failOnDataLoss`) hands its rows to `parse_stage`."""
     # Imported here: Spark's Python workers import this module for the reader, not the driver's side.
-    from streaming.source import python_reader
+    from streaming.source import python_reader, read_telemetry
 
+    if source != PYTHON_SOURCE:
+        raw = read_telemetry(spark, bus, topics, source=source, max_records_per_batch=max_records_per_batch,
+                             kafka_options=kafka_options)
+        return parse_stage(raw, book, buckets)
     reader = python_reader(spark, bus, topics, max_records_per_batch=max_records_per_batch,
                            data_source=ParsingKafkaDataSource)
     return reader.options(**_options(spark, book, buckets)).load()
