@@ -31,7 +31,8 @@ from kafka import KafkaConsumer, TopicPartition
 from streaming import topics
 from streaming.bus import EmbeddedBus
 
-__all__ = ["SentEvent", "disorder", "read_sent"]
+__all__ = ["SentEvent", "disorder", "read_sent", "report"]
+
 
 class SentEvent(NamedTuple):
     """One telemetry record: when it was sent (its CreateTime), its event's time and type, and
