@@ -1,7 +1,8 @@
 """A started pipeline query: how it starts over any source into any writer, runs and stops.
 
-- `start_query`: the pipeline graph (`streaming.pipeline.build_pipeline`) over the readers'
-  columns (or the parsing reader's rows), into a foreachBatch writer, with its progress recorder -> `RunningJob`.
+- `start_query`: the pipeline graph (`streaming.pipeline.build_pipeline`) over the parse stage's
+  rows (`read_parsed_telemetry`, `read_parsed_recording`), into a foreachBatch writer, with its
+  progress recorder -> `RunningJob`.
 - `RunningJob.run_until(stop, finished)`, then `RunningJob.stop()` (`stop_gracefully`).
 """
 
