@@ -28,6 +28,9 @@ from typing import Any, NamedTuple
 import orjson
 from kafka import KafkaConsumer, TopicPartition
 
+# bench/ is this script's folder, first on sys.path when it runs.
+from throughput_measures import percentile
+
 from streaming import topics
 from streaming.bus import EmbeddedBus
 
@@ -78,9 +81,8 @@ def read_sent(bootstrap: str, idle_polls: int = 6, *, values: bool = False) -> l
 def _spread(values: list[int]) -> dict[str, int]:
     if not values:
         return {"p50": 0, "p99": 0, "p99_9": 0, "max": 0}
-    ordered = sorted(values)
-    at = lambda share: ordered[min(len(ordered) - 1, int(share * len(ordered)))]  # noqa: E731
-    return {"p50": at(0.5), "p99": at(0.99), "p99_9": at(0.999), "max": ordered[-1]}
+    return {"p50": int(percentile(values, 0.5)), "p99": int(percentile(values, 0.99)),
+            "p99_9": int(percentile(values, 0.999)), "max": max(values)}
 
 
 def disorder(sent: list[SentEvent]) -> dict[str, Any]:
