@@ -135,7 +135,8 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
         store = Store(f"sqlite:///{workdir / 'backlog.db'}")
         cpu_before = rss.cpu_s()
         telemetry = parsed_read(spark, config, bus.bootstrap)
-        query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets).writeStream.queryName("full")
+        query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets,
+                                config.spark.max_records_per_batch).writeStream.queryName("full")
                  .foreachBatch(BatchWriter(store))
                  .option("checkpointLocation", str(workdir / "cp-full"))
                  .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())

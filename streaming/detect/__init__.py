@@ -17,6 +17,9 @@ Its interface, as the pipeline (streaming/pipeline/) and the others use it:
 - `ReadPositions` follows the offsets the job reads per bus partition; `advance(runs)` says where
   records were lost unread (`BusGap`s), which `ShardEngine.process` takes among its events: a
   broker session restarts at a gap's end instead of lapsing in the blind time (bus_gaps.py).
+- `BusClock` is detection's own watermark: the event time every bus partition has been read to,
+  so that a micro-batch cut by the source's cap (a restart onto a backlog) changes no alert and
+  makes no event late (bus_clock.py); `advance(runs, cap, lateness_ms)` after each micro-batch.
 - `is_carried_over(starts_at, evidence_since)`, `carried_over_ends(carried, fired, snapshots)`:
   which alerts open before a reset of the detection state outlive it, and when the new state ends
   them (carried.py).
@@ -33,6 +36,7 @@ The rules themselves (README.md beside this file) are plain Python over contract
 """
 
 
+from streaming.detect.bus_clock import BusClock
 from streaming.detect.bus_gaps import BusGap, ReadPositions, Run
 from streaming.detect.carried import carried_over_ends, is_carried_over
 from streaming.detect.domains import BrokerPlace, ClusterPlace, Domain, places_of
@@ -64,6 +68,7 @@ __all__ = [
     "STATE_FORMAT_VERSION",
     "Advertisements",
     "BrokerPlace",
+    "BusClock",
     "BusGap",
     "ClusterPlace",
     "Domain",

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 __all__ = ["BusGap", "ReadPositions", "Run"]
 
 # A run of consecutive offsets read from one bus partition: (source "topic:partition", first offset,
-# last offset, event time of its first valid event, of its last one; None without any).
-Run = tuple[str, int, int, int | None, int | None]
+# last offset, event time of its first valid event, of its last one, the largest event time among
+# its valid events (bus_clock.py); None without any).
+Run = tuple[str, int, int, int | None, int | None, int | None]
 
 # The fewest missing offsets taken for lost records (see the docstring).
 _MIN_LOST = 2
@@ -57,7 +58,7 @@ class ReadPositions:
     def advance(self, runs: Iterable[Run]) -> list[BusGap]:
         """Take one micro-batch's runs (in any order); the gaps before them."""
         gaps = []
-        for source, first, last, first_ts, last_ts in sorted(runs, key=lambda r: (r[0], r[1])):
+        for source, first, last, first_ts, last_ts, _ in sorted(runs, key=lambda r: (r[0], r[1])):
             known = self.at.get(source)
             if known is None:  # a partition never read, or a state from before positions were kept
                 self.at[source] = (last, last_ts, False)

@@ -87,7 +87,8 @@ def start_query(spark: SparkSession, config: FleetwatchConfig, telemetry: DataFr
     if recorder is None:
         recorder = ProgressRecorder(store)
         spark.streams.addListener(recorder)
-    query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets).writeStream.queryName(name)
+    query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets,
+                            config.spark.max_records_per_batch).writeStream.queryName(name)
              .foreachBatch(writer)
              .option("checkpointLocation", checkpoint)
              .trigger(processingTime=trigger)

@@ -13,9 +13,10 @@ from streaming.pipeline.state import HANDOFF_SCHEMA, HANDOFF_TIME, OUTPUT_SCHEMA
 __all__ = ["build_pipeline"]
 
 
-def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
+def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int, cap: int | None) -> DataFrame:
     """The parse stage's rows (PARSED_SCHEMA: `read_parsed_telemetry`, `read_parsed_recording`, parsed
-    with the same rules and buckets) -> OUTPUT_SCHEMA rows; `buckets`: spark.state_buckets."""
+    with the same rules and buckets) -> OUTPUT_SCHEMA rows; `buckets`: spark.state_buckets; `cap`:
+    spark.max_records_per_batch, the cap the source plans micro-batches with (None: none)."""
     parsed = counting_messages(parsed)
     lateness = book.defaults.allowed_lateness_ms
     events = (
@@ -23,15 +24,16 @@ def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int) -> DataFrame
         .withWatermark("event_time", f"{lateness} milliseconds")
         # Without the event-time column below the watermark, Spark no longer drops late rows
         # silently; the engine sees them and sends them to quarantine ("nothing is lost").
-        # Timers still follow the query's watermark.
+        # Detection keeps a watermark of its own (streaming/detect/bus_clock.py); Spark's stays for
+        # its progress and the checkpoint's operators, which were written in event-time mode.
         .drop("event_time")
     )
     handed_on = events.groupBy("bucket").transformWithStateInPandas(
-        statefulProcessor=DetectorProcessor(book, buckets),
+        statefulProcessor=DetectorProcessor(book, buckets, cap),
         outputStructType=HANDOFF_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",
-        # The event time of its rows for the second pass, which runs under the same watermark.
+        # The event time Spark checks its rows for the second pass against (just past its watermark).
         eventTimeColumnName=HANDOFF_TIME,
     )
     return handed_on.groupBy("bucket").transformWithStateInPandas(

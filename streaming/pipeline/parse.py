@@ -155,15 +155,16 @@ def _parse_chunk(raw: Iterable[tuple[str, int, int, str | None]], buckets: int, 
     valid: list[tuple[Event, str, int]] = []
     # source -> [largest lead, events, refused for being ahead]
     clocks: dict[str, list[int]] = {}
-    # [source, first offset, last offset, first valid event's ts, last one's]: streaming.detect.bus_gaps.Run
+    # [source, first offset, last offset, first valid event's ts, last one's, the largest]:
+    # streaming.detect.bus_gaps.Run
     runs: list[list[Any]] = []
-    run: list[Any] = [None, 0, 0, None, None]
+    run: list[Any] = [None, 0, 0, None, None, None]
     for topic, partition, offset, value in raw:
         src = f"{topic}:{partition}"
         if offset == run[2] + 1 and src == run[0]:
             run[2] = offset
         else:
-            run = [src, offset, offset, None, None]
+            run = [src, offset, offset, None, None, None]
             runs.append(run)
         try:
             event = parse_message(value, topic, latest_ts_ms)
@@ -179,7 +180,9 @@ def _parse_chunk(raw: Iterable[tuple[str, int, int, str | None]], buckets: int, 
                 refuse_ahead_of_clock(event, now_ms, max_source_lead_ms)
             valid.append((event, src, offset))
             if run[3] is None:
-                run[3] = event.ts
+                run[3] = run[5] = event.ts
+            elif event.ts > run[5]:
+                run[5] = event.ts
             run[4] = event.ts
         except Rejected as exc:
             source = exc.source
@@ -223,7 +226,7 @@ def _parse_chunk(raw: Iterable[tuple[str, int, int, str | None]], buckets: int, 
         reads_column.append(None)
     messages_column = [0] * len(bucket_column)
     if messages_column:
-        messages_column[0] = sum(last - first + 1 for _, first, last, _, _ in runs)
+        messages_column[0] = sum(last - first + 1 for _, first, last, *_ in runs)
     return pa.RecordBatch.from_pydict({"bucket": bucket_column, "ts": ts_column, "events": events_column,
                                       "reads": reads_column, "messages": messages_column},
                                      schema=_PARSED_ARROW_SCHEMA)

@@ -13,7 +13,8 @@ import json
 import marshal
 import pickle
 from collections import defaultdict
-from collections.abc import Container, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -32,6 +33,7 @@ from streaming.alert import encode_output
 from streaming.config import RuleBook
 from streaming.contract import event_to_dict
 from streaming.detect import (
+    BusClock,
     Handoff,
     Position,
     ReadPositions,
@@ -63,8 +65,8 @@ _OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
 # Between the passes: to the second pass's `bucket`, the first pass's output rows (kind "rows":
 # marshal-ed OUTPUT_SCHEMA tuples) or hand-offs (kind "handoffs": pickled `Handoff`s).
 # `HANDOFF_TIME` is the event time Spark checks rows between stateful operators against: just
-# past the watermark, so that none is late (what a row carries can be older: an alert a timer
-# fired at its deadline).
+# past Spark's watermark, so that none is late (what a row carries can be older: an alert a
+# deadline fired).
 HANDOFF_TIME = "handoff_time"
 HANDOFF_SCHEMA = StructType([
     StructField("bucket", IntegerType()),
@@ -73,20 +75,37 @@ HANDOFF_SCHEMA = StructType([
     StructField("data", BinaryType()),
 ])
 _HANDOFF_COLUMNS = [f.name for f in HANDOFF_SCHEMA.fields]
-# The state of one bucket: {shard: (next deadline or None, pickled engine)}, the timer
-# registered for the bucket, and the bucket count it was written with. The first pass also keeps
-# its `ReadPositions` in the engines' dict under `_POSITIONS` (no shard's name: each has a prefix
-# with a colon), as (None, its `at` pickled: builtins only, no class to keep loadable); a state
-# written before has none, and starts following the offsets. A
-# bucket without shards keeps none either (its row goes, as before): a shard new there has no
-# broker session a gap before it could restart.
+# The state of one bucket: {shard: (next deadline or None, pickled engine)}, a timer (written by
+# versions that woke the bucket with Spark's event-time timers; now always null, see
+# `_BucketsOfShards`), and the bucket count it was written with. Beside the shards, under keys that
+# are no shard's name (each has a prefix with a colon), as (None, pickled value): the first pass's
+# `ReadPositions` (`_POSITIONS`, builtins; a bucket without shards keeps none: a shard new there has
+# no broker session a gap before it could restart), its `BusClock` (`_CLOCK`, builtins: detection's
+# watermark; kept by a bucket without shards too, so every bucket's clock stays the same) and the
+# events it holds back (`_HELD`: see `DetectorProcessor`). A state written before has none of them.
 _BUCKET_STATE = StructType([
     StructField("engines", BinaryType()),
     StructField("timer", LongType()),
     StructField("buckets", IntegerType()),
 ])
 _Engines = dict[str, tuple[int | None, bytes]]
+_Items = dict[str, list[tuple[Position, Any]]]  # a shard's events (or hand-offs), each at its position
 _POSITIONS = "bus-positions"
+_CLOCK = "bus-clock"
+_HELD = "held-events"
+# The watermark a hand-off is checked against: none is late.
+_NEVER_LATE = -(2**62)
+
+
+@dataclass
+class _Bucket:
+    """One bucket's state, as `_BucketsOfShards` loads it (`registered`: a timer an older version left)."""
+
+    engines: _Engines = field(default_factory=dict)
+    registered: int | None = None
+    positions: ReadPositions = field(default_factory=ReadPositions)
+    clock: BusClock = field(default_factory=BusClock)
+    held: list[tuple[str, Position, Any]] = field(default_factory=list)
 
 
 def _output_rows(out: ShardOutput) -> list[tuple[Any, ...]]:
@@ -105,9 +124,13 @@ def _rows_of(outputs: list[ShardOutput]) -> list[tuple[Any, ...]]:
     return [row for out in outputs for row in _output_rows(out)]
 
 
+_WATERMARK = "watermark"
+
+
 def _watermark_row(watermark: int) -> tuple[Any, ...]:
-    """The watermark detection ran with, for the sink: it tells when a reset state has caught up."""
-    return ("watermark", None, watermark, None)
+    """Detection's watermark after the micro-batch, for the second pass (its watermark) and the sink
+    (it tells when a reset state has caught up)."""
+    return (_WATERMARK, None, watermark, None)
 
 
 def _quarantine_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
@@ -124,12 +147,19 @@ def _source_clock_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
 
 
 class _BucketsOfShards(StatefulProcessor):
-    """Runs the engines of one bucket of shards, kept in the state store, and wakes them with one
-    event-time timer per bucket.
+    """Runs the engines of one bucket of shards, kept in the state store.
 
     Shards are grouped into a fixed number of buckets because each key costs the Python worker
     a fixed ~5 ms (Arrow to pandas, round trips to the JVM's state server): with one key per
     shard, that was most of a micro-batch at 1,000 clusters (bench/throughput.py).
+
+    Time is detection's own watermark (`BusClock`, streaming/detect/bus_clock.py), not Spark's:
+    a micro-batch's events are checked for lateness against the watermark before it, then every
+    deadline the watermark after it passed falls due, in the same batch. Every bucket of both
+    passes gets rows in every micro-batch that read anything (the parse stage sends each bucket the
+    batch's reads; each bucket of the first pass hands its rows to the same bucket of the second),
+    and the watermark moves only with what is read, so no Spark timer is needed: a timer of Spark's
+    would fire by Spark's watermark, ahead of detection's while a capped backlog is read.
     """
 
     def __init__(self, book: RuleBook, buckets: int) -> None:
@@ -140,38 +170,39 @@ class _BucketsOfShards(StatefulProcessor):
         self.handle = handle
         self.state = handle.getValueState("bucket", _BUCKET_STATE)
 
-    def _load(self) -> tuple[_Engines, int | None, ReadPositions]:
+    def _load(self) -> _Bucket:
         stored = self.state.get()  # None for a new bucket: one round trip, not exists() + get()
         if stored is None:
-            return {}, None, ReadPositions()
+            return _Bucket()
         engines, timer, buckets = stored
         if buckets != self.buckets:
             raise RuntimeError(f"the checkpoint's detection state has {buckets} buckets but spark.state_buckets "
                                f"is {self.buckets}: set it back to {buckets}, or start a new checkpoint")
         loaded: _Engines = pickle.loads(engines)
-        positions = loaded.pop(_POSITIONS, None)
-        return loaded, timer, ReadPositions(None if positions is None else pickle.loads(positions[1]))
+        positions, clock, held = (loaded.pop(name, None) for name in (_POSITIONS, _CLOCK, _HELD))
+        return _Bucket(loaded, timer, ReadPositions(None if positions is None else pickle.loads(positions[1])),
+                       BusClock.load(None if clock is None else pickle.loads(clock[1])),
+                       [] if held is None else pickle.loads(held[1]))
 
-    def _save(self, engines: _Engines, registered: int | None, positions: ReadPositions) -> None:
-        deadlines = [deadline for deadline, _ in engines.values() if deadline is not None]
-        # Spark fires a timer once the watermark reaches it; the engines' timers fire once the
-        # watermark has passed them, hence the extra millisecond.
-        timer = min(deadlines) + 1 if deadlines else None
-        if timer != registered:  # every timer call is a round trip: only move it when it moved
-            if registered is not None:
-                self.handle.deleteTimer(registered)
-            if timer is not None:
-                self.handle.registerTimer(timer)
-        if engines:
-            if positions.at:
-                engines = {**engines, _POSITIONS: (None, pickle.dumps(positions.at, protocol=pickle.HIGHEST_PROTOCOL))}
-            self.state.update((pickle.dumps(engines, protocol=pickle.HIGHEST_PROTOCOL), timer, self.buckets))
+    def _save(self, bucket: _Bucket, *, clock: bool) -> None:
+        """Store the bucket back (with its clock, in the first pass)."""
+        if bucket.registered is not None:  # an older version's timer (every timer call is a round trip)
+            self.handle.deleteTimer(bucket.registered)
+        kept = dict(bucket.engines)
+        if clock:
+            kept[_CLOCK] = (None, pickle.dumps(bucket.clock.dump(), protocol=pickle.HIGHEST_PROTOCOL))
+        if bucket.held:
+            kept[_HELD] = (None, pickle.dumps(bucket.held, protocol=pickle.HIGHEST_PROTOCOL))
+        if bucket.engines and bucket.positions.at:
+            kept[_POSITIONS] = (None, pickle.dumps(bucket.positions.at, protocol=pickle.HIGHEST_PROTOCOL))
+        if kept:
+            self.state.update((pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL), None, self.buckets))
         else:  # every shard of the bucket was forgotten (state TTL): so is the bucket's row
             self.state.clear()
 
     def _step(self, engines: _Engines, shard: str, items: list[tuple[Position, Any]] | None,
               watermark: int) -> ShardOutput:
-        """Process a shard's events or hand-offs (or, with None, only its due timers) and store the engine back."""
+        """Process a shard's events or hand-offs (or, with None, only its due deadlines) and store the engine back."""
         stored = engines.get(shard)
         engine = load_engine(stored[1]) if stored is not None else engine_for(shard)
         out = engine.advance(watermark, self.book) if items is None else engine.process(items, watermark, self.book)
@@ -181,54 +212,53 @@ class _BucketsOfShards(StatefulProcessor):
             engines[shard] = (engine.next_deadline(self.book), dump_engine(engine))
         return out
 
-    def _run(self, by_shard: dict[str, list[tuple[Position, Any]]], watermark: int,
-             reads: list[Run] | None = None) -> list[ShardOutput]:
-        """The bucket's shards with items, then those whose deadline the watermark passed. `reads`:
-        the micro-batch's runs of bus offsets (first pass); each gap before them goes to every
-        shard of the bucket, which knows whether its heartbeats travel there."""
-        engines, registered, positions = self._load()
-        if reads:
-            gaps = positions.advance(reads)
-            for shard in dict.fromkeys([*engines, *by_shard]) if gaps else ():
-                by_shard[shard] += [((gap.source, gap.offset), gap) for gap in gaps]
-        outputs = [self._step(engines, shard, items, watermark) for shard, items in by_shard.items()]
-        outputs += self._advance_due(engines, watermark, skip=by_shard)
-        self._save(engines, registered, positions)
-        return outputs
+    def _run(self, engines: _Engines, by_shard: _Items, before: int, after: int) -> list[ShardOutput]:
+        """The bucket's shards with items, late against `before` (the watermark before the micro-batch),
+        then every shard whose deadline `after` (the watermark after it) passed."""
+        outputs = [self._step(engines, shard, items, before) for shard, items in by_shard.items()]
+        due = [shard for shard, (deadline, _) in engines.items() if deadline is not None and deadline < after]
+        return outputs + [self._step(engines, shard, None, after) for shard in due]
 
-    def _advance_due(self, engines: _Engines, watermark: int, skip: Container[str] = ()) -> list[ShardOutput]:
-        due = [shard for shard, (deadline, _) in engines.items()
-               if deadline is not None and deadline < watermark and shard not in skip]
-        return [self._step(engines, shard, None, watermark) for shard in due]
-
-    def _expired(self, watermark: int) -> list[ShardOutput]:
-        engines, _, positions = self._load()
-        outputs = self._advance_due(engines, watermark)
-        self._save(engines, None, positions)  # Spark deletes the expired timer after this call
-        return outputs
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        # Only a timer a version before detection's own watermark registered (Spark deletes it after
+        # this call): what it would have woken falls due with the bucket's next rows, by that watermark.
+        yield from ()
 
     def close(self) -> None:
         pass
 
 
 class DetectorProcessor(_BucketsOfShards):
-    """The first pass: the cluster and target shards of a bucket over its parsed events."""
+    """The first pass: the cluster and target shards of a bucket over its parsed events.
+
+    `cap`: the job's `spark.max_records_per_batch`, which tells its clock whether a micro-batch may
+    have been cut by it (streaming/detect/bus_clock.py). After such a batch, the bucket applies only
+    the events before the new watermark and holds the others back, in its state, for a later batch:
+    a capped batch reads some partitions further than others, and an event applied ahead of one an
+    unread partition still holds would decide a deadline out of event-time order. So every event is
+    applied in the order of reading everything at once. (After a batch that read every partition to
+    its end, every event is applied, as it comes.)"""
+
+    def __init__(self, book: RuleBook, buckets: int, cap: int | None) -> None:
+        super().__init__(book, buckets)
+        self.cap = cap
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         (bucket,) = key
-        watermark = timerValues.getCurrentWatermarkInMs()
+        spark_watermark = timerValues.getCurrentWatermarkInMs()
         if bucket in (QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET):
             to_rows = _quarantine_rows if bucket == QUARANTINE_BUCKET else _source_clock_rows
-            yield self._handing_on(0, [row for frame in rows for row in to_rows(frame)], [], watermark)
+            yield self._handing_on(0, [row for frame in rows for row in to_rows(frame)], [], spark_watermark)
             return
         frames = list(rows)
         with no_cycle_collection():
-            result = self._detect(bucket, frames, watermark)
+            result = self._detect(bucket, frames, spark_watermark)
         yield result
 
-    def _detect(self, bucket: int, frames: list[pd.DataFrame], watermark: int) -> pd.DataFrame:
+    def _detect(self, bucket: int, frames: list[pd.DataFrame], spark_watermark: int) -> pd.DataFrame:
         # A function of its own, so that its events are gone when the collector comes back.
-        by_shard: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
+        state = self._load()
+        items: list[tuple[str, Position, Any]] = state.held
         earliest: int | None = None
         reads: list[Run] = []
         for frame in frames:
@@ -238,26 +268,33 @@ class DetectorProcessor(_BucketsOfShards):
                 if packed is None:  # the chunk had none of the bucket's events, only its reads
                     continue
                 for shard, src, pos, event in unpack(packed):
-                    by_shard[shard].append(((src, pos), event))
+                    items.append((shard, (src, pos), event))
                     earliest = event.ts if earliest is None else min(earliest, event.ts)
-        extra = [] if earliest is None else [("earliest_event", None, earliest, None)]
-        return self._passed_on(bucket, self._run(by_shard, watermark, reads), watermark, extra)
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-        (bucket,) = key
-        watermark = timerValues.getCurrentWatermarkInMs()
-        yield self._passed_on(bucket, self._expired(watermark), watermark)
-
-    def _passed_on(self, bucket: int, outputs: list[ShardOutput], watermark: int,
-                   extra: list[tuple[Any, ...]] | None = None) -> pd.DataFrame:
-        """What the bucket's shards produced, with the watermark they ran with (and `extra` rows),
-        for the second pass."""
-        rows = _rows_of(outputs) + (extra or [])
-        rows.append(_watermark_row(watermark))
-        return self._handing_on(bucket, rows, [change for out in outputs for change in out.handoffs], watermark)
+        if state.clock.watermark is None:  # a state written before the clock: from Spark's
+            state.clock.watermark = spark_watermark
+        before = state.clock.watermark
+        capped = state.clock.advance(reads, self.cap, self.book.defaults.allowed_lateness_ms)
+        after = state.clock.watermark
+        # Each gap in the reads goes to every shard of the bucket, which knows whether its heartbeats travel there.
+        gaps = state.positions.advance(reads)
+        for shard in dict.fromkeys([*state.engines, *(shard for shard, _, _ in items)]) if gaps else ():
+            items += [(shard, (gap.source, gap.offset), gap) for gap in gaps]
+        by_shard: _Items = defaultdict(list)
+        state.held = []
+        for shard, position, event in items:
+            if capped and event.ts >= after:
+                state.held.append((shard, position, event))
+            else:
+                by_shard[shard].append((position, event))
+        outputs = self._run(state.engines, by_shard, before, after)
+        self._save(state, clock=True)
+        rows = _rows_of(outputs) + ([] if earliest is None else [("earliest_event", None, earliest, None)])
+        rows.append(_watermark_row(after))
+        return self._handing_on(bucket, rows, [change for out in outputs for change in out.handoffs],
+                                spark_watermark)
 
     def _handing_on(self, bucket: int, rows: list[tuple[Any, ...]], handoffs: list[Handoff],
-                    watermark: int) -> pd.DataFrame:
+                    spark_watermark: int) -> pd.DataFrame:
         """The rows for the second pass: this bucket's output rows, to the same bucket there, and
         the hand-offs, each to its shard's bucket."""
         by_bucket: dict[int, list[Handoff]] = defaultdict(list)
@@ -266,13 +303,17 @@ class DetectorProcessor(_BucketsOfShards):
         out = [(bucket, "rows", marshal.dumps(rows))]
         out += [(b, "handoffs", pickle.dumps(changes, protocol=pickle.HIGHEST_PROTOCOL))
                 for b, changes in by_bucket.items()]
-        at = pd.Timestamp(watermark + 1, unit="ms")
+        # Just past Spark's watermark, which Spark checks rows between stateful operators against.
+        at = pd.Timestamp(spark_watermark + 1, unit="ms")
         return pd.DataFrame([(b, at, kind, data) for b, kind, data in out], columns=_HANDOFF_COLUMNS)
 
 
 class HolderProcessor(_BucketsOfShards):
     """The second pass: the address and cluster-id shards of a bucket over the hand-offs to them;
-    the first pass's output rows go through."""
+    the first pass's output rows go through. Its watermark is the first pass's, which the rows of
+    the first pass's bucket of the same number carry (`_watermark_row`). It keeps no clock: a
+    hand-off is never late (the first pass quarantined the late events), and every deadline the
+    watermark before the batch passed fell due in the batch before."""
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         output: list[tuple[Any, ...]] = []
@@ -284,9 +325,12 @@ class HolderProcessor(_BucketsOfShards):
                 else:
                     for change in pickle.loads(data):
                         by_shard[shard_of_handoff(change)].append(((), change))
-        if by_shard:
-            output += _rows_of(self._run(by_shard, timerValues.getCurrentWatermarkInMs()))
+        watermarks = [row[2] for row in output if row[0] == _WATERMARK]
+        if watermarks or by_shard:
+            state = self._load()
+            after = max(watermarks, default=_NEVER_LATE)
+            due = [shard for shard, (deadline, _) in state.engines.items() if deadline is not None and deadline < after]
+            if by_shard or due or state.registered is not None:
+                output += _rows_of(self._run(state.engines, by_shard, _NEVER_LATE, after))
+                self._save(state, clock=False)
         yield pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-        yield pd.DataFrame(_rows_of(self._expired(timerValues.getCurrentWatermarkInMs())), columns=_OUTPUT_COLUMNS)

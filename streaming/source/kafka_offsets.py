@@ -13,6 +13,7 @@ reader that parses as it reads adds `"planned_ms"`, when the batch ending there 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,20 +62,22 @@ def restarted_topics(start: Offsets, end: Offsets) -> set[str]:
 
 
 def allocate(cap: int, lags: Mapping[str, int]) -> dict[str, int]:
-    """Split `cap` rows over partitions in proportion to their lag (never above a lag).
+    """Split `cap` rows over partitions in proportion to their lag, as Spark's kafka connector
+    splits `maxOffsetsPerTrigger` (`KafkaMicroBatchStream.rateLimit`): a share below one record is
+    rounded up (every partition with unread records gets at least one), any other down; never
+    above a lag. The sum may miss the cap by less than one record per partition either way.
 
-    Leftover rows from rounding down go to the partitions with the largest remaining lag, so
-    a small cap over many partitions still makes progress.
-    """
+    Both sources planning alike is what detection's clock relies on to tell a capped micro-batch
+    and to know that a partition absent from one had nothing left to read
+    (streaming/detect/bus_clock.py)."""
     total = sum(lags.values())
     if total <= cap:
         return dict(lags)
-    share = {key: cap * lag // total for key, lag in lags.items()}
-    leftover = cap - sum(share.values())
-    for key in sorted(lags, key=lambda k: (share[k] - lags[k], k)):
-        if leftover == 0:
-            break
-        if share[key] < lags[key]:
-            share[key] += 1
-            leftover -= 1
+    share = {}
+    for key, lag in lags.items():
+        if lag > 0:
+            prorate = cap * lag / total
+            share[key] = min(lag, math.ceil(prorate) if prorate < 1 else math.floor(prorate))
+        else:
+            share[key] = 0
     return share

@@ -34,7 +34,8 @@ def first_pass(batches: list[Segment | list[Segment]]) -> list[tuple]:
     alerts, watermark = [], -(2**62)
     for batch in batches:
         segments = batch if isinstance(batch, list) else [batch]
-        gaps = positions.advance([(source, first, first + len(events) - 1, events[0].ts, events[-1].ts)
+        gaps = positions.advance([(source, first, first + len(events) - 1, events[0].ts, events[-1].ts,
+                                   max(e.ts for e in events))
                                   for source, first, events in segments])
         items = [((source, first + i), e) for source, first, events in segments
                  for i, e in enumerate(events) if e.cluster_id == C]
@@ -90,37 +91,37 @@ def test_a_gap_in_a_partition_without_the_clusters_heartbeats_changes_nothing():
 
 def test_one_missing_offset_is_no_loss_it_may_be_a_transaction_marker():
     positions = ReadPositions()
-    assert positions.advance([(HEARTBEATS, 0, 9, t(0), t(9))]) == []
-    assert positions.advance([(HEARTBEATS, 11, 20, t(40), t(50))]) == []
-    assert positions.advance([(HEARTBEATS, 23, 30, t(70), t(80))]) == [BusGap(HEARTBEATS, t(50), t(70), 23)]
+    assert positions.advance([(HEARTBEATS, 0, 9, t(0), t(9), t(9))]) == []
+    assert positions.advance([(HEARTBEATS, 11, 20, t(40), t(50), t(50))]) == []
+    assert positions.advance([(HEARTBEATS, 23, 30, t(70), t(80), t(80))]) == [BusGap(HEARTBEATS, t(50), t(70), 23)]
 
 
 def test_runs_of_one_batch_in_any_order_and_a_gap_between_them():
     positions = ReadPositions()
-    assert positions.advance([(HEARTBEATS, 50, 60, t(50), t(60)), (HEARTBEATS, 0, 9, t(0), t(9))]) == [
+    assert positions.advance([(HEARTBEATS, 50, 60, t(50), t(60), t(60)), (HEARTBEATS, 0, 9, t(0), t(9), t(9))]) == [
         BusGap(HEARTBEATS, t(9), t(50), 50)]
-    assert positions.advance([(HEARTBEATS, 61, 70, t(61), t(70)), (OTHER, 0, 3, t(61), t(64))]) == []
+    assert positions.advance([(HEARTBEATS, 61, 70, t(61), t(70), t(70)), (OTHER, 0, 3, t(61), t(64), t(64))]) == []
 
 
 def test_a_partition_that_started_over_lost_what_it_held():
     # Its topic deleted and created again: offsets from 0.
     positions = ReadPositions()
-    positions.advance([(HEARTBEATS, 0, 99, t(0), t(30))])
-    assert positions.advance([(HEARTBEATS, 0, 9, t(70), t(80))]) == [BusGap(HEARTBEATS, t(30), t(70), 0)]
+    positions.advance([(HEARTBEATS, 0, 99, t(0), t(30), t(30))])
+    assert positions.advance([(HEARTBEATS, 0, 9, t(70), t(80), t(80))]) == [BusGap(HEARTBEATS, t(30), t(70), 0)]
 
 
 def test_a_gap_followed_by_no_valid_event_ends_at_the_next_one():
     positions = ReadPositions()
-    positions.advance([(HEARTBEATS, 0, 9, t(0), t(9))])
-    assert positions.advance([(HEARTBEATS, 20, 25, None, None)]) == []  # quarantined records only
-    assert positions.advance([(HEARTBEATS, 26, 30, t(60), t(64))]) == [BusGap(HEARTBEATS, t(9), t(60), 26)]
-    assert positions.advance([(HEARTBEATS, 31, 31, t(65), t(65))]) == []
+    positions.advance([(HEARTBEATS, 0, 9, t(0), t(9), t(9))])
+    assert positions.advance([(HEARTBEATS, 20, 25, None, None, None)]) == []  # quarantined records only
+    assert positions.advance([(HEARTBEATS, 26, 30, t(60), t(64), t(64))]) == [BusGap(HEARTBEATS, t(9), t(60), 26)]
+    assert positions.advance([(HEARTBEATS, 31, 31, t(65), t(65), t(65))]) == []
 
 
 def test_a_partition_before_its_first_valid_event_has_nothing_to_be_blind_to():
     positions = ReadPositions()
-    positions.advance([(HEARTBEATS, 0, 9, None, None)])
-    assert positions.advance([(HEARTBEATS, 50, 59, t(50), t(59))]) == []
+    positions.advance([(HEARTBEATS, 0, 9, None, None, None)])
+    assert positions.advance([(HEARTBEATS, 50, 59, t(50), t(59), t(59))]) == []
 
 
 def test_an_engine_pickled_before_it_knew_its_heartbeat_partitions_learns_them():

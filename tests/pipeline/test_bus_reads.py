@@ -21,9 +21,9 @@ def heartbeat(ts: int, cluster: str) -> str:
 
 
 def test_every_bucket_reads_the_chunks_runs_of_offsets():
-    records = [("fleetwatch.heartbeats", 0, 10, heartbeat(NOW_MS - 9_000, "AaaaaaaaaaaaaaaaaaaaaA")),
+    records = [("fleetwatch.heartbeats", 0, 10, heartbeat(NOW_MS - 8_000, "AaaaaaaaaaaaaaaaaaaaaA")),
                ("fleetwatch.heartbeats", 0, 11, "not json"),
-               ("fleetwatch.heartbeats", 0, 12, heartbeat(NOW_MS - 8_000, "BbbbbbbbbbbbbbbbbbbbbB")),
+               ("fleetwatch.heartbeats", 0, 12, heartbeat(NOW_MS - 9_000, "BbbbbbbbbbbbbbbbbbbbbB")),
                # offsets 13-19 gone from the bus
                ("fleetwatch.heartbeats", 0, 20, "not json"),
                ("fleetwatch.heartbeats", 0, 21, heartbeat(NOW_MS - 1_000, "AaaaaaaaaaaaaaaaaaaaaA"))]
@@ -32,8 +32,9 @@ def test_every_bucket_reads_the_chunks_runs_of_offsets():
     buckets = [row for row in rows if row["bucket"] >= 0]
     assert sorted(row["bucket"] for row in buckets) == list(range(BUCKETS))
     assert {tuple(marshal.loads(row["reads"])) for row in buckets} == {(
-        ("fleetwatch.heartbeats:0", 10, 12, NOW_MS - 9_000, NOW_MS - 8_000),
-        ("fleetwatch.heartbeats:0", 20, 21, NOW_MS - 1_000, NOW_MS - 1_000))}
+        # (partition, first offset, last offset, first valid event's time, last one's, the largest)
+        ("fleetwatch.heartbeats:0", 10, 12, NOW_MS - 8_000, NOW_MS - 9_000, NOW_MS - 8_000),
+        ("fleetwatch.heartbeats:0", 20, 21, NOW_MS - 1_000, NOW_MS - 1_000, NOW_MS - 1_000))}
     events = [event for row in buckets if row["events"] is not None for *_, event in unpack(row["events"])]
     assert len(events) == 3  # the buckets without events have a row for the reads alone, with no event time
     assert all(row["ts"] is None for row in buckets if row["events"] is None)
