@@ -43,7 +43,7 @@ SEVERITIES = ("critical", "warning", "info")
 
 class RuleKind(NamedTuple):
     severity: str
-    subject_kind: str  # broker, cluster, target or endpoint (SPEC section 4, "Subjects")
+    subject_kind: str  # broker, cluster, target or endpoint (SPEC section 4, "Subjects"), or collector
 
 
 RULES: dict[str, RuleKind] = {
@@ -66,6 +66,8 @@ RULES: dict[str, RuleKind] = {
     "cluster.unreachable": RuleKind("critical", "target"),
     "connection.misrouted": RuleKind("critical", "endpoint"),
     "endpoint.collision": RuleKind("critical", "endpoint"),
+    # Issue 41: a collector's rounds stopped; its subject is the collector (`source`).
+    "collector.silent": RuleKind("warning", "collector"),
 }
 
 # Alerts fired while applying an event sort before alerts fired by a timer at the same time.
@@ -100,15 +102,17 @@ class Alert:
     details: dict[str, Any]
     # Detection's tie-break: (phase, position of the event that caused it). Not on the wire.
     cause: tuple[int, tuple[Any, ...]] = (TIMER_PHASE, ())
+    # The collector a collector alert is about (issue 41); on the wire only then.
+    source: str | None = None
 
     @classmethod
     def firing(cls, rule: str, subject: str, at: int, summary: str, *, cluster_id: str | None = None,
                target: str | None = None, broker_id: int | None = None, endpoint: str | None = None,
-               details: dict[str, Any] | None = None) -> Alert:
+               source: str | None = None, details: dict[str, Any] | None = None) -> Alert:
         """A new incident of `rule` about `subject` (detection's spelling), starting `at`."""
         return cls(alert_id=alert_id(rule, subject, at), rule=rule, status="firing", severity=RULES[rule].severity,
                    subject=subject, cluster_id=cluster_id, target=target, broker_id=broker_id, endpoint=endpoint,
-                   starts_at=at, ends_at=None, summary=summary, details=details or {})
+                   starts_at=at, ends_at=None, summary=summary, details=details or {}, source=source)
 
     def resolved_at(self, at: int, **details: Any) -> Alert:
         """This incident's resolution at `at` (never before it started); `details` are added."""
@@ -122,15 +126,16 @@ class Alert:
     @property
     def queue_subject(self) -> str:
         """The store's spelling of the subject (outbox and deliveries rows, the dashboard)."""
-        return _queue_subject(self.rule, self.cluster_id, self.broker_id, self.target, self.endpoint)
+        return _queue_subject(self.rule, self.cluster_id, self.broker_id, self.target, self.endpoint, self.source)
 
     def sort_key(self) -> SortKey:
         phase, position = self.cause
         return (self.event_ms, phase, position, self.rule, self.subject, self.status == "resolved")
 
     def to_dict(self) -> dict[str, Any]:
-        """The SPEC section 4 object, in the SPEC's field order."""
-        return {
+        """The SPEC section 4 object, in the SPEC's field order (and `source` after `endpoint` for a
+        collector alert)."""
+        fields = {
             "schema": ALERT_SCHEMA,
             "alert_id": self.alert_id,
             "rule": self.rule,
@@ -140,11 +145,11 @@ class Alert:
             "target": self.target,
             "broker_id": self.broker_id,
             "endpoint": self.endpoint,
-            "starts_at": self.starts_at,
-            "ends_at": self.ends_at,
-            "summary": self.summary,
-            "details": self.details,
         }
+        if self.source is not None:
+            fields["source"] = self.source
+        fields.update(starts_at=self.starts_at, ends_at=self.ends_at, summary=self.summary, details=self.details)
+        return fields
 
     def message(self) -> str:
         """The object as the alerts topic carries it: compact, in the SPEC's field order."""
@@ -160,11 +165,12 @@ class Alert:
         a missing field or an unknown rule, TypeError when `obj` is no object."""
         kind = RULES[obj["rule"]].subject_kind
         subject = (f"{obj['cluster_id']}/{obj['broker_id']}" if kind == "broker"
-                   else obj["cluster_id"] if kind == "cluster" else obj[kind])
+                   else obj["cluster_id"] if kind == "cluster" else obj["source"] if kind == "collector"
+                   else obj[kind])
         return cls(alert_id=obj["alert_id"], rule=obj["rule"], status=obj["status"], severity=obj["severity"],
                    subject=subject, cluster_id=obj["cluster_id"], target=obj["target"], broker_id=obj["broker_id"],
                    endpoint=obj["endpoint"], starts_at=obj["starts_at"], ends_at=obj["ends_at"],
-                   summary=obj["summary"], details=obj["details"])
+                   summary=obj["summary"], details=obj["details"], source=obj.get("source"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Alert:
@@ -173,10 +179,12 @@ class Alert:
 
 
 def _queue_subject(rule: str, cluster_id: str | None, broker_id: int | None, target: str | None,
-                   endpoint: str | None) -> str:
+                   endpoint: str | None, source: str | None) -> str:
     kind = RULES[rule].subject_kind
     if kind == "broker":
         return f"broker:{cluster_id}:{broker_id}"
+    if kind == "collector":
+        return f"collector:{source}"
     if kind == "target":
         return f"target:{target}"
     if kind == "endpoint":
@@ -188,7 +196,7 @@ def queue_subject_of(alert: Mapping[str, Any]) -> str:
     """`Alert.queue_subject` of any object with the rule and the subject's fields (an alert object,
     a ground-truth label)."""
     return _queue_subject(alert["rule"], alert.get("cluster_id"), alert.get("broker_id"), alert.get("target"),
-                          alert.get("endpoint"))
+                          alert.get("endpoint"), alert.get("source"))
 
 
 def encode_output(alert: Alert) -> str:

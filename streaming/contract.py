@@ -22,9 +22,11 @@ downstream (Arrow's int64 columns, Spark's timestamps, 32-bit store columns, VAR
 
 Optional fields beyond SPEC section 3 (absent: the event means what it meant before them), listed
 with their meaning in streaming/detect/README.md, "Contract additions": `controller_known` and
-`controller_epoch` of a `metadata_response`. And one event type of its own (issue 30),
-`partition_layout` on the metadata topic: where a cluster's partitions live and each topic's
-`min.insync.replicas` ("Contract additions" there; bounded by `MAX_LAYOUT_PARTITIONS`).
+`controller_epoch` of a `metadata_response`. And event types of their own, on the metadata topic:
+`partition_layout` (issue 30): where a cluster's partitions live and each topic's
+`min.insync.replicas` ("Contract additions" there; bounded by `MAX_LAYOUT_PARTITIONS`);
+`collector_round` and `collector_targets` (issue 41): a collector's rounds and the targets it watches
+(streaming/collector_contract.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ from typing import Any, Literal
 import orjson
 
 from streaming import clock, topics
+from streaming.collector_contract import (
+    CollectorRound,
+    CollectorTargets,
+    collector_event_from_dict,
+    collector_event_to_dict,
+)
 from streaming.contract_checks import INT32 as _INT32
 from streaming.contract_checks import INT64 as _INT64
 from streaming.contract_checks import Rejected, check_field, check_int, check_str
@@ -63,6 +71,8 @@ __all__ = [
     "Broker",
     "BrokerHeartbeat",
     "BrokerState",
+    "CollectorRound",
+    "CollectorTargets",
     "Endpoint",
     "Event",
     "Expected",
@@ -109,6 +119,8 @@ MAX_TEXT_CHARS = 1024
 _TYPE_TOPIC = {
     "metadata_response": topics.METADATA,
     "partition_layout": topics.METADATA,
+    "collector_round": topics.METADATA,
+    "collector_targets": topics.METADATA,
     "broker_state": topics.BROKER_STATES,
     "broker_heartbeat": topics.HEARTBEATS,
 }
@@ -199,7 +211,7 @@ class BrokerHeartbeat:
     type: Literal["broker_heartbeat"] = "broker_heartbeat"
 
 
-Event = MetadataResponse | BrokerState | BrokerHeartbeat | PartitionLayout
+Event = MetadataResponse | BrokerState | BrokerHeartbeat | PartitionLayout | CollectorRound | CollectorTargets
 
 def latest_valid_ts(max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS, now_ms: int | None = None) -> int:
     """The latest event time the contract accepts now: the wall clock + the allowed clock skew."""
@@ -350,6 +362,8 @@ def event_from_dict(obj: Any, latest_ts_ms: int | None = None) -> Event:
             controller_known=check_field(obj, "controller_known", bool, required=False) is not False,
             controller_epoch=check_int(obj, "controller_epoch", _INT64, required=False),
         )
+    if kind in ("collector_round", "collector_targets"):
+        return collector_event_from_dict(obj, kind, ts, source, cluster_id)
     if not cluster_id:
         raise Rejected("missing_cluster_id", f"a {kind} must name the cluster of its broker")
     if kind == "partition_layout":
@@ -425,6 +439,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
                 "controller_known": event.controller_known, "controller_epoch": event.controller_epoch}
     if event.__class__ is PartitionLayout:
         return layout_to_dict(event)
+    if event.__class__ in (CollectorRound, CollectorTargets):
+        return collector_event_to_dict(event)
     if event.__class__ is BrokerState:
         return {"schema": SCHEMA, "type": event.type, "ts": event.ts, "source": event.source,
                 "cluster_id": event.cluster_id, "broker_id": event.broker_id, "state": event.state,

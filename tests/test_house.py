@@ -31,7 +31,8 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver"}),
     ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
     ("tools that fail", {"jars", "resilience", "contract_checks"}),  # contract_checks: the contract's field checks
-    ("a record's part", {"layout_contract"}),  # the partition_layout event, which the contract takes in
+    # the partition_layout event and a collector's own events, which the contract takes in
+    ("a record's part", {"layout_contract", "collector_contract"}),
     ("records", {"contract", "alert", "incident_settings"}),  # incident_settings: a section of config
     ("config", {"config"}),
     ("rules, bus", {"detect", "bus"}),

@@ -41,16 +41,8 @@ from streaming.detect.bus_gaps import BusGap, ReadPositions, Run
 from streaming.detect.carried import carried_over_ends, is_carried_over
 from streaming.detect.domains import BrokerPlace, ClusterPlace, Domain, places_of
 from streaming.detect.driver import detect
-from streaming.detect.engine import (
-    Handoff,
-    HolderShard,
-    Position,
-    ShardEngine,
-    ShardOutput,
-    engine_for,
-    shard_of_handoff,
-    shards_of,
-)
+from streaming.detect.engine import ShardEngine
+from streaming.detect.holder_shard import HolderShard
 from streaming.detect.identity import HeldId
 from streaming.detect.incidents import (
     FleetIncident,
@@ -61,16 +53,21 @@ from streaming.detect.incidents import (
     group_incidents,
 )
 from streaming.detect.misroutes import Advertisements
+from streaming.detect.observers import CollectorSilence
+from streaming.detect.routing import EVERY_SHARD, engine_for, shard_of_handoff, shards_of
+from streaming.detect.shard_output import Handoff, Position, ShardOutput
 from streaming.detect.state_format import STATE_FORMAT_VERSION, dump_engine, load_engine
 from streaming.detect.thinning import redundant_heartbeats
 
 __all__ = [
+    "EVERY_SHARD",
     "STATE_FORMAT_VERSION",
     "Advertisements",
     "BrokerPlace",
     "BusClock",
     "BusGap",
     "ClusterPlace",
+    "CollectorSilence",
     "Domain",
     "FleetIncident",
     "GroupingRules",

@@ -47,7 +47,7 @@ class Incidents:
 
     def fire(self, out: Emitter, rule: str, subject: str, at: int, summary: str, *,
              cluster_id: str | None = None, target: str | None = None, broker_id: int | None = None,
-             endpoint: str | None = None, details: dict[str, Any] | None = None) -> None:
+             endpoint: str | None = None, source: str | None = None, details: dict[str, Any] | None = None) -> None:
         if (rule, subject) in self.open:
             return
         if broker_id is not None and self.impact is not None:
@@ -55,7 +55,7 @@ class Incidents:
             if impact is not None:
                 details = {**(details or {}), "impact": impact}
         alert = Alert.firing(rule, subject, at, summary, cluster_id=cluster_id, target=target, broker_id=broker_id,
-                             endpoint=endpoint, details=details)
+                             endpoint=endpoint, source=source, details=details)
         self.open[(rule, subject)] = alert
         out.emit(alert)
 
@@ -63,3 +63,8 @@ class Incidents:
         alert = self.open.pop((rule, subject), None)
         if alert is not None:
             out.emit(alert.resolved_at(at))
+
+    def resolve_every(self, out: Emitter, at: int, reason: str) -> None:
+        """Resolve every open alert at `at`, saying why (`details.reason`): their subject left."""
+        for key in sorted(self.open):
+            out.emit(self.open.pop(key).resolved_at(at, reason=reason))

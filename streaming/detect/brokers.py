@@ -52,6 +52,9 @@ class BrokerTracker:
     # Since when the cluster's responders report no active controller: nobody holds the broker's
     # session (nobody can fence it), so its heartbeat deadline waits for a controller (README).
     session_held_since: int | None = None
+    # Up to when a collector that says its rounds (observers.py) watched the broker's cluster: a
+    # heartbeat deadline after it is not known to have passed unheard yet (None: no such collector).
+    observed_until: int | None = None
     max_epoch: int | None = None
     fenced: bool | None = None
     fenced_since: int | None = None
@@ -120,6 +123,8 @@ class BrokerTracker:
         if (late_ms is not None and self.last_hb is not None and self.session_held_since is None
                 and (HEARTBEAT_LATE, s) not in firing):
             out.append(self.session_start + late_ms)
+        if self.observed_until is not None:  # a heartbeat deadline falls due once a round after it is known
+            out = [t for t in out if t <= self.observed_until]
         if self.fenced and self.fenced_since is not None and (FENCED, s) not in firing:
             out.append(self.fenced_since + rules.fenced_grace_ms)
         if self.answered_at is not None and (PARTITIONED, s) in firing:
@@ -266,6 +271,12 @@ class BrokerTracker:
         if self.last_hb is not None and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
             self._quiet_until = None
             self.session_reset_at = at if self.session_reset_at is None else max(self.session_reset_at, at)
+
+    def observe_until(self, until: int | None) -> None:
+        """A collector that says its rounds watched the broker's cluster up to `until` (observers.py)."""
+        if until != self.observed_until:
+            self._quiet_until = None
+            self.observed_until = until
 
     def hold_session(self, at: int) -> None:
         """From `at` the cluster reports no active controller (the broker is advanced to `at`)."""

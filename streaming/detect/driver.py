@@ -10,18 +10,15 @@ from typing import Any
 from streaming.alert import Alert
 from streaming.config import RuleBook
 from streaming.contract import Event
-from streaming.detect.engine import (
-    Handoff,
-    HolderShard,
-    Position,
-    ShardEngine,
-    engine_for,
-    shard_of_handoff,
-    shards_of,
-)
+from streaming.detect.engine import CLUSTER_PREFIX, TARGET_PREFIX, ShardEngine
+from streaming.detect.holder_shard import HolderShard
+from streaming.detect.routing import EVERY_SHARD, engine_for, shard_of_handoff, shards_of
+from streaming.detect.shard_output import Handoff, Position
 from streaming.detect.state_format import dump_engine, load_engine
 
 __all__ = ["detect"]
+
+FIRST_PASS = (CLUSTER_PREFIX, TARGET_PREFIX)
 
 
 def detect(events: Sequence[Event], book: RuleBook | None = None, *,
@@ -42,6 +39,10 @@ def detect(events: Sequence[Event], book: RuleBook | None = None, *,
     size = batch_size or max(len(events), 1)
 
     def run(by_shard: dict[str, list[tuple[Position, Any]]]) -> list[Handoff]:
+        every = by_shard.pop(EVERY_SHARD, [])  # to every shard of the first pass, as the job's buckets do
+        for shard in dict.fromkeys([*engines, *by_shard]) if every else ():
+            if shard.startswith(FIRST_PASS):
+                by_shard[shard] = by_shard.get(shard, []) + every
         handoffs = []
         for shard, items in sorted(by_shard.items()):
             engine = engines.setdefault(shard, engine_for(shard))
@@ -65,6 +66,15 @@ def detect(events: Sequence[Event], book: RuleBook | None = None, *,
         run(second)
         batch_max = max(e.ts for e in events[start:start + size])
         watermark = max(watermark, batch_max - lateness)
-    for _, engine in sorted(engines.items()):
-        alerts += engine.advance(watermark, book).alerts
+    last: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
+    for shard, engine in sorted(engines.items()):
+        if shard.startswith(FIRST_PASS):
+            out = engine.advance(watermark, book)
+            alerts += out.alerts
+            for change in out.handoffs:
+                last[shard_of_handoff(change)].append(((), change))
+    run(last)
+    for shard, engine in sorted(engines.items()):
+        if not shard.startswith(FIRST_PASS):
+            alerts += engine.advance(watermark, book).alerts
     return sorted(alerts, key=Alert.sort_key)

@@ -1,21 +1,18 @@
-"""The detection engine: routes events to shards and runs the rules of each shard in event time.
+"""The first pass's engine: the rules of one cluster's or one target's shard, in event time.
 
 A shard holds everything one group of rules needs to see together, keyed by what the rules
-are about. The events feed the shards of the first pass:
+are about (routing.py sends each event to its shards). The first pass's shards:
 - `cluster:<cluster_id>`: broker and controller rules of one cluster (heartbeats, broker states,
-  the cluster's successful responses), and what the cluster advertises;
+  the cluster's successful responses), what the cluster advertises, and who watches it in rounds;
 - `target:<name>`: the target rules (id changed, invalid, unreachable) and the misroutes of the
   endpoints probed for that target (all responses of the target), and the id the target holds.
-The first pass hands on the changes of what a cluster advertises and of the id a target holds
-(`ShardOutput.handoffs`) to the shards of the second pass, the two rules that compare clusters
-and targets with each other:
-- `addr:<host:port>`: `endpoint.collision` of one address;
-- `dup:<cluster_id>`: `cluster.id_duplicate` of one cluster id.
-No shard is fleet-wide (README.md, "Shards and scale-out").
+They hand on the changes of what a cluster advertises, of the id a target holds, and of the
+clusters a collector no longer observes (`ShardOutput.handoffs`) to the shards of the second pass
+(holder_shard.py), the rules that compare clusters, targets and collectors with each other.
 
-`ShardEngine` (first pass) and `HolderShard` (second pass) are plain, picklable Python: the
-Spark job keeps one per shard in its state store (in the format of state_format.py), and
-`driver.detect()` runs the same engines over a list of events for tests and benchmarks.
+`ShardEngine` is plain, picklable Python: the Spark job keeps one per shard in its state store (in
+the format of state_format.py), and `driver.detect()` runs the same engines over a list of events
+for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -30,6 +27,8 @@ from streaming.contract import (
     Broker,
     BrokerHeartbeat,
     BrokerState,
+    CollectorRound,
+    CollectorTargets,
     Event,
     MetadataResponse,
     PartitionLayout,
@@ -38,47 +37,24 @@ from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.brokers import HEARTBEAT_LOST, BrokerTracker
 from streaming.detect.bus_gaps import BusGap
 from streaming.detect.controller import ClusterTracker
-from streaming.detect.identity import HeldId, IdHolders, TargetTracker
-from streaming.detect.misroutes import AddressChange, AddressHolders, Advertisements, check_misrouted
+from streaming.detect.holder_shard import HolderShard  # noqa: F401 (the states stored before: see below)
+from streaming.detect.identity import HeldId, TargetTracker
+from streaming.detect.misroutes import Advertisements, check_misrouted
+from streaming.detect.observers import ClusterObservers
 from streaming.detect.partitions import LayoutTracker
-from streaming.detect.shard_output import Forgettable, Handoff, Position, ShardOutput
+from streaming.detect.shard_output import Forgettable, Position, ShardOutput
 from streaming.detect.tracker import Tracker
 
-__all__ = ["Handoff", "HolderShard", "Position", "ShardEngine", "ShardOutput", "engine_for", "shard_of_handoff",
-           "shards_of"]
+__all__ = ["CLUSTER_PREFIX", "TARGET_PREFIX", "ShardEngine"]
+# `HolderShard` lived here until issue 41: the states stored before name `streaming.detect.engine.HolderShard`,
+# and pickle finds it by that name.
 
 CLUSTER_PREFIX = "cluster:"
 TARGET_PREFIX = "target:"
-ADDRESS_PREFIX = "addr:"
-ID_PREFIX = "dup:"
+# Why a removed target's alerts resolve (README.md, "Collectors: rounds, gaps, leaving").
+TARGET_REMOVED = "target removed"
 
 _DEFAULT_TTL_MS = RuleSettings().state_ttl_ms
-
-
-def shards_of(event: Event) -> list[str]:
-    """The first-pass shards an event feeds: a response feeds its target's shard, and when it
-    succeeded with a cluster id, also its cluster's shard. A broker event feeds its cluster's
-    shard: it always names its cluster (the contract quarantines one that does not,
-    `missing_cluster_id`), so brokers of different clusters are never merged into one shard."""
-    if isinstance(event, MetadataResponse):
-        if event.ok and event.cluster_id:
-            return [TARGET_PREFIX + event.target, CLUSTER_PREFIX + event.cluster_id]
-        return [TARGET_PREFIX + event.target]
-    return [CLUSTER_PREFIX + event.cluster_id]
-
-
-def shard_of_handoff(change: Handoff) -> str:
-    """The second-pass shard a hand-off goes to."""
-    if isinstance(change, AddressChange):
-        return ADDRESS_PREFIX + change.address
-    return ID_PREFIX + change.cluster_id
-
-
-def engine_for(shard: str) -> ShardEngine | HolderShard:
-    """A new engine for a shard of either pass."""
-    if shard.startswith((ADDRESS_PREFIX, ID_PREFIX)):
-        return HolderShard(shard)
-    return ShardEngine(shard)
 
 
 class ShardEngine(Forgettable):
@@ -88,6 +64,12 @@ class ShardEngine(Forgettable):
     # them restarts its brokers' sessions (`BusGap`). A class default: a state pickled before it
     # reads none, and learns them from its next heartbeats.
     heartbeat_sources: frozenset[str] = frozenset()
+    # Who watches the cluster in rounds (observers.py); of a target's shard, the sources of its
+    # responses; when the shard's subject left every collector's targets. Class defaults: a state
+    # pickled before has none.
+    observers: ClusterObservers | None = None
+    watched_by: frozenset[str] = frozenset()
+    removed_at: int | None = None
 
     def __init__(self, shard: str) -> None:
         self.shard = shard
@@ -105,6 +87,9 @@ class ShardEngine(Forgettable):
         self.held_id = HeldId()  # of a target's shard
         self.heartbeat_sources = frozenset()
         self.layout = None
+        self.observers = None
+        self.watched_by = frozenset()
+        self.removed_at = None
 
     def _derive(self) -> None:
         """What the engine keeps beside its state: computed from it, not pickled."""
@@ -158,6 +143,8 @@ class ShardEngine(Forgettable):
         if self.cluster is not None:
             trackers.append((self.cluster, rules))
         trackers += [(target, book.for_target(name)) for name, target in self.targets.items()]
+        if self.observers is not None:
+            trackers.append((self.observers, rules))
         return trackers
 
     def _rule_deadline(self, book: RuleBook) -> int | None:
@@ -181,7 +168,12 @@ class ShardEngine(Forgettable):
                     if isinstance(tracker, BrokerTracker):  # the others' rows are written at their events
                         result.brokers.append(tracker.snapshot())
         result.alerts = out.alerts
+        if self.observers is not None:
+            result.handoffs += self.observers.drain()
         return result
+
+    def forgotten(self, watermark: int, book: RuleBook) -> bool:
+        return self.removed_at is not None or super().forgotten(watermark, book)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -206,6 +198,10 @@ class ShardEngine(Forgettable):
             if event.ts < watermark:
                 result.late.append((position, event))
                 continue
+            if event.__class__ is CollectorTargets:  # told to every shard: no news of this one's subject
+                out.cause = (EVENT_PHASE, (event.ts, *position))
+                self._watching(event, position, book, out, result)  # type: ignore[arg-type]
+                continue
             if self.last_event_ms is not None and event.ts - self.last_event_ms > ttl:
                 self._quiet_for_long(event.ts, book, result)
             if self.last_event_ms is None or event.ts > self.last_event_ms:
@@ -217,6 +213,8 @@ class ShardEngine(Forgettable):
                 brokers, cluster = self._cluster_event(event, position, book, out, result, timers)
                 touched_brokers |= brokers
                 touched_cluster |= cluster
+        if self.observers is not None:
+            result.handoffs += self.observers.drain()
         result.alerts += timers.alerts + out.alerts  # in no particular order: each alert has its sort key
         # (A broker touched before the shard started over within this batch is gone.)
         result.brokers += [self.brokers[b].snapshot() for b in sorted(touched_brokers) if b in self.brokers]
@@ -244,6 +242,7 @@ class ShardEngine(Forgettable):
         passed = self.advance(now, book)
         result.alerts += passed.alerts
         result.brokers += passed.brokers
+        result.handoffs += passed.handoffs
         if not self.incidents.open:
             self._start()
             self._derive()
@@ -273,6 +272,8 @@ class ShardEngine(Forgettable):
         if tracker is None:
             tracker = self.brokers[broker_id] = BrokerTracker(self.cluster_id or None, broker_id)
             tracker.replaced = self._replaced
+            if self.observers is not None:
+                tracker.observe_until(self.observers.until)
             if self.cluster is not None and self.cluster.none_since is not None:
                 tracker.hold_session(self.cluster.none_since)  # first heard while no controller is reported
         return tracker
@@ -282,6 +283,8 @@ class ShardEngine(Forgettable):
         rules = self._rules(book)
         inc = self.incidents
         ttl = book.defaults.state_ttl_ms
+        if event.__class__ is CollectorRound:
+            return self._round(event, position, rules, ttl, out, timers, result), False  # type: ignore[arg-type]
         if event.__class__ is PartitionLayout:
             # What fell due before it fires with the layout of its own moment, whatever the micro-batches.
             self._advance_brokers(event.ts, rules, timers)
@@ -355,7 +358,7 @@ class ShardEngine(Forgettable):
                 broker.on_state(event, rules, inc, out)
             if event.state == "OFFLINE":  # no longer registered: it advertises nothing
                 self._advance_brokers(event.ts, rules, timers)
-                result.handoffs += adverts.unregistered(self.cluster_id, event.broker_id, event.ts, ttl, position)
+                result.handoffs += adverts.unregistered(self.cluster_id, [event.broker_id], event.ts, ttl, position)
             else:
                 result.handoffs += adverts.heard(self.cluster_id, event.broker_id, event.ts, ttl, position)
             result.transitions.append({
@@ -416,6 +419,69 @@ class ShardEngine(Forgettable):
             self._forget_listing()
         return ids
 
+    def _round(self, event: CollectorRound, position: Position, rules: RuleSettings, ttl: int, out: Emitter,
+               timers: Emitter, result: ShardOutput) -> set[int]:
+        """A round of a collector that watches the cluster (observers.py): what fell due before it
+        fires first; after more than a session that nobody watched, every broker's session restarts at
+        it (blindness, not silence); brokers missing from a whole set of registrations leave. The ids
+        of the brokers it touched."""
+        if self.observers is None:
+            self.observers = ClusterObservers(self.cluster_id)
+        observers = self.observers
+        observers.advance_to(event.ts, rules, self.incidents, timers)
+        self._advance_brokers(event.ts, rules, timers)
+        before = observers.until
+        observers.on_round(event, position)
+        for broker in self.brokers.values():
+            if before is not None and event.ts - before > rules.session_timeout_ms:
+                broker.restart_session(event.ts, self.incidents)
+            broker.observe_until(observers.until)
+        self._advance_brokers(event.ts, rules, timers)
+        if event.registered is None:
+            return set()
+        gone = [b for b, broker in self.brokers.items() if b not in event.registered and broker.gone_at is None]
+        for broker_id in gone:
+            self.brokers[broker_id].leave(event.ts, self.incidents, out)
+            result.transitions.append({"cluster_id": self.cluster_id, "broker_id": broker_id, "ts": event.ts,
+                                       "state": "OFFLINE", "previous_state": None, "reason": UNREGISTERED})
+        if gone:
+            self._forget_listing()
+            result.handoffs += self.advertisements.unregistered(self.cluster_id, gone, event.ts, ttl, position)
+        return set(gone)
+
+    def _watching(self, event: CollectorTargets, position: Position, book: RuleBook, out: Emitter,
+                  result: ShardOutput) -> None:
+        """`event.source` watches only `event.targets` from now on. A target it dropped, and the
+        cluster it watched through it, that no other collector watches: what fell due before fires,
+        then every open alert resolves (`TARGET_REMOVED`), what they hold at the second pass is
+        handed back, and the shard is forgotten (README "Collectors: rounds, gaps, leaving")."""
+        if self.shard.startswith(TARGET_PREFIX):
+            name = self.shard.removeprefix(TARGET_PREFIX)
+            if event.source not in self.watched_by or name in event.targets:
+                return
+            self.watched_by = self.watched_by - {event.source}
+            if self.watched_by:
+                return
+            passed = self.advance(event.ts, book)
+            released = self.held_id.released(name, event.ts, position)
+        else:
+            observers = self.observers
+            if observers is None or not observers.drops(event.source, event.targets):
+                return
+            passed = self.advance(event.ts, book)
+            observers.left(event.source, event.targets, event.ts, position)
+            result.handoffs += observers.drain()
+            if observers.rounds:
+                result.alerts += passed.alerts
+                result.handoffs += passed.handoffs
+                return
+            released = self.advertisements.unregistered(self.cluster_id, list(self.advertisements.by_node),
+                                                        event.ts, book.defaults.state_ttl_ms, position)
+        result.alerts += passed.alerts
+        result.handoffs += passed.handoffs + released
+        self.incidents.resolve_every(out, event.ts, f"{TARGET_REMOVED}: {event.source} no longer watches it")
+        self.removed_at = event.ts
+
     def _target_event(self, event: Event, position: Position, book: RuleBook, out: Emitter, timers: Emitter,
                       result: ShardOutput) -> set[str]:
         assert isinstance(event, MetadataResponse)
@@ -424,56 +490,10 @@ class ShardEngine(Forgettable):
         if tracker is None:
             tracker = self.targets[event.target] = TargetTracker(event.target)
         tracker.advance_to(event.ts, book.for_target(event.target), inc, timers)
+        if event.source not in self.watched_by:
+            self.watched_by = self.watched_by | {event.source}
         tracker.on_response(event, book, inc, out)
         check_misrouted(event, inc, out)
         if event.ok and event.expected is None and event.cluster_id:
             result.handoffs += self.held_id.on_bootstrap(event, book.defaults.state_ttl_ms, position)
         return {event.target}
-
-
-class HolderShard(Forgettable):
-    """A second-pass shard: the pairs advertising one address (`addr:`), or the targets holding one
-    cluster id (`dup:`), as the first pass's hand-offs tell it; the same interface as `ShardEngine`.
-    Its one rule deadline: while its alert is open, the lease end that resolves it."""
-
-    def __init__(self, shard: str) -> None:
-        self.shard = shard
-        self._start()
-
-    def _start(self) -> None:
-        self.last_event_ms: int | None = None
-        self.incidents = Incidents()
-        self.holders: AddressHolders | IdHolders = (
-            AddressHolders(self.shard.removeprefix(ADDRESS_PREFIX)) if self.shard.startswith(ADDRESS_PREFIX)
-            else IdHolders(self.shard.removeprefix(ID_PREFIX)))
-
-    def next_deadline(self, book: RuleBook) -> int | None:
-        due = self.holders.deadline(self.incidents)
-        return due if due is not None else self._forget_at(book)  # nothing open: the state TTL
-
-    def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
-        out = Emitter(cause=(TIMER_PHASE, ()))
-        self._advance_to(watermark, out)
-        return ShardOutput(alerts=out.alerts)
-
-    def _advance_to(self, now: int, out: Emitter) -> None:
-        due = self.holders.deadline(self.incidents)
-        if due is not None and due < now:
-            self.holders.on_time(due, self.incidents, out)
-
-    def process(self, handoffs: Iterable[tuple[Position, Handoff]], watermark: int, book: RuleBook) -> ShardOutput:
-        """Apply one micro-batch's hand-offs, in the order of the events they come from, after the
-        deadline the watermark passed. (None is late: the first pass quarantined the late events.)"""
-        timers = Emitter(cause=(TIMER_PHASE, ()))
-        self._advance_to(watermark, timers)
-        out = Emitter()
-        ttl = book.defaults.state_ttl_ms
-        for change in sorted((change for _, change in handoffs), key=lambda c: (c.ts, c.position, c.seq)):
-            self._advance_to(change.ts, timers)  # a deadline the hand-off proves passed
-            if self.last_event_ms is not None and change.ts - self.last_event_ms > ttl:
-                self._start()  # quiet for longer than the TTL: every lease has ended, nothing is open
-            if self.last_event_ms is None or change.ts > self.last_event_ms:
-                self.last_event_ms = change.ts
-            out.cause = (EVENT_PHASE, (change.ts, *change.position))
-            self.holders.apply(change, self.incidents, out)  # type: ignore[arg-type]
-        return ShardOutput(alerts=timers.alerts + out.alerts)

@@ -159,6 +159,11 @@ class HeldId:
         self.cluster_id, self.endpoints = r.cluster_id, endpoints
         return changes
 
+    def released(self, target: str, at: int, position: tuple[Any, ...]) -> list[IdChange]:
+        """The target is no longer watched: it holds its id no more."""
+        held, self.cluster_id, self.endpoints = self.cluster_id, None, frozenset()
+        return [] if held is None else [IdChange(held, at, target, None, None, position, 0)]
+
 
 @dataclass
 class IdHolders:

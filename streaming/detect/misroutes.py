@@ -113,11 +113,13 @@ class Advertisements:
         self._listed = None
         return self._advertise(cluster_id, [(node_id, addresses)], [], at, ttl_ms, None, position, listed=False)
 
-    def unregistered(self, cluster_id: str, node_id: int, at: int, ttl_ms: int,
+    def unregistered(self, cluster_id: str, node_ids: list[int], at: int, ttl_ms: int,
                      position: tuple[Any, ...]) -> list[AddressChange]:
-        """The broker is no longer registered (broker_state OFFLINE): it advertises nothing."""
+        """The brokers are no longer registered (broker_state OFFLINE, or a collector's whole set of
+        registrations omits them), or the cluster is no longer watched (every node id): they
+        advertise nothing."""
         self._listed = None
-        return self._advertise(cluster_id, [], [node_id], at, ttl_ms, None, position, listed=False)
+        return self._advertise(cluster_id, [], node_ids, at, ttl_ms, None, position, listed=False)
 
     def heard(self, cluster_id: str, node_id: int, at: int, ttl_ms: int,
               position: tuple[Any, ...]) -> list[AddressChange]:

@@ -12,11 +12,12 @@ from streaming.contract import Event
 from streaming.detect.alerts import Incidents
 from streaming.detect.identity import IdChange
 from streaming.detect.misroutes import AddressChange
+from streaming.detect.observers import CollectorSilence
 
 __all__ = ["Forgettable", "Handoff", "Position", "ShardOutput"]
 
 # What the first pass hands on to the second.
-Handoff = AddressChange | IdChange
+Handoff = AddressChange | IdChange | CollectorSilence
 
 # Where an event sits in its input: (source, offset) or ("", line). Orders equal timestamps.
 Position = tuple[Any, ...]

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from streaming.detect.engine import HolderShard, ShardEngine
+    from streaming.detect.engine import ShardEngine
+    from streaming.detect.holder_shard import HolderShard
 
 __all__ = ["STATE_FORMAT_VERSION", "dump_engine", "load_engine"]
 

@@ -23,6 +23,8 @@ from streaming.contract import (
     Broker,
     BrokerHeartbeat,
     BrokerState,
+    CollectorRound,
+    CollectorTargets,
     Endpoint,
     Event,
     Expected,
@@ -37,7 +39,7 @@ __all__ = ["pack", "unpack"]
 PackedItem = tuple[str, str, int, Event]
 
 # The first value of an event's tuple says its type.
-_RESPONSE, _STATE, _HEARTBEAT, _LAYOUT = 0, 1, 2, 3
+_RESPONSE, _STATE, _HEARTBEAT, _LAYOUT, _ROUND, _TARGETS = 0, 1, 2, 3, 4, 5
 
 
 def pack(items: Sequence[PackedItem]) -> bytes:
@@ -73,6 +75,10 @@ def pack(items: Sequence[PackedItem]) -> bytes:
         elif event.__class__ is PartitionLayout:
             row = (_LAYOUT, event.ts, event.source, event.cluster_id, event.target, event.complete,
                    event.default_min_insync, tuple((t.name, t.min_insync, t.partitions) for t in event.topics))
+        elif event.__class__ is CollectorRound:
+            row = (_ROUND, event.ts, event.source, event.cluster_id, event.target, event.registered)
+        elif event.__class__ is CollectorTargets:
+            row = (_TARGETS, event.ts, event.source, tuple(sorted(event.targets)))
         else:
             assert event.__class__ is BrokerState
             row = (_STATE, event.ts, event.source, event.cluster_id, event.broker_id, event.state,
@@ -104,6 +110,11 @@ def unpack(packed: bytes) -> list[PackedItem]:
             _, ts, src, cluster_id, target, complete, default_min, layouts = row
             event = PartitionLayout(ts, src, cluster_id, target, complete, default_min,
                                     tuple(TopicLayout(*t) for t in layouts))
+        elif kind == _ROUND:
+            event = CollectorRound(*row[1:])
+        elif kind == _TARGETS:
+            _, ts, src, targets = row
+            event = CollectorTargets(ts, src, frozenset(targets))
         else:
             event = BrokerState(*row[1:])
         items.append((shard, source, offset, event))

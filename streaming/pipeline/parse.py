@@ -42,7 +42,7 @@ from streaming.contract import (
     parse_message,
     refuse_ahead_of_clock,
 )
-from streaming.detect import redundant_heartbeats, shards_of
+from streaming.detect import EVERY_SHARD, redundant_heartbeats, shards_of
 from streaming.pipeline.packing import PackedItem, pack
 
 __all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "SOURCE_CLOCK_BUCKET", "ParseSettings", "bucket_of",
@@ -201,6 +201,11 @@ def _parse_chunk(raw: Iterable[tuple[str, int, int, str | None]], buckets: int, 
         if i in redundant:
             continue
         for shard in shards_of(event):
+            if shard == EVERY_SHARD:  # to every bucket, whose shards all take it (state.py)
+                for bucket in range(buckets):
+                    packs[bucket].append((shard, src, offset, event))
+                    latest[bucket] = max(latest.get(bucket, event.ts), event.ts)
+                continue
             bucket = bucket_by_shard.get(shard)
             if bucket is None:
                 bucket = bucket_by_shard[shard] = bucket_of(shard, buckets)

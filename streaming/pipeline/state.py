@@ -33,6 +33,7 @@ from streaming.alert import encode_output
 from streaming.config import RuleBook
 from streaming.contract import event_to_dict
 from streaming.detect import (
+    EVERY_SHARD,
     BusClock,
     Handoff,
     Position,
@@ -276,16 +277,19 @@ class DetectorProcessor(_BucketsOfShards):
         capped = state.clock.advance(reads, self.cap, self.book.defaults.allowed_lateness_ms)
         after = state.clock.watermark
         # Each gap in the reads goes to every shard of the bucket, which knows whether its heartbeats travel there.
-        gaps = state.positions.advance(reads)
-        for shard in dict.fromkeys([*state.engines, *(shard for shard, _, _ in items)]) if gaps else ():
-            items += [(shard, (gap.source, gap.offset), gap) for gap in gaps]
+        items += [(EVERY_SHARD, (gap.source, gap.offset), gap) for gap in state.positions.advance(reads)]
         by_shard: _Items = defaultdict(list)
+        every: list[tuple[Position, Any]] = []  # what goes to every shard of the bucket
         state.held = []
         for shard, position, event in items:
             if capped and event.ts >= after:
                 state.held.append((shard, position, event))
+            elif shard == EVERY_SHARD:
+                every.append((position, event))
             else:
                 by_shard[shard].append((position, event))
+        for shard in dict.fromkeys([*state.engines, *by_shard]) if every else ():
+            by_shard[shard] += every
         outputs = self._run(state.engines, by_shard, before, after)
         self._save(state, clock=True)
         rows = _rows_of(outputs) + ([] if earliest is None else [("earliest_event", None, earliest, None)])

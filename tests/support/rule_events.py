@@ -56,6 +56,7 @@ SPEC_RULES = {
     "cluster.unreachable": ("critical", "target"),
     "connection.misrouted": ("critical", "endpoint"),
     "endpoint.collision": ("critical", "endpoint"),
+    "collector.silent": ("warning", "collector"),  # issue 41
 }
 
 HB_LOST = "broker.heartbeat_lost"
@@ -77,6 +78,7 @@ ID_INVALID = "cluster.id_invalid"
 UNREACHABLE_RULE = "cluster.unreachable"
 MISROUTED = "connection.misrouted"
 COLLISION = "endpoint.collision"
+SILENT = "collector.silent"
 
 # -- builders ---------------------------------------------------------------------------------
 
@@ -169,6 +171,22 @@ def layout(s: float, topics: dict[str, list[tuple[int, int, list[int], list[int]
                    for name, parts in topics.items()]})
 
 
+def rnd(s: float, source: str = "probe", target: str = "pay", cluster: str | None = C,
+        registered: list[int] | None = None) -> Event:
+    """A `collector_round` of `source` for `target` (cluster `cluster`) at `s` seconds."""
+    obj: dict[str, Any] = {"type": "collector_round", "ts": t(s), "cluster_id": cluster, "target": target,
+                           "source": source}
+    if registered is not None:
+        obj["registered"] = registered
+    return contract_event(obj)
+
+
+def watching(s: float, targets: list[str], source: str = "probe") -> Event:
+    """A `collector_targets` of `source` at `s` seconds."""
+    return contract_event({"type": "collector_targets", "ts": t(s), "cluster_id": None, "targets": targets,
+                           "source": source})
+
+
 def later(ts: int) -> Event:
     """An event of an unrelated cluster that sets no timer: it only moves the watermark to ts - 5000."""
     return resp(ts, "filler", "f1:9092", FILLER)
@@ -236,7 +254,7 @@ def R(rule: str, s: Any, starts_at: int, ends_at: int) -> Line:
 def line_of(alert: dict[str, Any]) -> Line:
     kind = SPEC_RULES[alert["rule"]][1]
     fields = {"broker": ("cluster_id", "broker_id"), "cluster": ("cluster_id",), "target": ("target",),
-              "endpoint": ("endpoint",)}[kind]
+              "endpoint": ("endpoint",), "collector": ("source",)}[kind]
     return (alert["status"], alert["rule"], *(alert[f] for f in fields), alert["starts_at"], alert["ends_at"])
 
 
