@@ -35,7 +35,8 @@ are what both sources share. A batch run again after a crash reads the same offs
 the same.
 
 The clock is kept per bucket beside its engines (streaming/pipeline/state.py); every bucket reads
-every chunk's runs, so every bucket keeps the same clock.
+every chunk's runs, so every bucket that keeps one keeps the same clock (one without shards keeps
+none, and starts again from what it reads: never ahead of the others).
 """
 
 from __future__ import annotations

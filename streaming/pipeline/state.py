@@ -82,8 +82,10 @@ _HANDOFF_COLUMNS = [f.name for f in HANDOFF_SCHEMA.fields]
 # are no shard's name (each has a prefix with a colon), as (None, pickled value): the first pass's
 # `ReadPositions` (`_POSITIONS`, builtins; a bucket without shards keeps none: a shard new there has
 # no broker session a gap before it could restart), its `BusClock` (`_CLOCK`, builtins: detection's
-# watermark; kept by a bucket without shards too, so every bucket's clock stays the same) and the
-# events it holds back (`_HELD`: see `DetectorProcessor`). A state written before has none of them.
+# watermark; a bucket without shards keeps none either: its next shard's first events are late for
+# nothing, as in one batch, and its clock starts again from what it reads, which never puts it ahead
+# of the other buckets') and the events it holds back (`_HELD`: see `DetectorProcessor`). A state
+# written before has none of them.
 _BUCKET_STATE = StructType([
     StructField("engines", BinaryType()),
     StructField("timer", LongType()),
@@ -190,7 +192,7 @@ class _BucketsOfShards(StatefulProcessor):
         if bucket.registered is not None:  # an older version's timer (every timer call is a round trip)
             self.handle.deleteTimer(bucket.registered)
         kept = dict(bucket.engines)
-        if clock:
+        if clock and (bucket.engines or bucket.held):
             kept[_CLOCK] = (None, pickle.dumps(bucket.clock.dump(), protocol=pickle.HIGHEST_PROTOCOL))
         if bucket.held:
             kept[_HELD] = (None, pickle.dumps(bucket.held, protocol=pickle.HIGHEST_PROTOCOL))
@@ -271,11 +273,11 @@ class DetectorProcessor(_BucketsOfShards):
                 for shard, src, pos, event in unpack(packed):
                     items.append((shard, (src, pos), event))
                     earliest = event.ts if earliest is None else min(earliest, event.ts)
-        if state.clock.watermark is None:  # a state written before the clock: from Spark's
-            state.clock.watermark = spark_watermark
-        before = state.clock.watermark
+        # A bucket new, or without shards before, or of a state written before the clock: nothing is late for
+        # it (as in one batch), and its clock starts from what this batch read (never ahead of the others').
+        before = _NEVER_LATE if state.clock.watermark is None else state.clock.watermark
         capped = state.clock.advance(reads, self.cap, self.book.defaults.allowed_lateness_ms)
-        after = state.clock.watermark
+        after = _NEVER_LATE if state.clock.watermark is None else state.clock.watermark
         # Each gap in the reads goes to every shard of the bucket, which knows whether its heartbeats travel there.
         items += [(EVERY_SHARD, (gap.source, gap.offset), gap) for gap in state.positions.advance(reads)]
         by_shard: _Items = defaultdict(list)

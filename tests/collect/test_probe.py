@@ -37,7 +37,7 @@ from streaming.collect import probe
 from streaming.collect.probe import ProbeOptions, Prober, Target, targets_from_config
 from streaming.collect.protocol import Security
 from streaming.config import ConfigError, FleetwatchConfig
-from streaming.contract import MetadataResponse, event_from_dict
+from streaming.contract import event_from_dict
 
 pytestmark = pytest.mark.broker
 
@@ -191,7 +191,8 @@ def test_a_dead_or_slow_target_never_delays_the_others(fleet):
         started = time.monotonic()
 
         def emit(events: list[dict[str, Any]]) -> None:
-            emitted.append((time.monotonic() - started, events[0]["target"], valid(events)))
+            if events[0]["type"] != "collector_targets":  # the probe's targets, said once at its start
+                emitted.append((time.monotonic() - started, events[0]["target"], responses(valid(events))))
 
         asyncio.run(prober.run(emit, rounds=1))
         took = time.monotonic() - started
@@ -227,7 +228,7 @@ def test_endpoints_are_forgotten_after_forget_after_ms(fleet):
         stray.kill()
     kept = responses(prober.probe_round(T0 + 10000), expected={"cluster_id": "stray-cluster", "node_id": 111})
     assert [ev["error"] for ev in kept] == ["CONNECTION_REFUSED"]  # still probed: last advertised 10 s ago
-    later = prober.probe_round(T0 + 15000)
+    later = responses(prober.probe_round(T0 + 15000))
     assert [ev["expected"] for ev in later] == [None]  # only the bootstrap is left
 
 
@@ -328,8 +329,15 @@ def test_cli_once_writes_valid_events(fleet, tmp_path, capsys):
     out = tmp_path / "events.jsonl"
     assert probe.command(cli_args(config, "--once", "--out", str(out), "--timeout-ms", "1000")) == 0
     events = valid([json.loads(line) for line in out.read_text().splitlines()])
-    assert Counter((ev["target"], ev["error"]) for ev in events) == {("healthy", None): 2,
-                                                                     ("gone", "CONNECTION_REFUSED"): 1}
+    assert Counter((ev["target"], ev["error"]) for ev in responses(events)) == {("healthy", None): 2,
+                                                                                ("gone", "CONNECTION_REFUSED"): 1}
+    # The probe says what it watches, and when each target's round ended (issue 41): the round last,
+    # with the cluster its bootstrap led to (none for a target that never answered).
+    (watching,) = [ev for ev in events if ev["type"] == "collector_targets"]
+    assert sorted(watching["targets"]) == ["gone", "healthy"]
+    rounds = {ev["target"]: ev for ev in events if ev["type"] == "collector_round"}
+    assert (rounds["healthy"]["cluster_id"], rounds["gone"]["cluster_id"]) == ("healthy-cluster", None)
+    assert all(ev["ts"] <= rounds[ev["target"]]["ts"] for ev in events if ev.get("target") in rounds)
     assert "failing now: gone" in capsys.readouterr().err
 
 
@@ -350,14 +358,16 @@ def test_cli_publishes_to_the_bus(fleet, tmp_path):
         consumer.seek_to_beginning(partition)
         got: list[Any] = []
         deadline = time.monotonic() + 15
-        while len(got) < 2 and time.monotonic() < deadline:
+        while len(got) < 4 and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=200).values():
                 got += records
     finally:
         consumer.close()
-    assert len(got) == 2
-    assert {r.key for r in got} == {b"healthy-cluster"}
-    assert all(isinstance(event_from_dict(json.loads(r.value)), MetadataResponse) for r in got)
+    events = [(r.key, event_from_dict(json.loads(r.value))) for r in got]
+    # Two answers and the round, keyed by the cluster id; the targets it watches, by none.
+    assert Counter((key, event.type) for key, event in events) == {
+        (b"healthy-cluster", "metadata_response"): 2, (b"healthy-cluster", "collector_round"): 1,
+        (b"", "collector_targets"): 1}
 
 
 def test_the_configured_pin_reaches_the_probe_target():

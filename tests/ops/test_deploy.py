@@ -146,6 +146,20 @@ def _readable_secret_keys(pod: dict, container: dict) -> set[str]:
     return keys
 
 
+def test_the_probe_is_rolled_without_a_gap_in_its_rounds():
+    """Issue 41: a new probe pod starts beside the old one and is ready once its first round is
+    published; both publish as one collector (a stable --source, not the pod's name), so detection
+    sees no gap and no second collector that went silent."""
+    deployment = _manifests()[("Deployment", "fleetwatch-probe")]
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    ready = args[args.index("--ready-file") + 1]
+    assert container["readinessProbe"]["exec"]["command"] == ["test", "-f", ready]
+    assert not args[args.index("--source") + 1].startswith("$")  # the same id in every pod
+
+
 def test_each_pod_reads_only_the_secret_keys_it_needs():
     manifests = _manifests()
     config = yaml.safe_load((K8S / "conf" / "fleetwatch.yaml").read_text())

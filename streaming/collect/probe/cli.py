@@ -8,6 +8,8 @@ import contextlib
 import logging
 import signal
 import sys
+from pathlib import Path
+from typing import Any
 
 from streaming.collect.probe.prober import EventSink, Prober
 from streaming.collect.probe.publish import BusPublisher, JsonlWriter
@@ -42,7 +44,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "most probe.target_concurrency of them (config, default 32)")
     p.add_argument("--target", action="append", metavar="NAME",
                    help="probe only this configured cluster (repeatable)")
-    p.add_argument("--source", default=None, help="collector id in the events (default probe-<hostname>)")
+    p.add_argument("--source", default=None,
+                   help="collector id in the events (default probe-<hostname>); keep it the same across restarts "
+                        "and rollouts of one probe, and distinct between the probes of an HA pair")
+    p.add_argument("--ready-file", metavar="PATH",
+                   help="create this file once a first round is published (a readiness check: a rollout "
+                        "that waits for it leaves no gap in the rounds)")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -65,7 +72,7 @@ def command(args: argparse.Namespace) -> int:
                            layout=LayoutLimits(limits.layout_interval_ms, limits.layout_max_bytes,
                                                limits.layout_timeout_ms))
     rounds = 1 if args.once else args.rounds
-    sink: JsonlWriter | BusPublisher
+    sink: JsonlWriter | BusPublisher | _ReadyOnFirst
     if args.out:
         sink, where = JsonlWriter(args.out), args.out
     else:
@@ -78,6 +85,8 @@ def command(args: argparse.Namespace) -> int:
         # A bus that cannot be reached (BusError) goes on to the CLI: one line, exit 4.
         sink = BusPublisher(BusAccess.from_config(bus, config.bus.security), config.bus.partitions)
         where = bus
+    if args.ready_file:
+        sink = _ReadyOnFirst(sink, Path(args.ready_file))
     prober = Prober(targets, options)
     log.info("probe started", extra={"targets": len(targets), "interval_ms": options.interval_ms,
                                      "timeout_ms": options.timeout_ms, "to": where})
@@ -90,6 +99,23 @@ def command(args: argparse.Namespace) -> int:
           f"{prober.events_emitted} events to {where}; failing now: {', '.join(failing) or 'none'}",
           file=sys.stderr)
     return 0
+
+
+class _ReadyOnFirst:
+    """A sink that creates `ready` once a first round went out (and removes it at the end)."""
+
+    def __init__(self, sink: JsonlWriter | BusPublisher, ready: Path) -> None:
+        self.sink, self.ready = sink, ready
+        ready.unlink(missing_ok=True)
+
+    def __call__(self, events: list[dict[str, Any]]) -> None:
+        self.sink(events)
+        if not self.ready.exists() and any(ev["type"] == "collector_round" for ev in events):
+            self.ready.touch()
+
+    def close(self) -> None:
+        self.ready.unlink(missing_ok=True)
+        self.sink.close()
 
 
 async def _run_until_signalled(prober: Prober, sink: EventSink, rounds: int | None) -> None:

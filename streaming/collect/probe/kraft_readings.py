@@ -15,7 +15,7 @@ from typing import Any
 from streaming.collect.probe.exchange import Answer
 from streaming.contract import UNREGISTERED, BrokerHeartbeat, BrokerState, event_to_dict
 
-__all__ = ["LastReadings", "heartbeats", "registrations"]
+__all__ = ["LastReadings", "heartbeats", "registered", "registrations"]
 
 UNKNOWN_EPOCH = -1  # Kafka's "no broker epoch"; DescribeQuorum does not report one
 
@@ -79,6 +79,14 @@ def heartbeats(boot: Answer, answers: list[Answer], seen: LastReadings, source: 
     return out
 
 
+def registered(boot: Answer) -> tuple[int, ...] | None:
+    """The node ids of every broker the controller has registered, when the bootstrap read that whole set
+    (DescribeCluster v2 from a broker in touch with the controller: `registrations` below), else None."""
+    if boot.quorum is None or not boot.brokers or any(b.fenced is None for b in boot.brokers):
+        return None
+    return tuple(sorted({b.node_id for b in boot.brokers}))
+
+
 def registrations(boot: Answer, seen: LastReadings, ts: int, source: str) -> list[dict[str, Any]]:
     """`broker_state` events for the registrations that changed since the last current view.
 
@@ -87,7 +95,7 @@ def registrations(boot: Answer, seen: LastReadings, ts: int, source: str) -> lis
     broker that the controller's view last saw STOPPING is still STOPPING for DescribeCluster,
     which cannot tell a controlled shutdown from ONLINE.
     """
-    if boot.quorum is None or not boot.brokers or any(b.fenced is None for b in boot.brokers):
+    if registered(boot) is None:
         return []
     now = {(boot.cluster_id, b.node_id): "FENCED" if b.fenced else "ONLINE" for b in boot.brokers}
     now |= {key: "STOPPING" for key, state in now.items()

@@ -13,11 +13,11 @@ from typing import Any
 from streaming import clock
 from streaming.collect.probe.controller_view import ViewMemory, read_controllers, view_events
 from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
-from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registrations
+from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registered, registrations
 from streaming.collect.probe.layout import layout_event, layout_frame_limit, read_layout
 from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
 from streaming.collect.protocol.client import Connection, ProbeFailure, classify
-from streaming.contract import REBOOTSTRAP_REQUIRED, Expected
+from streaming.contract import REBOOTSTRAP_REQUIRED, CollectorRound, CollectorTargets, Expected, event_to_dict
 
 __all__ = ["IDENTITY_RETRY_S", "EventSink", "Prober"]
 
@@ -48,6 +48,7 @@ class TargetState:
     """What the prober remembers of one target between rounds."""
 
     preferred: int = 0  # index of the bootstrap address tried first
+    cluster_id: str | None = None  # the cluster of the last successful bootstrap: what the rounds observe
     endpoints: dict[str, Advert] = field(default_factory=dict)
     seen: LastReadings = field(default_factory=LastReadings)
     failing: bool | None = None
@@ -122,6 +123,11 @@ class Prober:
         """Probe every target once (blocking) and return the events in time order."""
         return asyncio.run(self.probe_round_async(now_ms))
 
+    def targets_event(self, now_ms: int) -> dict[str, Any]:
+        """The `collector_targets` event: the targets this probe watches, from `now_ms` on (sent at its start:
+        a target it watched before and no longer lists was removed from its configuration)."""
+        return event_to_dict(CollectorTargets(now_ms, self.options.source, frozenset(t.name for t in self.targets)))
+
     async def probe_round_async(self, now_ms: int | None = None) -> list[dict[str, Any]]:
         now_ms = clock.now_ms() if now_ms is None else now_ms
         loop = asyncio.get_running_loop()
@@ -130,8 +136,8 @@ class Prober:
         per_target = await asyncio.gather(*(self.probe_target(t, now_ms, started, slots) for t in self.targets))
         per_target += await asyncio.gather(*(self.probe_layout(t, now_ms, started, slots) for t in self.targets
                                              if self.layout_due(t, now_ms)))
+        events = [ev for evs in per_target for ev in evs] + ([self.targets_event(now_ms)] if not self.rounds else [])
         self.rounds += 1
-        events = [ev for evs in per_target for ev in evs]
         events.sort(key=lambda ev: ev["ts"])
         self.events_emitted += len(events)
         return events
@@ -152,6 +158,8 @@ class Prober:
         next_tick = loop.time()
         ticks = 0
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-emit") as executor:
+            await loop.run_in_executor(executor, emit, [self.targets_event(clock.now_ms())])
+
             async def probe_and_emit(target: Target, now_ms: int, started: float, layout: bool = False) -> None:
                 try:
                     events = await (self.probe_layout if layout else self.probe_target)(target, now_ms, started, slots)
@@ -221,6 +229,8 @@ class Prober:
                 break
         if boot is None:
             state.preferred = (state.preferred + 1) % count
+        elif boot.cluster_id:
+            state.cluster_id = boot.cluster_id
 
         invalid: list[str] = []
         if boot is not None:
@@ -265,6 +275,11 @@ class Prober:
                                           self.options.source, target.session_timeout_ms,
                                           target.heartbeat_interval_ms))
         self._note_health(target, events)
+        # Last, at the round's end: every event of the round is before it (streaming/collector_contract.py).
+        ended = now_ms + max(0, int((loop.time() - started) * 1000), *(ev["ts"] - now_ms for ev in events))
+        events.append(event_to_dict(CollectorRound(
+            ended, self.options.source, state.cluster_id, target.name,
+            registered(boot) if boot is not None and boot.cluster_id == state.cluster_id else None)))
         return events
 
     def layout_due(self, target: Target, now_ms: int) -> bool:
