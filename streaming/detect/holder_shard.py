@@ -26,9 +26,10 @@ SOURCE_PREFIX = "src:"
 
 
 class HolderShard(Forgettable):
-    """A second-pass shard: the pairs advertising one address (`addr:`), or the targets holding one
-    cluster id (`dup:`), as the first pass's hand-offs tell it; the same interface as `ShardEngine`.
-    Its one rule deadline: while its alert is open, the lease end that resolves it."""
+    """A second-pass shard: the pairs advertising one address (`addr:`), the targets holding one cluster
+    id (`dup:`), or the clusters one collector no longer observes (`src:`), as the first pass's hand-offs
+    tell it; the same interface as `ShardEngine`. Its deadline: while its alert is open, the lease end
+    that resolves it (of a collector's: its earliest hand-off waiting for the watermark)."""
 
     def __init__(self, shard: str) -> None:
         self.shard = shard
@@ -52,8 +53,7 @@ class HolderShard(Forgettable):
         return ShardOutput(alerts=out.alerts)
 
     def _advance_to(self, now: int, out: Emitter) -> None:
-        due = self.holders.deadline(self.incidents)
-        if due is not None and due < now:
+        while (due := self.holders.deadline(self.incidents)) is not None and due < now:
             self.holders.on_time(due, self.incidents, out)
 
     def process(self, handoffs: Iterable[tuple[Position, Handoff]], watermark: int, book: RuleBook) -> ShardOutput:
@@ -63,8 +63,10 @@ class HolderShard(Forgettable):
         self._advance_to(watermark, timers)
         out = Emitter()
         ttl = book.defaults.state_ttl_ms
+        in_time = not isinstance(self.holders, SilentClusters)  # (which applies them by the watermark only)
         for change in sorted((change for _, change in handoffs), key=lambda c: (c.ts, c.position, c.seq)):
-            self._advance_to(change.ts, timers)  # a deadline the hand-off proves passed
+            if in_time:
+                self._advance_to(change.ts, timers)  # a deadline the hand-off proves passed
             if self.last_event_ms is not None and change.ts - self.last_event_ms > ttl:
                 self._start()  # quiet for longer than the TTL: every lease has ended, nothing is open
             if self.last_event_ms is None or change.ts > self.last_event_ms:

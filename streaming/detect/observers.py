@@ -112,33 +112,44 @@ class ClusterObservers:
 @dataclass
 class SilentClusters:
     """The clusters one collector no longer observes (the state of its `src:` shard): (cluster id,
-    target) -> silent since. One `collector.silent` alert while any is left."""
+    target) -> silent since; one `collector.silent` alert while any is left.
+
+    Hand-offs are applied in event time only once the watermark has passed them (`waiting` until
+    then): a silence is handed on when the watermark passes its deadline, a return when its round is
+    read, which can be batches earlier; applied as they come, a return would resolve the alert before
+    a silence that began earlier was known (the alerts would depend on the micro-batches). All the
+    hand-offs of one moment are applied before the alert fires, so it names every cluster silent then."""
 
     source: str
     silent: dict[tuple[str, str], int] = field(default_factory=dict)
+    waiting: list[CollectorSilence] = field(default_factory=list)
 
     def deadline(self, incidents: Incidents) -> int | None:
-        return None  # changes only with hand-offs
+        """The earliest hand-off waiting: it is applied once the watermark is past it."""
+        return min((change.ts for change in self.waiting), default=None)
 
     def on_time(self, now: int, incidents: Incidents, out: Emitter) -> None:
-        pass
+        due = sorted((c for c in self.waiting if c.ts == now), key=lambda c: (c.position, c.seq))
+        self.waiting = [c for c in self.waiting if c.ts != now]
+        for change in due:
+            key = (change.cluster_id, change.target)
+            if change.since is None:
+                self.silent.pop(key, None)
+            else:
+                self.silent[key] = change.since
+        if not self.silent:
+            incidents.resolve(out, COLLECTOR_SILENT, self.source, now)
+        elif not incidents.is_firing(COLLECTOR_SILENT, self.source):
+            names = sorted({target for _, target in self.silent})
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            incidents.fire(out, COLLECTOR_SILENT, self.source, now,
+                           f"collector {self.source} has sent no round of {shown} for longer than a broker "
+                           "session: their brokers are unobserved (no broker alert can fire for them meanwhile)",
+                           source=self.source,
+                           details={"since_ms": min(self.silent.values()),
+                                    "clusters": [{"cluster_id": c, "target": t, "since_ms": since}
+                                                 for (c, t), since in sorted(self.silent.items())]})
 
     def apply(self, change: CollectorSilence, incidents: Incidents, out: Emitter) -> None:
-        key = (change.cluster_id, change.target)
-        if change.since is None:
-            self.silent.pop(key, None)
-            if not self.silent:
-                incidents.resolve(out, COLLECTOR_SILENT, self.source, change.ts)
-            return
-        self.silent[key] = change.since
-        if incidents.is_firing(COLLECTOR_SILENT, self.source):
-            return
-        names = sorted({target for _, target in self.silent})
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        incidents.fire(out, COLLECTOR_SILENT, self.source, change.ts,
-                       f"collector {self.source} has sent no round of {shown} for longer than a broker session: "
-                       "their brokers are unobserved (no broker alert can fire for them meanwhile)",
-                       source=self.source,
-                       details={"since_ms": min(self.silent.values()),
-                                "clusters": [{"cluster_id": c, "target": t, "since_ms": s}
-                                             for (c, t), s in sorted(self.silent.items())]})
+        """A hand-off: it waits for the watermark (see the class)."""
+        self.waiting.append(change)

@@ -12,6 +12,7 @@ from support.rule_events import (
     UNREACHABLE,
     UNREACHABLE_RULE,
     Cases,
+    D,
     F,
     R,
     case_adder,
@@ -36,6 +37,11 @@ def heartbeats(start: float, stop: float, broker: int = 1) -> list:
 
 def rounds(start: float, stop: float, source: str = "probe") -> list:
     return [rnd(s, source) for s in every(start, stop, 5)]
+
+
+def doc_rounds(start: float, stop: float) -> list:
+    """The collector's rounds of another target, "doc" (cluster D)."""
+    return [rnd(s, target="doc", cluster=D) for s in every(start, stop, 5)]
 
 
 # broker.heartbeat_lost, watched in rounds -------------------------------------------------------
@@ -92,6 +98,19 @@ case(SILENT, "resolves at the round that brings the collector back",
 case(SILENT, "resolves when the collector no longer watches the target it missed",
      merged(rounds(0, 10), [watching(30, ["other"]), later(past(t(35)))]),
      [F(SILENT, "probe", t(10) + SESSION), R(SILENT, "probe", t(10) + SESSION, t(30))], "resolves")
+
+case(SILENT, "one alert per collector: a cluster silent after it fired keeps it open",
+     merged(rounds(0, 10), rounds(30, 60), doc_rounds(3, 13), [later(past(t(60)))]),
+     [F(SILENT, "probe", t(10) + SESSION)], "fires")
+case(SILENT, "one alert per collector: it resolves when the last silent cluster is back",
+     merged(rounds(0, 10), rounds(30, 60), doc_rounds(3, 13), doc_rounds(43, 60), [later(past(t(60)))]),
+     [F(SILENT, "probe", t(10) + SESSION), R(SILENT, "probe", t(10) + SESSION, t(43))], "resolves")
+case(SILENT, "two clusters silent at one moment: one alert",
+     merged(rounds(0, 10), doc_rounds(0, 10), [later(past(t(40)))]),
+     [F(SILENT, "probe", t(10) + SESSION)], "fires")
+case(SILENT, "one of two silent targets dropped: the other keeps the alert open",
+     merged(rounds(0, 10), doc_rounds(0, 10), [watching(30, ["doc"]), later(past(t(40)))]),
+     [F(SILENT, "probe", t(10) + SESSION)], "fires")
 
 # cluster.unreachable: a target's shard leaves too -------------------------------------------------
 case(UNREACHABLE_RULE, "leaving: a target its collector no longer watches resolves its alert",
