@@ -1,4 +1,4 @@
-"""A single-process reference detector for the 16 rules, written for reading, not for speed.
+"""A single-process reference detector for every detection rule, written for reading, not for speed.
 
     .venv/bin/python bench/reference_detector.py EVENTS.jsonl --alerts-out ALERTS.jsonl
 

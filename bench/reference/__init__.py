@@ -1,4 +1,4 @@
-"""A single-process reference detector for the 16 rules, written for reading, not for speed;
+"""A single-process reference detector for every detection rule, written for reading, not for speed;
 `bench/reference_detector.py` is its command line.
 
 From a JSONL file of contract-v1 events it gives the alert lines `fleetwatch replay` writes
@@ -22,10 +22,14 @@ How time works here (README, "Everything here is event time"):
   controller; every response of a cluster for its controller; every response of a target. The
   lease end that ends a collision or a duplicate (README "Forgetting") fires at any event that
   advertises, confirms an advertisement or bootstraps after it: it changes nothing but its own
-  address or id.
+  address or id. A collector's round of a cluster is about every broker of it (it lets their
+  heartbeat deadlines up to it fall due) and about the collector; a collector's `collector_targets`
+  is about every cluster and target it may remove, and about the collector (README "Collectors:
+  rounds, gaps, leaving").
 
-Where the README leaves a choice open, the engine's behaviour on the tests decided; the notes
-marked "README:" in its modules say which.
+Where the README leaves a choice open, the engine's behaviour on the tests decided (for a
+collector's rounds and targets, issue 41, the README's words alone); the notes marked "README:" in
+its modules say which.
 
 Lines that are not contract-v1 events are skipped and counted (the job quarantines them); the
 check is a light one (this is a bench tool: `streaming/contract.py` is the real check).

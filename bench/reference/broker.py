@@ -25,8 +25,12 @@ __all__ = ["Broker"]
 
 class Broker:
     def __init__(self, cluster_id: str | None, broker_id: int, incidents: Incidents,
-                 late_after: int | None = None, replaced: Callable[[Broker, int], bool] | None = None) -> None:
+                 late_after: int | None = None, replaced: Callable[[Broker, int], bool] | None = None,
+                 observed_until: Callable[[], int | None] | None = None) -> None:
         self.cluster_id, self.broker_id, self.inc = cluster_id, broker_id, incidents
+        # README "Collectors": up to when a collector's rounds observed the cluster (None: no observers);
+        # a heartbeat deadline after it waits for a round that shows the broker silent.
+        self.observed_until = observed_until or (lambda: None)
         # README "Broker rules": another node id of the cluster advertises an address of this broker's
         # that it no longer advertises itself (the fleet's advertisements at that moment).
         self.replaced = replaced or (lambda broker, now: False)
@@ -65,16 +69,33 @@ class Broker:
             return self.last_hb
         return max(self.last_hb, self.takeover)
 
+    def observed(self, deadline: int) -> bool:
+        """A heartbeat deadline falls due once a round at or after it shows the broker said nothing."""
+        until = self.observed_until()
+        return until is None or deadline <= until
+
+    def session_due(self, after: int | None) -> int | None:
+        """The heartbeat deadline `after` ms into the session, when it can fall due (not held, observed)."""
+        start = self.session_start()
+        if after is None or start is None or self.held or not self.observed(start + after):
+            return None
+        return start + after
+
+    def restart_session(self, at: int) -> None:
+        """A takeover, or the end of a time nobody watched: the session starts afresh at `at` (one that
+        timed out stays timed out)."""
+        if self.last_hb is not None and not self.inc.firing("broker.heartbeat_lost", self.subject):
+            self.takeover = at
+
     def deadlines(self) -> list[int]:
         if self.gone:
             return []
         firing, s, out = self.inc.firing, self.subject, []
         start = self.session_start()
-        if start is not None and not self.held and not firing("broker.heartbeat_lost", s):
-            out.append(start + SESSION_TIMEOUT)
-        if (self.late_after is not None and start is not None and not self.held
-                and not firing("broker.heartbeat_late", s)):
-            out.append(start + self.late_after)
+        if (lost := self.session_due(SESSION_TIMEOUT)) is not None and not firing("broker.heartbeat_lost", s):
+            out.append(lost)
+        if (late := self.session_due(self.late_after)) is not None and not firing("broker.heartbeat_late", s):
+            out.append(late)
         if self.fenced and self.fenced_since is not None and not firing("broker.fenced", s):
             out.append(self.fenced_since + FENCED_GRACE)
         if firing("broker.partitioned", s):
@@ -93,16 +114,14 @@ class Broker:
         return out
 
     def on_time(self, now: int) -> None:
-        start = self.session_start()
-        if start is not None and not self.held and now == start + SESSION_TIMEOUT:
+        if self.session_due(SESSION_TIMEOUT) == now:
             if self.replaced(self, now):
                 self.leave(now)  # stopped, and another node took its place: nothing fires
                 return
             self.fire("broker.heartbeat_lost", now,
                       f"broker {self.broker_id} sent no heartbeat for {SESSION_TIMEOUT} ms",
                       last_heartbeat_ms=self.last_hb)
-        if (self.late_after is not None and start is not None and not self.held and now == start + self.late_after
-                and not self.inc.firing("broker.heartbeat_late", self.subject)):
+        if self.session_due(self.late_after) == now and not self.inc.firing("broker.heartbeat_late", self.subject):
             self.fire("broker.heartbeat_late", now,
                       f"broker {self.broker_id} sent no heartbeat for {self.late_after} ms "
                       f"({self.late_after / SESSION_TIMEOUT:g} of the {SESSION_TIMEOUT} ms session)",

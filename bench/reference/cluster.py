@@ -1,5 +1,5 @@
-"""One cluster id's part of the state: its brokers and its controller, and how a response of the
-cluster reaches each."""
+"""One cluster id's part of the state: its brokers, its controller and the rounds that observe it, and
+how a response or a round of the cluster reaches each."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .controller import Controller
 from .fleet import Fleet
 from .incidents import Alerts, Incidents
 from .partitions import Layout
+from .rounds import Rounds
 
 # README "Contract additions" and "Broker rules": the reason of a broker_state OFFLINE read from the
 # controller's registrations (the broker was unregistered); a crash reported by an agent has another.
@@ -32,6 +33,7 @@ class Cluster:
         self.controller = Controller(cluster_id or "", self.inc)
         self.layout = Layout(cluster_id or "", self.inc)
         self.inc.impact = self.layout.impact
+        self.rounds = Rounds()
 
     def subjects(self) -> list[Broker | Controller]:
         return [*self.brokers.values(), self.controller]
@@ -45,7 +47,7 @@ class Cluster:
                 del self.brokers[broker_id]
         if broker_id not in self.brokers:
             self.brokers[broker_id] = Broker(self.cluster_id, broker_id, self.inc, self.heartbeat_late_ms,
-                                             self.replaced)
+                                             self.replaced, self.rounds.until)
             self.brokers[broker_id].held = self.controller.none_since is not None
         broker = self.brokers[broker_id]
         broker.last_heard = max(broker.last_heard, now)
@@ -90,12 +92,35 @@ class Cluster:
                     continue
                 broker.held = holds  # no active controller reported: nobody holds the sessions
                 if takeover:
-                    # A new active controller: Kafka's gives every registered broker a full session from now.
-                    if broker.last_hb is not None and not self.inc.firing("broker.heartbeat_lost", broker.subject):
-                        broker.takeover = ts
+                    broker.restart_session(ts)  # a new active controller gives every registered broker a full session
                 else:
                     broker.advance(ts)  # released by the same controller: a held deadline stands
         for entry in r.get("brokers") or ():
             self.broker(entry["node_id"], ts).on_listed(entry, r)
         if r.get("responder_node_id") is not None:
             self.broker(r["responder_node_id"], ts).on_answer(r)
+
+    def on_round(self, ev: dict[str, Any]) -> list[int]:
+        """A collector's round of the cluster (README "Collectors: rounds, gaps, leaving"): the brokers'
+        heartbeat deadlines up to it fall due; after a gap nobody watched, every session restarts at it; a
+        whole set of registrations (`registered`) that misses a broker makes it leave. The ids that left."""
+        ts = ev["ts"]
+        self.advance_brokers(ts)  # observed as it was before the round
+        if self.rounds.on_round(ev["source"], ev["target"], ts):
+            for broker in self.brokers.values():
+                broker.restart_session(ts)
+        self.advance_brokers(ts)  # with the cluster observed up to `ts`
+        registered = ev.get("registered")
+        if registered is None:
+            return []
+        left = sorted(n for n, broker in self.brokers.items() if not broker.gone and n not in registered)
+        for broker_id in left:
+            self.brokers[broker_id].leave(ts)  # as at an OFFLINE `no longer registered`
+        return left
+
+    def remove(self, ts: int, reason: str) -> None:
+        """README "Collectors": a target no longer watched: what fell due before fires, then every open
+        alert of the shard resolves with the reason (the shard is forgotten by its owner)."""
+        for subject in self.subjects():
+            subject.advance(ts)
+        self.inc.resolve_all(ts, reason=reason)

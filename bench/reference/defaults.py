@@ -39,9 +39,11 @@ SEVERITY = {
     "cluster.partitions_offline": "critical", "cluster.under_min_isr": "warning",
     "cluster.id_changed": "critical", "cluster.id_duplicate": "critical", "cluster.id_invalid": "warning",
     "cluster.unreachable": "critical", "connection.misrouted": "critical", "endpoint.collision": "critical",
+    "collector.silent": "warning",
 }
 LEGAL = {("OFFLINE", "FENCED"), ("FENCED", "ONLINE"), ("ONLINE", "FENCED"), ("ONLINE", "STOPPING"),
          ("FENCED", "STOPPING"), ("ONLINE", "OFFLINE"), ("FENCED", "OFFLINE"), ("STOPPING", "OFFLINE"),
          ("STOPPING", "FENCED")}  # README "Real Kafka": a controlled shutdown ends fenced
 VALID_ID = re.compile(r"^[A-Za-z0-9_-]+$")
-EVENT_TYPES = ("metadata_response", "broker_state", "broker_heartbeat", "partition_layout")
+EVENT_TYPES = ("metadata_response", "broker_state", "broker_heartbeat", "partition_layout", "collector_round",
+               "collector_targets")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .cluster import Cluster
+from .collector import Collector
 from .defaults import EVENT_TYPES, LATENESS, STATE_TTL
 from .fleet import Fleet, address
 from .incidents import Alerts
@@ -17,7 +18,8 @@ __all__ = ["Detector", "Part", "detect", "read_events"]
 
 
 class Part:
-    """A part of the state that is forgotten as a whole (README "Forgetting"): a cluster, a target, the fleet."""
+    """A part of the state that is forgotten as a whole (README "Forgetting"): a cluster, a target, a
+    collector, the fleet."""
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self.make = make
@@ -42,6 +44,7 @@ class Detector:
         self.alerts = Alerts()
         self.clusters: dict[str, Part] = {}
         self.targets: dict[str, Part] = {}
+        self.collectors: dict[str, Part] = {}
         self.fleet = Part(lambda: Fleet(self.alerts))
 
     def cluster(self, cluster_id: str | None, ts: int) -> Cluster:
@@ -56,9 +59,21 @@ class Detector:
             self.targets[name] = Part(lambda: Target(name, self.alerts))
         return self.targets[name].heard(ts)
 
+    def collector(self, source: str, ts: int) -> Collector:
+        if source not in self.collectors:
+            self.collectors[source] = Part(lambda: Collector(source, self.alerts))
+        return self.collectors[source].heard(ts)
+
     def apply(self, ev: dict[str, Any], line: int) -> None:
         ts = ev["ts"]
         self.alerts.cause = (0, (ts, line))
+        if ev["type"] == "collector_round":
+            if ev["cluster_id"]:  # README: a round of no cluster goes to no shard
+                self.on_round(ev)
+            return
+        if ev["type"] == "collector_targets":
+            self.on_targets(ev["source"], set(ev["targets"]), ts)
+            return
         if ev["type"] == "partition_layout":
             cluster = self.cluster(ev["cluster_id"], ts)
             cluster.advance_brokers(ts)  # a deadline before the layout sees the layout before it
@@ -92,9 +107,37 @@ class Detector:
         else:
             fleet.confirmed(cluster_id, broker_id, ts)
 
+    def on_round(self, ev: dict[str, Any]) -> None:
+        ts, cluster_id = ev["ts"], ev["cluster_id"]
+        cluster = self.cluster(cluster_id, ts)
+        left = cluster.on_round(ev)
+        if left:
+            fleet = self.fleet.heard(ts)
+            for broker_id in left:
+                fleet.unregistered(cluster_id, broker_id, ts)  # as at an OFFLINE `no longer registered`
+        self.collector(ev["source"], ts).on_round(cluster_id, ev["target"], ts)
+
+    def on_targets(self, source: str, watched: set[str], ts: int) -> None:
+        """README "Collectors": `source` watches exactly `watched` from `ts` on. A cluster or a target that no
+        collector watches any more is removed: its alerts resolve with the reason, what the fleet holds of
+        it is handed back, and it is forgotten. No news of any part (no TTL renewal)."""
+        reason = f"target removed: {source} no longer watches it"
+        for key, part in list(self.clusters.items()):
+            if part.rules.rounds.drop(source, watched):
+                part.rules.remove(ts, reason)
+                self.fleet.rules.withdraw_cluster(key, ts)
+                del self.clusters[key]
+        for name, part in list(self.targets.items()):
+            if name not in watched and part.rules.dropped_by(source):
+                part.rules.remove(ts, reason)
+                self.fleet.rules.release(name, ts)
+                del self.targets[name]
+        if source in self.collectors:
+            self.collectors[source].rules.drop(watched, ts)
+
     def finish(self, watermark: int) -> None:
         """The end of the input is not silence: timers fire up to the final watermark only."""
-        for part in [*self.clusters.values(), *self.targets.values(), self.fleet]:
+        for part in [*self.clusters.values(), *self.targets.values(), *self.collectors.values(), self.fleet]:
             for subject in part.rules.subjects():
                 subject.advance(watermark)
 

@@ -165,6 +165,22 @@ class Fleet:
                 if len(self.advertisers(a, ts)) < 2:
                     self.inc.resolve("endpoint.collision", a, ts)
 
+    def withdraw_cluster(self, cluster_id: str, ts: int) -> None:
+        """A removed cluster's advertisements are handed back: a collision they made resolves."""
+        self.advance(ts)
+        for pair in sorted(p for p in self.adverts if p[0] == cluster_id):
+            self.withdraw(pair, ts)
+
+    def release(self, target: str, ts: int) -> None:
+        """A removed target's held id is handed back: a duplicate it made resolves."""
+        self.advance(ts)
+        if target not in self.held_by:
+            return
+        held_id = self.held_by.pop(target)[0]
+        del self.bootstrapped[target]
+        if not disjoint_pair(self.holders(held_id, ts)):
+            self.inc.resolve("cluster.id_duplicate", held_id, ts)
+
     def forget(self, pair: tuple[str, int]) -> None:
         del self.adverts[pair], self.renewed[pair]
         self.listed.discard(pair)

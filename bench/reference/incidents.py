@@ -46,7 +46,8 @@ class Incidents:
 
     def fire(self, rule: str, subject: str, at: int, summary: str, *, cluster_id: str | None = None,
              target: str | None = None, broker_id: int | None = None, endpoint: str | None = None,
-             **details: Any) -> None:
+             collector: str | None = None, **details: Any) -> None:
+        """`collector`: the alert's top-level `source` (a collector rule's subject; absent for the others)."""
         if (rule, subject) in self.open:
             return  # one incident at a time: the first firing line stands
         if broker_id is not None and self.impact is not None and (impact := self.impact(broker_id)) is not None:
@@ -55,16 +56,23 @@ class Incidents:
             "schema": "fleetwatch.alert/v1",
             "alert_id": hashlib.sha256(f"{rule}|{subject}|{at}".encode()).hexdigest()[:32],
             "rule": rule, "status": "firing", "severity": SEVERITY[rule], "cluster_id": cluster_id,
-            "target": target, "broker_id": broker_id, "endpoint": endpoint, "starts_at": at, "ends_at": None,
-            "summary": summary, "details": details,
+            "target": target, "broker_id": broker_id, "endpoint": endpoint,
+            **({} if collector is None else {"source": collector}),
+            "starts_at": at, "ends_at": None, "summary": summary, "details": details,
         }
         self.open[(rule, subject)] = alert
         self.alerts.write(alert, subject)
 
-    def resolve(self, rule: str, subject: str, at: int) -> None:
+    def resolve(self, rule: str, subject: str, at: int, **details: Any) -> None:
+        """`details`: added to the firing line's in the resolved line (a removed target's reason)."""
         alert = self.open.pop((rule, subject), None)
         if alert is not None:
-            self.alerts.write({**alert, "status": "resolved", "ends_at": max(at, alert["starts_at"])}, subject)
+            self.alerts.write({**alert, "status": "resolved", "ends_at": max(at, alert["starts_at"]),
+                               "details": {**alert["details"], **details}}, subject)
+
+    def resolve_all(self, at: int, **details: Any) -> None:
+        for rule, subject in sorted(self.open):
+            self.resolve(rule, subject, at, **details)
 
 
 def advance(deadlines: Callable[[], list[int]], on_time: Callable[[int], None], now: int,

@@ -23,6 +23,7 @@ class Target:
         self.reported_id = False
         self.failing_since: int | None = None
         self.last_error: str | None = None
+        self.sources: set[str] = set()  # the collectors whose responses it had, and that still watch it
 
     def subjects(self) -> list[Target]:
         return [self]
@@ -41,8 +42,21 @@ class Target:
     def advance(self, now: int) -> None:
         advance(self.deadlines, self.on_time, now, self.inc.alerts)
 
+    def dropped_by(self, source: str) -> bool:
+        """`source` no longer watches it: True when no collector that answered for it does (README
+        "Collectors": a target whose responses all came from that source is removed; one that another
+        collector answered for too is removed once that one drops it as well)."""
+        self.sources.discard(source)
+        return not self.sources
+
+    def remove(self, ts: int, reason: str) -> None:
+        """What fell due before fires, then every open alert of the shard resolves with the reason."""
+        self.advance(ts)
+        self.inc.resolve_all(ts, reason=reason)
+
     def on_response(self, r: dict[str, Any]) -> None:
         self.advance(r["ts"])
+        self.sources.add(r["source"])
         ts, name, ok, cluster_id, expected = r["ts"], self.name, r.get("error") is None, r["cluster_id"], r["expected"]
         if not ok:
             self.last_error = r["error"]
