@@ -3,7 +3,8 @@
 - `increment(counter)`: count what went wrong without failing the job (`counters`: no import of
   the project, so any stage may count).
 - `render_metrics(engine)`, `start_metrics_server(store, port, host)`, `MetricsServer`, `wsgi_app`:
-  the exposition of the store's fleet gauges and the counters (`exposition`).
+  the exposition of the store's fleet gauges and the counters (`exposition`), served by a fixed
+  pool of threads that idle connections cannot hold (`serving`).
 - `add_metrics_arguments(parser)`: `--metrics-port`/`--metrics-host` for the commands that serve it,
   and who may read it (`access`).
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -115,6 +117,52 @@ def test_metrics_http_endpoint(tmp_path):
         assert missing.value.code == 404
     finally:
         server.stop()
+
+
+def test_idle_connections_hold_no_thread_and_are_closed_within_the_timeout(tmp_path):
+    """200 connections that send nothing, or half a request, and then wait (issue 42.6: they held
+    a thread each, forever, before any auth check): the server's threads stay a handful, a scrape is
+    answered beside them, and each is closed once the request timeout has passed."""
+    store = _fleet_store(f"sqlite:///{tmp_path / 'store.db'}")
+    threads_before = threading.active_count()
+    server = start_metrics_server(store, 0, "127.0.0.1", auth=None, request_timeout_s=2.0)
+    idle: list[socket.socket] = []
+    try:
+        for i in range(200):
+            conn = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            if i % 2:
+                conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
+            idle.append(conn)
+        status, body = _status(f"http://127.0.0.1:{server.port}/metrics")
+        assert status == 200 and "fleetwatch_brokers{" in body
+        assert threading.active_count() - threads_before <= 8, [t.name for t in threading.enumerate()]
+
+        for conn in idle:
+            conn.setblocking(False)
+
+        def closed(conn: socket.socket) -> bool:
+            try:
+                return conn.recv(1) == b""
+            except BlockingIOError:
+                return False
+            except ConnectionResetError:
+                return True
+
+        open_ones = list(idle)
+
+        def all_closed() -> bool:
+            open_ones[:] = [c for c in open_ones if not closed(c)]
+            return not open_ones
+
+        poll(all_closed, 30, lambda: f"the idle connections to be closed: {len(open_ones)} still open",
+             interval_s=0.2)
+        assert _status(f"http://127.0.0.1:{server.port}/metrics")[0] == 200
+    finally:
+        for conn in idle:
+            conn.close()
+        server.stop()
+        store.close()
+    assert threading.active_count() == threads_before, "stop() ends every thread of the server"
 
 
 def _own_non_loopback_ipv4() -> str:
