@@ -10,7 +10,8 @@ names, never logged, never shown):
 
 Auth is on when either credential is set; then every request needs one of them. Each pair is
 both variables or neither (one without the other is a ConfigError: auth must not be off, or a
-role missing, because of a typo), and the two user names differ. With only the viewer's, the
+role missing, because of a typo), the two user names differ, and a password of the shipped env
+examples (`change-me…`, any case) is a ConfigError. With only the viewer's, the
 dashboard is read-only (silence with `fleetwatch silence add`).
 
 Without auth, anyone who reaches the server sees the fleet, and nobody may silence: under a WSGI
@@ -49,6 +50,7 @@ from urllib.parse import urlsplit
 import flask
 
 from streaming.config import ConfigError
+from streaming.secret_checks import refuse_example_secret
 
 __all__ = [
     "ALLOWED_HOSTS_ENV",
@@ -97,8 +99,8 @@ class Credential:
 
 def basic_auth_from_env() -> list[Credential] | None:
     """The dashboard's credentials (viewer first, then silencer), or None when neither is set
-    (no auth). A user variable without its password (or the reverse), or one user name for both
-    roles, is a ConfigError."""
+    (no auth). A user variable without its password (or the reverse), one user name for both
+    roles, or a password of the shipped examples (`change-me…`) is a ConfigError."""
     found = []
     for role, (user_env, password_env) in _ROLE_ENV.items():
         user, password = os.environ.get(user_env), os.environ.get(password_env)
@@ -106,6 +108,7 @@ def basic_auth_from_env() -> list[Credential] | None:
             missing = password_env if user else user_env
             raise ConfigError(f"dashboard basic auth needs both {user_env} and {password_env}; "
                               f"{missing} is not set")
+        refuse_example_secret(password_env, password)
         if user and password:
             found.append(Credential(user, password, role))
     if len(found) == 2 and found[0].user == found[1].user:

@@ -5,10 +5,12 @@ shipped rules."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -20,6 +22,7 @@ import yaml
 from support.processes import stop_process
 
 from streaming.alert import Alert
+from streaming.config import ConfigError
 from streaming.metrics import CONTENT_TYPE, render_metrics, start_metrics_server
 from streaming.polling import poll
 from streaming.ports import free_port
@@ -252,6 +255,41 @@ def test_metrics_auth_from_the_environment(tmp_path, monkeypatch, kind):
     finally:
         server.stop()
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["token", "token_file", "basic"])
+def test_an_example_secret_is_refused_naming_the_variable(tmp_path, monkeypatch, kind):
+    """The placeholders of deploy/k8s/secrets.env.example and deploy/systemd/job.env.example (issue 42.7)."""
+    for name in _METRICS_ENV:
+        monkeypatch.delenv(name, raising=False)
+    secret = tmp_path / "token"
+    if kind == "token":
+        monkeypatch.setenv(variable := "FLEETWATCH_METRICS_TOKEN", value := "change-me-too")
+    elif kind == "token_file":
+        secret.write_text((value := "Change-Me") + "\n")
+        monkeypatch.setenv("FLEETWATCH_METRICS_TOKEN_FILE", str(secret))
+        variable = f"FLEETWATCH_METRICS_TOKEN_FILE ({secret})"
+    else:
+        monkeypatch.setenv("FLEETWATCH_METRICS_USER", "prometheus")
+        monkeypatch.setenv(variable := "FLEETWATCH_METRICS_PASSWORD", value := "CHANGE-ME")
+    with pytest.raises(ConfigError) as refused:
+        start_metrics_server(f"sqlite:///{tmp_path / 'store.db'}", 0, "127.0.0.1")
+    said = str(refused.value)
+    assert said == f"{variable} is still the placeholder of the shipped env examples: set a secret of your own"
+    assert value.lower() not in said.lower()
+
+
+@pytest.mark.integration
+def test_fleetwatch_run_with_an_example_metrics_token_exits_2_before_anything_starts(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in _METRICS_ENV}
+    # The shipped config: its store and checkpoint are under var/ of the working directory.
+    done = subprocess.run([sys.executable, "-m", "streaming.cli", "run", "--config",
+                           str(ROOT / "conf" / "fleetwatch.yaml"), "--metrics-port", "0"], cwd=tmp_path,
+                          env={**env, "FLEETWATCH_METRICS_TOKEN": "change-me-too"}, capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stderr) == (2, "fleetwatch run: FLEETWATCH_METRICS_TOKEN is still the placeholder "
+                                                 "of the shipped env examples: set a secret of your own\n")
+    assert list(tmp_path.iterdir()) == [], "nothing was started (no store, no checkpoint, no log)"
 
 
 @pytest.mark.integration

@@ -102,6 +102,31 @@ def test_one_auth_variable_without_the_other_is_a_one_line_error(store_url: str,
     assert err.count("\n") == 1 and missing in err and "needs both" in err, err
 
 
+@pytest.mark.parametrize(("pair", "password"), [(AUTH, "change-me"), (SILENCER, "CHANGE-ME-too"),
+                                              (SILENCER, " Change-me-later")])
+def test_an_example_password_is_a_one_line_error_naming_the_variable(store_url: str, monkeypatch, capsys,
+                                                                     pair: tuple[str, str], password: str) -> None:
+    """The placeholders of deploy/systemd/*.env.example and deploy/k8s/secrets.env.example (issue 42.7)."""
+    for name in (*AUTH, *SILENCER):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(pair[0], "sre")
+    monkeypatch.setenv(pair[1], password)
+
+    def served(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the dashboard was made with an example password")
+
+    monkeypatch.setattr("dashboard.app.create_app", served)  # what `fleetwatch dashboard` would serve
+    parser = argparse.ArgumentParser()
+    configure_parser(parser)
+    assert command(parser.parse_args(["--store-url", store_url])) == 2
+    err = capsys.readouterr().err
+    assert err == (f"fleetwatch dashboard: {pair[1]} is still the placeholder of the shipped env examples: "
+                   "set a secret of your own\n"), err
+    assert password.strip().lower() not in err.lower()
+    with pytest.raises(ConfigError, match=pair[1]):  # and under gunicorn: dashboard.wsgi does not import
+        create_app(store_url)
+
+
 @pytest.mark.integration
 def test_no_auth_beyond_loopback_is_a_warning_at_start_and_loopback_is_quiet(store_url: str) -> None:
     exposed = _stderr_until(_dashboard(store_url, "0.0.0.0", {}), "dashboard on http://0.0.0.0")
