@@ -27,11 +27,10 @@ from __future__ import annotations
 
 from dash import Dash
 
-from dashboard.auth import guard_server, local_silences_refusal
+from dashboard.auth import guard_server
 from dashboard.callbacks import register_callbacks
 from dashboard.layouts import frame_layout, validation_layout
 from dashboard.page_content import PageContent, Tags
-from streaming.config import ConfigError
 from streaming.incident_settings import IncidentSettings
 from streaming.store import Store
 
@@ -52,8 +51,6 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     opt-in of `fleetwatch dashboard --allow-local-silences`) on a loopback `host`: the person at
     the machine may (a ConfigError on any other `host`, or none).
     """
-    if local_silences and (refusal := local_silences_refusal(host)) is not None:
-        raise ConfigError(refusal)  # before the store is opened
     store = Store(store_url)
     # No "Updating..." flicker in the tab title on every refresh. The style sheet (and the fleet
     # map's click handler) are served from dashboard/assets/.

@@ -160,16 +160,11 @@ def guard_server(server: flask.Flask, host: str | None, local_silences: bool = F
         log.info("dashboard basic auth enabled",
                  extra={"user": next((c.user for c in credentials if c.role == VIEWER), None),
                         "silencer": next((c.user for c in credentials if c.role == SILENCER), None)})
-        if not any(c.role == SILENCER for c in credentials):
-            log.info(f"dashboard is read-only: no silencer credential ({SILENCER_USER_ENV}, "
-                     f"{SILENCER_PASSWORD_ENV})")
-    else:
-        if host is not None:
-            _warn_if_exposed(host)
-        if not local_silences:
-            log.info(f"dashboard is read-only: no silencer credential ({SILENCER_USER_ENV}, "
-                     f"{SILENCER_PASSWORD_ENV})")
+    elif host is not None:
+        _warn_if_exposed(host)
     anyone_silences = credentials is None and local_silences  # checked above: on a loopback `host`
+    if not anyone_silences and not any(c.role == SILENCER for c in credentials or ()):
+        log.info(f"dashboard is read-only: no silencer credential ({SILENCER_USER_ENV}, {SILENCER_PASSWORD_ENV})")
     allowed = allowed_hosts_from_env()
     warned = host is not None
 
