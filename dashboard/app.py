@@ -8,10 +8,11 @@ The alerts page silences a firing alert (its cluster, rule, broker and endpoint,
 reason) the way `fleetwatch silence add` does. Who may (`auth`): with basic auth on, only the
 silencer (FLEETWATCH_DASHBOARD_SILENCER_USER/PASSWORD), whose name the silence records; the viewer
 (FLEETWATCH_DASHBOARD_USER/PASSWORD) sees every page and is refused by the silence callback itself.
-With auth off, anyone who reaches a dashboard listening on loopback; one listening beyond loopback
-refuses silences and says so in a warning. Whatever the auth, a request whose Host is not an
-allowed host (loopback names on loopback; FLEETWATCH_DASHBOARD_ALLOWED_HOSTS) or a POST from
-another origin gets 403 (`auth`: DNS rebinding, cross-site requests).
+With auth off, nobody, unless `fleetwatch dashboard --allow-local-silences` on loopback (the person
+at the machine; never under gunicorn); one listening beyond loopback says so in a warning. Whatever
+the auth, a request whose Host is not an allowed host (loopback names on loopback;
+FLEETWATCH_DASHBOARD_ALLOWED_HOSTS) or a POST from another origin gets 403 (`auth`: DNS rebinding,
+cross-site requests).
 
 Filters live in the URL's query string (`/alerts?rule=broker.fenced&severity=critical&cluster=pay`,
 `/alerts?alert=<alert id>`, `/?env=prod&region=eu&q=pay&healthy=1&group=region`,
@@ -37,7 +38,8 @@ __all__ = ["create_app"]
 
 
 def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = None,
-               incidents: IncidentSettings | None = None, host: str | None = None) -> Dash:
+               incidents: IncidentSettings | None = None, host: str | None = None,
+               local_silences: bool = False) -> Dash:
     """The dashboard over the store at `store_url`, refreshing every `refresh_ms`.
 
     `tags` maps a target name to its tags (`{c.name: c.tags for c in config.clusters}`): the
@@ -45,7 +47,9 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     (the defaults without one), as the notifier groups them. When a viewer or silencer credential is set
     (`auth`), every request needs HTTP basic auth with one of them. `host`: the address the server
     will listen on, when the caller knows it (else each request tells); without auth, one beyond
-    loopback gets a warning and refuses silences.
+    loopback gets a warning. Without auth nobody may silence, unless `local_silences` (the
+    opt-in of `fleetwatch dashboard --allow-local-silences`) on a loopback `host`: the person at
+    the machine may (a ConfigError on any other `host`, or none).
     """
     store = Store(store_url)
     # No "Updating..." flicker in the tab title on every refresh. The style sheet (and the fleet
@@ -55,5 +59,5 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     app.layout = frame_layout(app.get_relative_path, refresh_ms)
     app.validation_layout = validation_layout(app.layout, content.tag_options(), content.default_group)
     register_callbacks(app, store.engine, content)
-    guard_server(app.server, host)
+    guard_server(app.server, host, local_silences)
     return app

@@ -10,14 +10,18 @@ names, never logged, never shown):
 
 Auth is on when either credential is set; then every request needs one of them. Each pair is
 both variables or neither (one without the other is a ConfigError: auth must not be off, or a
-role missing, because of a typo), and the two user names differ. With only the viewer's, the
+role missing, because of a typo), the two user names differ, and a password of the shipped env
+examples (`change-me…`, any case) is a ConfigError. With only the viewer's, the
 dashboard is read-only (silence with `fleetwatch silence add`).
 
-Without auth, anyone who reaches the server sees the fleet; silencing is allowed only when the
-server listens on loopback (the person at the machine: `fleetwatch dashboard` without `--host`).
-A dashboard without auth that listens beyond loopback says so in a warning and refuses silences.
-The listening address is `host` when the caller knows it, else each request's SERVER_NAME (the
-bind address under gunicorn and werkzeug alike).
+Without auth, anyone who reaches the server sees the fleet, and nobody may silence: under a WSGI
+server (gunicorn) the app cannot know who is at the other end of a loopback socket (a same-host
+reverse proxy forwards every remote user there, and with `--bind unix:` gunicorn fills SERVER_NAME
+from the client's Host). Only `fleetwatch dashboard`, which knows the address it listens on, may
+let the person at the machine silence without credentials, and only when asked
+(`--allow-local-silences`, `local_silences=True`) on a loopback address. A dashboard without auth
+that listens beyond loopback says so in a warning. The listening address is `host` when the caller
+knows it, else each request's SERVER_NAME (the Host checks below; never a reason to silence).
 
 Host and Origin, before auth (DNS rebinding, cross-site requests):
 
@@ -46,6 +50,7 @@ from urllib.parse import urlsplit
 import flask
 
 from streaming.config import ConfigError
+from streaming.secret_checks import refuse_example_secret
 
 __all__ = [
     "ALLOWED_HOSTS_ENV",
@@ -59,6 +64,7 @@ __all__ = [
     "allowed_hosts_from_env",
     "basic_auth_from_env",
     "guard_server",
+    "local_silences_refusal",
     "silence_author",
 ]
 
@@ -93,8 +99,8 @@ class Credential:
 
 def basic_auth_from_env() -> list[Credential] | None:
     """The dashboard's credentials (viewer first, then silencer), or None when neither is set
-    (no auth). A user variable without its password (or the reverse), or one user name for both
-    roles, is a ConfigError."""
+    (no auth). A user variable without its password (or the reverse), one user name for both
+    roles, or a password of the shipped examples (`change-me…`) is a ConfigError."""
     found = []
     for role, (user_env, password_env) in _ROLE_ENV.items():
         user, password = os.environ.get(user_env), os.environ.get(password_env)
@@ -102,6 +108,7 @@ def basic_auth_from_env() -> list[Credential] | None:
             missing = password_env if user else user_env
             raise ConfigError(f"dashboard basic auth needs both {user_env} and {password_env}; "
                               f"{missing} is not set")
+        refuse_example_secret(password_env, password)
         if user and password:
             found.append(Credential(user, password, role))
     if len(found) == 2 and found[0].user == found[1].user:
@@ -127,20 +134,37 @@ def allowed_hosts_from_env() -> tuple[str, ...] | None:
     return tuple(entries)
 
 
-def guard_server(server: flask.Flask, host: str | None) -> None:
+def local_silences_refusal(host: str | None) -> str | None:
+    """Why silences without credentials may not be allowed for a server on `host` (None: it may):
+    only a server whose caller knows it listens on loopback may allow them."""
+    if host is None:
+        return ("silences without credentials need the listening address: only `fleetwatch dashboard` "
+                "allows them, never a WSGI server")
+    if not _is_loopback(host):
+        return f"silences without credentials are for the person at the machine: {host} is not a loopback address"
+    return None
+
+
+def guard_server(server: flask.Flask, host: str | None, local_silences: bool = False) -> None:
     """Require basic auth on every request when the environment sets a credential, and note
     each request's role (`silence_author` reads it); without auth, warn when the server listens
-    beyond loopback: on `host` when the caller knows it, else on the first request's address."""
+    beyond loopback: on `host` when the caller knows it, else on the first request's address.
+
+    Without auth every request is a viewer's, unless `local_silences` (the opt-in of `fleetwatch
+    dashboard`) and the server listens on the loopback `host`: then the person at the machine may
+    silence. `local_silences` without such a `host` is a ConfigError."""
+    if local_silences and (refusal := local_silences_refusal(host)) is not None:
+        raise ConfigError(refusal)
     credentials = basic_auth_from_env()
     if credentials is not None:
         log.info("dashboard basic auth enabled",
                  extra={"user": next((c.user for c in credentials if c.role == VIEWER), None),
                         "silencer": next((c.user for c in credentials if c.role == SILENCER), None)})
-        if not any(c.role == SILENCER for c in credentials):
-            log.info(f"dashboard is read-only: no silencer credential ({SILENCER_USER_ENV}, "
-                     f"{SILENCER_PASSWORD_ENV})")
     elif host is not None:
         _warn_if_exposed(host)
+    anyone_silences = credentials is None and local_silences  # checked above: on a loopback `host`
+    if not anyone_silences and not any(c.role == SILENCER for c in credentials or ()):
+        log.info(f"dashboard is read-only: no silencer credential ({SILENCER_USER_ENV}, {SILENCER_PASSWORD_ENV})")
     allowed = allowed_hosts_from_env()
     warned = host is not None
 
@@ -163,7 +187,7 @@ def guard_server(server: flask.Flask, host: str | None) -> None:
         if not warned:
             warned = True
             _warn_if_exposed(listening)
-        flask.g.dashboard_role = SILENCER if _is_loopback(listening) else VIEWER
+        flask.g.dashboard_role = SILENCER if anyone_silences else VIEWER
         return None
 
 
@@ -175,8 +199,8 @@ def silence_author() -> tuple[str | None, str]:
         return (f"dashboard ({user})" if user else "dashboard"), ""
     if user:
         return None, f"Not silenced: {user} may not silence (a viewer); sign in as a silencer."
-    return None, ("Not silenced: this dashboard has no auth and listens beyond loopback, so it may not "
-                  f"silence (set {SILENCER_USER_ENV} and {SILENCER_PASSWORD_ENV}).")
+    return None, ("Not silenced: this dashboard has no auth, so it may not silence (set "
+                  f"{SILENCER_USER_ENV} and {SILENCER_PASSWORD_ENV}, or use `fleetwatch silence add`).")
 
 
 def _split_host(netloc: str) -> tuple[str, int | None] | None:
@@ -241,7 +265,7 @@ def _is_loopback(host: str) -> bool:
 
 def _warn_if_exposed(host: str) -> None:
     """Warn when a dashboard without auth listens on `host` beyond loopback: anyone who reaches it
-    sees the fleet (and silencing is refused there)."""
+    sees the fleet (and nobody may silence)."""
     if not _is_loopback(host):
         log.warning(f"dashboard auth is off and it listens on {host}: anyone who reaches it sees the fleet, "
                     f"and silencing is refused (set {AUTH_USER_ENV}/{AUTH_PASSWORD_ENV} for viewers and "

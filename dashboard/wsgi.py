@@ -2,6 +2,9 @@
 
 FLEETWATCH_CONFIG (optional) names the config file: its clusters' tags become the overview's
 filters, and its store.url the store when FLEETWATCH_STORE_URL is not set.
+
+Served this way the dashboard never lets anyone silence without credentials (dashboard.auth): a
+loopback bind is what a same-host proxy forwards every remote user to. Set the silencer credential.
 """
 
 from __future__ import annotations

@@ -34,6 +34,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     config = _config(args)  # a bad config is told at once, before Spark's modules load
+    if args.metrics_port is not None:
+        from streaming.metrics import metrics_auth_from_env
+
+        metrics_auth_from_env()  # and /metrics' auth: half a pair, an example secret
     from streaming.job import RunOptions, run_job
 
     return run_job(config, RunOptions(log_file=Path(args.log_file), verbose=args.verbose,

@@ -2,10 +2,12 @@
 
 `fleetwatch demo` runs the notifier against it, so the webhook path is seen end to end: each
 POST must carry a valid `X-Fleetwatch-Signature` (HMAC-SHA256 with the demo's secret, at most
-5 minutes old), else it is refused with 401 and nothing is recorded; each accepted alert is
-appended to a JSONL file (`received.jsonl` in the demo's work folder) and answered 200. A
-notification sent twice (the notifier delivers at least once) is recorded twice, marked
-`duplicate`, as a receiver that drops duplicates by alert_id and status would see it.
+5 minutes old) whose `v2` covers its `X-Fleetwatch-Delivery-Id`, else it is refused with 401 and
+nothing is recorded: a request replayed with another delivery id (a firing passed off as its
+resolution) is refused. Each accepted alert is appended to a JSONL file (`received.jsonl` in the
+demo's work folder) and answered 200. A notification sent twice (the notifier delivers at least
+once) is recorded twice, marked `duplicate`, as a receiver that drops duplicates by what the
+verified body says (alert_id and status) would see it.
 """
 
 from __future__ import annotations
@@ -58,20 +60,22 @@ class DemoReceiver:
         self.stop()
 
     def _answer(self, request: Request) -> Reply:
-        status = (self._accept(request.body, request.headers.get("x-fleetwatch-signature"))
+        status = (self._accept(request.body, request.headers.get("x-fleetwatch-signature"),
+                               request.headers.get("x-fleetwatch-delivery-id"))
                   if 0 < request.length <= MAX_BODY else HTTPStatus.BAD_REQUEST)
         return Reply(status, json.dumps({"ok": status == HTTPStatus.OK}).encode(),
                      {"Content-Type": "application/json"})
 
-    def _accept(self, body: bytes, signature: str | None) -> HTTPStatus:
-        if signature is None or not verify_signature(self._secret, body, signature, now=time.time()):
+    def _accept(self, body: bytes, signature: str | None, delivery_id: str | None) -> HTTPStatus:
+        if signature is None or delivery_id is None or not verify_signature(
+                self._secret, body, signature, now=time.time(), delivery_id=delivery_id):
             with self._lock:
                 self.refused += 1
-            log.warning("demo receiver refused a request: missing or invalid signature")
+            log.warning("demo receiver refused a request: missing or invalid signature of its body and delivery id")
             return HTTPStatus.UNAUTHORIZED
         try:
             alert: dict[str, Any] = json.loads(body)
-            key = (str(alert["alert_id"]), str(alert["status"]))
+            key = (str(alert["alert_id"]), str(alert["status"]))  # deduplicated on the verified body only
         except (ValueError, KeyError, TypeError):
             return HTTPStatus.BAD_REQUEST
         with self._lock:

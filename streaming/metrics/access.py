@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from streaming.config import ConfigError
+from streaming.secret_checks import refuse_example_secret
 
 __all__ = ["DEFAULT_METRICS_HOST", "MetricsAuth", "add_metrics_arguments", "is_loopback", "metrics_auth_from_env",
            "metrics_host"]
@@ -49,9 +50,11 @@ class MetricsAuth:
 
 
 def secret_from_env(name: str) -> str | None:
-    """$NAME, else the contents of the file $NAME_FILE names (one trailing newline dropped)."""
+    """$NAME, else the contents of the file $NAME_FILE names (one trailing newline dropped). A
+    value of the shipped env examples (`change-me…`) is a ConfigError naming the variable."""
     value = os.environ.get(name)
     if value:
+        refuse_example_secret(name, value)
         return value
     path = os.environ.get(f"{name}_FILE")
     if not path:
@@ -64,6 +67,7 @@ def secret_from_env(name: str) -> str | None:
     text = text[:-1] if text.endswith("\n") else text
     if not text:
         raise ConfigError(f"{name}_FILE: {path} is empty")
+    refuse_example_secret(f"{name}_FILE ({path})", text)
     return text
 
 

@@ -49,7 +49,9 @@ a pod, where Prometheus scrapes the pod's address). `/metrics` needs a bearer to
 FLEETWATCH_METRICS_TOKEN_FILE, a file holding it) is set, or basic auth when
 FLEETWATCH_METRICS_USER and FLEETWATCH_METRICS_PASSWORD (or _PASSWORD_FILE) are; with both, either
 is accepted; a user without a password (or the reverse) is an error. Secrets are never logged.
-`/healthz` needs none. Listening beyond loopback without auth is logged as a warning.
+`/healthz` needs none. Listening beyond loopback without auth is logged as a warning. Its server
+holds a fixed handful of threads whatever its clients do (`serving`): a connection that has not
+sent its whole request within 10 s is closed, and idle ones never hold up a scrape.
 
 Cardinality: labels come from the fleet (cluster ids, targets: one series per cluster), from
 closed lists (states, rules, severities) or from the reason codes of quarantine, grouped by code
@@ -61,13 +63,11 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sqlalchemy import Engine, case, func, select
@@ -85,6 +85,7 @@ from streaming.metrics.access import (
     metrics_host,
 )
 from streaming.metrics.counters import COUNTERS, counter_values
+from streaming.metrics.serving import REQUEST_TIMEOUT_S, BoundedHTTPServer, ReadHeadHandler
 from streaming.store import (
     IncidentScope,
     alerts,
@@ -404,19 +405,21 @@ def wsgi_app(store: Any, auth: Any = _FROM_ENV, incidents: IncidentScope = _NO_S
 
 
 class MetricsServer:
-    """`/metrics` on a plain HTTP server in a daemon thread; `stop()` closes it.
+    """`/metrics` on a plain HTTP server of a few daemon threads (`serving.BoundedHTTPServer`: a
+    fixed pool, a connection handed to it only once its request arrived, one that sends nothing
+    closed after `request_timeout_s`); `stop()` closes it.
 
     `auth`: what `/metrics` asks for; by default what the environment says (`metrics_auth_from_env`),
     None for nothing."""
 
     def __init__(self, store: Any, port: int, host: str = DEFAULT_METRICS_HOST, auth: Any = _FROM_ENV,
-                 incidents: IncidentScope = _NO_SCOPE) -> None:
+                 incidents: IncidentScope = _NO_SCOPE, *, request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         engine = _engine_of(store)
         host = metrics_host(host)
         self.auth: MetricsAuth | None = metrics_auth_from_env() if auth is _FROM_ENV else auth
         required = self.auth
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(ReadHeadHandler):
             def do_GET(self) -> None:
                 status, headers, body = _answer(engine, incidents, required, self.path.split("?", 1)[0],
                                                 self.headers.get("Authorization"))
@@ -429,16 +432,14 @@ class MetricsServer:
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("metrics request", extra={"client": self.client_address[0], "line": format % args})
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fleetwatch-metrics", daemon=True)
+        self._server = BoundedHTTPServer(host, port, Handler, request_timeout_s=request_timeout_s)
 
     @property
     def port(self) -> int:
         return int(self._server.server_address[1])
 
     def start(self) -> MetricsServer:
-        self._thread.start()
+        self._server.start()
         host = str(self._server.server_address[0])
         auth = "none" if self.auth is None else ("token" if self.auth.token else "") + (
             "+basic" if self.auth.token and self.auth.user else "basic" if self.auth.user else "")
@@ -450,13 +451,12 @@ class MetricsServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._server.stop()
 
 
 def start_metrics_server(store: Any, port: int, host: str = DEFAULT_METRICS_HOST,
-                         auth: Any = _FROM_ENV, incidents: IncidentScope = _NO_SCOPE) -> MetricsServer:
+                         auth: Any = _FROM_ENV, incidents: IncidentScope = _NO_SCOPE, *,
+                         request_timeout_s: float = REQUEST_TIMEOUT_S) -> MetricsServer:
     """Serve `/metrics` for `store` (a Store, an Engine or a URL) on host:port (0: any free port),
     with the auth the environment sets unless `auth` is given (None: none)."""
-    return MetricsServer(store, port, host, auth, incidents).start()
+    return MetricsServer(store, port, host, auth, incidents, request_timeout_s=request_timeout_s).start()

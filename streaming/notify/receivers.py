@@ -2,15 +2,19 @@
 
 - `webhook`: the alert object of SPEC section 4 as the body, byte for byte as stored, with
   `X-Fleetwatch-Alert-Id` (the alert id, SPEC section 6), `X-Fleetwatch-Status` (`firing` or
-  `resolved`), `X-Fleetwatch-Delivery-Id` (`<alert_id>:<status>`, what a receiver deduplicates on)
-  and `X-Fleetwatch-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<body>">` keyed by the secret
-  in `secret_env` (unsigned, with a warning, when no `secret_env` is set).
+  `resolved`), `X-Fleetwatch-Delivery-Id` (`<alert_id>:<status>`) and `X-Fleetwatch-Signature:
+  t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<body>">,v2=<hex HMAC-SHA256 of "<t>\n<delivery id>\n<body>">`
+  keyed by the secret in `secret_env` (unsigned, with a warning, when no `secret_env` is set). v1 is
+  SPEC section 6's and covers the body only: the other headers are not signed, so a receiver
+  deduplicates on what the verified body says (alert_id and status), or on the delivery id once v2
+  has verified it (issue 42.8: a replayed firing whose Delivery-Id header said `:resolved` made a
+  receiver that trusted the header drop the real resolution). A receiver that knows v1 only ignores v2.
 - `slack`: an incoming-webhook message (`text` in Slack mrkdwn); accepts groups.
 - A fleet incident (streaming/notify/incidents.py) goes to a `webhook` as one `fleetwatch.incident/v1`
-  object (`INCIDENT_SCHEMA`: the incident, every member's id, and the alert objects of the members
-  this notification is the first to tell, under `alerts`), with `X-Fleetwatch-Incident-Id`,
-  `X-Fleetwatch-Alert-Ids` and a `X-Fleetwatch-Delivery-Id` of `<incident_id>:firing:<digest of those
-  alerts' ids>`, signed like an alert; to `slack` as one message listing them.
+  object (`INCIDENT_SCHEMA`: the incident, every member's id, its `delivery_id` (`<incident_id>:firing:
+  <digest of the ids of the alerts it tells>`) and the alert objects of the members this notification
+  is the first to tell, under `alerts`), with `X-Fleetwatch-Incident-Id`, `X-Fleetwatch-Alert-Ids`
+  and that `X-Fleetwatch-Delivery-Id`, signed like an alert; to `slack` as one message listing them.
 - `pagerduty`: Events API v2, `dedup_key` = alert_id, `trigger` / `resolve`; the routing key
   comes from `routing_key_env`; `url` overrides the public endpoint. A fleet incident's members are
   one PagerDuty alert, `dedup_key` = `fleet-incident:<incident_id>`: its trigger, a joiner's
@@ -132,23 +136,34 @@ class HttpRequest:
     method: str = "POST"
 
 
-def sign(secret: str, body: bytes, t: int) -> str:
-    """The `X-Fleetwatch-Signature` value for a body sent at unix time t."""
+def _mac(key: bytes, t: int | str, body: bytes, delivery_id: str | None) -> str:
+    """v1: the HMAC of "<t>.<body>"; v2 (a delivery id given): of "<t>\n<delivery id>\n<body>" (a
+    header value holds no line break, so the three parts cannot be split another way)."""
+    signed = f"{t}.".encode() if delivery_id is None else f"{t}\n{delivery_id}\n".encode()
+    return hmac.new(key, signed + body, hashlib.sha256).hexdigest()
+
+
+def sign(secret: str, body: bytes, t: int, delivery_id: str | None = None) -> str:
+    """The `X-Fleetwatch-Signature` value for a body sent at unix time t: `t=..,v1=..`, and `,v2=..`
+    covering `delivery_id` too when one is given."""
     data = body.encode() if isinstance(body, str) else body
-    mac = hmac.new(secret.encode(), f"{t}.".encode() + data, hashlib.sha256).hexdigest()
-    return f"t={t},v1={mac}"
+    header = f"t={t},v1={_mac(secret.encode(), t, data, None)}"
+    return header if delivery_id is None else f"{header},v2={_mac(secret.encode(), t, data, delivery_id)}"
 
 
 # How old (or how far ahead) a signature's timestamp may be: older is a replay.
 SIGNATURE_TOLERANCE_S = 300
-_SIGNATURE_PART = re.compile(r"t=([0-9]{1,12})|v1=([0-9a-f]{1,128})", re.ASCII)
+_SIGNATURE_PART = re.compile(r"t=([0-9]{1,12})|v([12])=([0-9a-f]{1,128})", re.ASCII)
 
 
 def verify_signature(secret: str | bytes, body: bytes | str, header: object, *, now: float | None = None,
-                     tolerance_s: float = SIGNATURE_TOLERANCE_S) -> bool:
+                     tolerance_s: float = SIGNATURE_TOLERANCE_S, delivery_id: str | None = None) -> bool:
     """What a receiver does: True only when `header` is a well-formed `X-Fleetwatch-Signature` whose
     timestamp is within `tolerance_s` of `now` (default: the wall clock) and one of whose `v1`
-    values is the HMAC of "<t>.<body>". Anything else (malformed, non-ASCII, not a string) is False."""
+    values is the HMAC of "<t>.<body>"; given the request's `delivery_id` (its
+    X-Fleetwatch-Delivery-Id), one of whose `v2` values is the HMAC of "<t>\n<delivery id>\n<body>"
+    instead, so that a delivery id altered in transit (a replay) is refused. Anything else
+    (malformed, non-ASCII, not a string) is False."""
     if not tolerance_s > 0:
         raise ValueError("tolerance_s must be positive: a signature without a time limit can be replayed forever")
     if isinstance(header, bytes):
@@ -158,7 +173,10 @@ def verify_signature(secret: str | bytes, body: bytes | str, header: object, *, 
             return False
     if not isinstance(header, str) or not header.isascii():
         return False
-    stamp, macs = None, []
+    if delivery_id is not None and (not isinstance(delivery_id, str) or not delivery_id.isascii()
+                                    or "\n" in delivery_id or "\r" in delivery_id):
+        return False
+    stamp, macs = None, {"1": [], "2": []}
     for part in header.split(","):
         found = _SIGNATURE_PART.fullmatch(part.strip())
         if found is None:
@@ -168,15 +186,15 @@ def verify_signature(secret: str | bytes, body: bytes | str, header: object, *, 
                 return False
             stamp = int(found[1])
         else:
-            macs.append(found[2])
-    if stamp is None or not macs:
+            macs[found[2]].append(found[3])
+    wanted = macs["1" if delivery_id is None else "2"]
+    if stamp is None or not wanted:
         return False
     if abs((time.time() if now is None else now) - stamp) > tolerance_s:
         return False
     key = secret.encode() if isinstance(secret, str) else secret
-    data = body.encode() if isinstance(body, str) else body
-    expected = hmac.new(key, f"{stamp}.".encode() + data, hashlib.sha256).hexdigest()
-    return any(hmac.compare_digest(expected, mac) for mac in macs)
+    expected = _mac(key, stamp, body.encode() if isinstance(body, str) else body, delivery_id)
+    return any(hmac.compare_digest(expected, mac) for mac in wanted)
 
 
 def _firing(notice: IncidentNotice) -> FleetIncident:
@@ -287,16 +305,21 @@ class WebhookReceiver(Receiver):
     def incident_request(self, notice: IncidentNotice, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         incident = _firing(notice).to_dict()
         ids = sorted(str(item.alert.alert_id) for item in items)
-        body = _json({"schema": INCIDENT_SCHEMA, **incident, "alerts": [json.loads(item.body) for item in items]})
         digest = hashlib.sha256(",".join(ids).encode()).hexdigest()[:16]
+        delivery_id = f"{incident['incident_id']}:firing:{digest}"
+        # The delivery id in the (signed) body too: what a receiver deduplicates an incident on.
+        body = _json({"schema": INCIDENT_SCHEMA, **incident, "delivery_id": delivery_id,
+                      "alerts": [json.loads(item.body) for item in items]})
         return self._signed(body, {"X-Fleetwatch-Incident-Id": str(incident["incident_id"]),
                                    "X-Fleetwatch-Status": "firing", "X-Fleetwatch-Alert-Ids": ",".join(ids),
-                                   "X-Fleetwatch-Delivery-Id": f"{incident['incident_id']}:firing:{digest}"}, now_ms)
+                                   "X-Fleetwatch-Delivery-Id": delivery_id}, now_ms)
 
     def _signed(self, body: bytes, headers: Mapping[str, str], now_ms: int) -> HttpRequest:
-        """A JSON POST of `body` with `headers`, signed when the receiver has a secret."""
+        """A JSON POST of `body` with `headers`, signed when the receiver has a secret: v1 over the
+        body, v2 over its X-Fleetwatch-Delivery-Id and the body."""
         if self.secret is not None:
-            headers = {**headers, "X-Fleetwatch-Signature": sign(self.secret, body, now_ms // 1000)}
+            signature = sign(self.secret, body, now_ms // 1000, headers["X-Fleetwatch-Delivery-Id"])
+            headers = {**headers, "X-Fleetwatch-Signature": signature}
         return self._post(body, headers)
 
 

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from streaming.config import ConfigError, load_config
-from streaming.metrics import add_metrics_arguments
+from streaming.metrics import add_metrics_arguments, metrics_auth_from_env
 
 __all__ = ["main"]
 
@@ -44,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     try:
         config = load_config(args.config)
+        if args.metrics_port is not None:
+            metrics_auth_from_env()  # before Spark starts: half a pair, an example secret
     except ConfigError as exc:
         print(f"fleetwatch job: {exc}", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.notify import make_alert
+from support.notify import make_alert, resolved
 
 from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
@@ -24,6 +24,7 @@ from streaming.logs import LogPipe, group_lines, parse_line
 from streaming.notify.delivery import Notifier, NotifyOptions
 from streaming.notify.receivers import sign
 from streaming.polling import poll
+from streaming.receiver import Reply, Request, WebhookReceiver
 from streaming.store import Store, deliveries
 
 # -- other processes' lines -------------------------------------------------------------------
@@ -133,3 +134,50 @@ def test_the_demo_receiver_records_what_the_notifier_signs_and_refuses_the_rest(
         assert [tuple(r) for r in conn.execute(deliveries.select().with_only_columns(
             deliveries.c.receiver, deliveries.c.state))] == [(RECEIVER, "delivered")]
     store.close()
+
+
+def test_a_firing_replayed_as_its_resolution_is_refused_and_the_real_resolution_kept(tmp_path: Path) -> None:
+    """Issue 42.8: the signature covered the body only, so a firing replayed within 300 s with
+    `<alert_id>:resolved` in X-Fleetwatch-Delivery-Id passed, and a receiver deduplicating on that
+    header then dropped the real resolution as a duplicate. Its v2 now covers the delivery id: the
+    demo's receiver refuses the replay and keeps the resolution the real notifier delivers."""
+    secret = "demo-secret-9c2d"
+    store = Store(f"sqlite:///{tmp_path / 'fleetwatch.db'}")
+    now = int(time.time() * 1000)
+    alert = make_alert("broker.heartbeat_lost", broker=3, starts_at=now - 60_000)
+    store.record_alerts(map(Alert.from_dict, [alert]))
+    records = tmp_path / "received.jsonl"
+    on_the_wire: list[Request] = []
+
+    with DemoReceiver(records, secret) as receiver:
+        def relay(request: Request) -> Reply:
+            """Between the notifier and the receiver: passes each request on, and keeps a copy (an eavesdropper)."""
+            on_the_wire.append(request)
+            passed = httpx.post(receiver.url, content=request.body, headers=_fleetwatch_headers(request.headers))
+            return Reply(passed.status_code, passed.content)
+
+        with WebhookReceiver(relay) as wire:
+            notifier = Notifier(FleetwatchConfig(alerting=demo_alerting(wire.url("/alerts"))), store, NotifyOptions(),
+                                env={"FLEETWATCH_DEMO_WEBHOOK_SECRET": secret})
+            try:
+                assert notifier.run(once=True)["delivered"] == 1  # the firing
+                [firing] = on_the_wire
+                assert firing.headers["x-fleetwatch-delivery-id"] == f"{alert['alert_id']}:firing"
+                forged = {**_fleetwatch_headers(firing.headers), "x-fleetwatch-status": "resolved",
+                          "x-fleetwatch-delivery-id": f"{alert['alert_id']}:resolved"}
+                replay = httpx.post(receiver.url, content=firing.body, headers=forged)
+                store.record_alerts(map(Alert.from_dict, [resolved(alert, now)]))
+                assert notifier.run(once=True)["delivered"] == 2  # and the real resolution (counts add up)
+            finally:
+                notifier.close()
+    assert replay.status_code == 401, replay.text
+    got = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [(g["alert"]["alert_id"], g["alert"]["status"], g["duplicate"]) for g in got] == [
+        (alert["alert_id"], "firing", False), (alert["alert_id"], "resolved", False)]
+    store.close()
+
+
+def _fleetwatch_headers(headers: dict[str, str] | object) -> dict[str, str]:
+    """A request's X-Fleetwatch-* headers and its Content-Type, as a relay passes them on."""
+    return {name: value for name, value in dict(headers).items()  # type: ignore[call-overload]
+            if name.startswith("x-fleetwatch-") or name == "content-type"}

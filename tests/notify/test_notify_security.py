@@ -4,8 +4,8 @@ on 127.0.0.1, a real SQLite store (and PostgreSQL for the lease).
 - a secret-bearing receiver URL (an inline Slack webhook URL, a token in a path) is never shown;
 - `verify_signature` needs a fresh timestamp and never raises; the README's receiver-side
   snippet (deploy/README.md) is the one a receiver can copy, and it verifies real deliveries;
-- the webhook says the status in headers too, so a receiver deduplicating on a header keeps
-  resolutions;
+- the webhook says the status in headers too, and its signature's v2 covers the delivery id
+  (issue 42.8), so a receiver deduplicating on that header, once verified, keeps resolutions;
 - two notifiers in one process (same host name, same pid: containers) never both send.
 """
 
@@ -117,6 +117,26 @@ def test_verify_signature_needs_a_fresh_timestamp_and_never_raises():
         verify_signature(SECRET, body, sign(SECRET, body, now), tolerance_s=0)
 
 
+def test_v2_signs_the_delivery_id_and_v1_receivers_still_verify():
+    """Issue 42.8: v1 covers the body only, so a replay may carry any X-Fleetwatch-Delivery-Id; v2
+    covers it, and a header with v2 still verifies for a receiver that checks v1 only."""
+    body = b'{"alert_id":"a1","status":"firing"}'
+    now = int(time.time())
+    header = sign(SECRET, body, now, "a1:firing")
+    assert header.startswith(f"t={now},v1=") and ",v2=" in header
+    assert verify_signature(SECRET, body, header, delivery_id="a1:firing")
+    assert verify_signature(SECRET, body, header), "v1 alone, as a receiver of before v2 checks it"
+    for altered in ("a1:resolved", "a1:firing ", "", "a1:firing\nx", "a1:fir\u00efng"):
+        assert verify_signature(SECRET, body, header, delivery_id=altered) is False, altered
+    # v1 alone does not vouch for a delivery id; v2 over another body or time does not either.
+    assert verify_signature(SECRET, body, sign(SECRET, body, now), delivery_id="a1:firing") is False
+    assert verify_signature(SECRET, body + b" ", header, delivery_id="a1:firing") is False
+    v2 = header.split(",v2=")[1]
+    assert verify_signature(SECRET, body, f"t={now - 1},v2={v2}", delivery_id="a1:firing") is False
+    assert verify_signature(SECRET, body, f"t={now},v2={v2}") is False, "no v1: nothing for a v1 check"
+    assert verify_signature("wrong", body, header, delivery_id="a1:firing") is False
+
+
 def _readme_snippet() -> str:
     text = README.read_text(encoding="utf-8")
     found = re.search(r"<!-- receiver-verification -->\s*```python\n(.*?)```", text, re.S)
@@ -150,9 +170,17 @@ def test_webhook_headers_and_the_readme_receiver_snippet_on_real_deliveries(tmp_
     exec(compile(_readme_snippet(), str(README), "exec"), namespace)
     verify = namespace["verify_fleetwatch_signature"]
     for arrival in arrivals:
-        assert verify(SECRET.encode(), arrival["body"], arrival["headers"]["x-fleetwatch-signature"]) is True
-        assert verify(SECRET.encode(), arrival["body"] + b" ", arrival["headers"]["x-fleetwatch-signature"]) is False
-        assert verify(b"wrong", arrival["body"], arrival["headers"]["x-fleetwatch-signature"]) is False
+        headers = arrival["headers"]
+        signature, delivery_id = headers["x-fleetwatch-signature"], headers["x-fleetwatch-delivery-id"]
+        assert verify(SECRET.encode(), arrival["body"], signature) is True
+        assert verify(SECRET.encode(), arrival["body"] + b" ", signature) is False
+        assert verify(b"wrong", arrival["body"], signature) is False
+        # v2: the delivery id is signed; the other status's id (a replay passed off as it) is refused.
+        assert verify(SECRET.encode(), arrival["body"], signature, delivery_id=delivery_id) is True
+        assert verify(SECRET.encode(), arrival["body"], signature.encode(), delivery_id=delivery_id.encode()) is True
+        other = f"{alert['alert_id']}:{'resolved' if delivery_id.endswith(':firing') else 'firing'}"
+        assert verify(SECRET.encode(), arrival["body"], signature, delivery_id=other) is False
+        assert verify_signature(SECRET, arrival["body"], signature, delivery_id=delivery_id)
     body = arrivals[0]["body"]
     replayed = sign(SECRET, body, int(time.time()) - 301)
     assert verify(SECRET.encode(), body, replayed) is False, "older than the tolerance: a replay"

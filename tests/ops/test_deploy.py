@@ -230,6 +230,86 @@ def test_shell_scripts_parse_and_submit_refuses_missing_arguments(tmp_path):
     assert f"{bad}:1: error: spark.trigger_ms" in refused.stderr
 
 
+SYSTEMD = DEPLOY / "systemd"
+# The service each shipped unit runs: the job's two units are one service (on this host, or submitted).
+UNIT_SERVICES = {"fleetwatch-job.service": "job", "fleetwatch-job-submit.service": "job",
+                 "fleetwatch-probe.service": "probe", "fleetwatch-notify.service": "notify",
+                 "fleetwatch-dashboard.service": "dashboard"}
+METRICS_ENV = {"FLEETWATCH_METRICS_HOST", "FLEETWATCH_METRICS_PORT", "FLEETWATCH_METRICS_TOKEN",
+               "FLEETWATCH_METRICS_TOKEN_FILE", "FLEETWATCH_METRICS_USER", "FLEETWATCH_METRICS_PASSWORD",
+               "FLEETWATCH_METRICS_PASSWORD_FILE"}
+
+
+def _service_settings(unit: Path) -> dict[str, list[str]]:
+    """The [Service] settings of a systemd unit, each key's values in order."""
+    settings: dict[str, list[str]] = {}
+    section = None
+    for line in unit.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif section == "Service" and line and not line.startswith(("#", ";")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def _env_file_names(path: Path) -> tuple[set[str], set[str]]:
+    """(the variables an env file sets, those it shows commented out as optional)."""
+    given, optional = set(), set()
+    for line in path.read_text().splitlines():
+        found = re.fullmatch(r"(#?)([A-Z][A-Z0-9_]*)=.*", line.strip())
+        if found:
+            (optional if found[1] else given).add(found[2])
+    return given, optional
+
+
+def test_each_systemd_service_runs_as_its_own_user_with_an_env_file_of_only_its_secrets():
+    """Issue 42.7: one env file with every secret, read by every unit running as one user, let the
+    dashboard's process hold the receivers' secrets and the clusters' passwords."""
+    from dashboard.auth import (
+        ALLOWED_HOSTS_ENV,
+        AUTH_PASSWORD_ENV,
+        AUTH_USER_ENV,
+        SILENCER_PASSWORD_ENV,
+        SILENCER_USER_ENV,
+    )
+
+    def env_names(section: dict | None) -> set[str]:
+        return {v for k, v in (section or {}).items() if k.endswith("_env") and v}
+
+    bus, clusters, receivers = set(), set(), set()  # named by the configs a host may start from
+    for path in (ROOT / "conf" / "fleetwatch.yaml", K8S / "conf" / "fleetwatch.yaml"):
+        config = yaml.safe_load(path.read_text())
+        bus |= env_names((config.get("bus") or {}).get("security"))
+        clusters |= set().union(*(env_names(c.get("security")) for c in config.get("clusters") or []))
+        receivers |= set().union(*(env_names(r) for r in (config.get("alerting") or {}).get("receivers") or []))
+    assert clusters and receivers
+    dashboard = {AUTH_USER_ENV, AUTH_PASSWORD_ENV, SILENCER_USER_ENV, SILENCER_PASSWORD_ENV, ALLOWED_HOSTS_ENV}
+    reads = {"job": {"PGPASSWORD"} | METRICS_ENV | bus, "probe": bus | clusters,
+             "notify": {"PGPASSWORD"} | receivers, "dashboard": {"PGPASSWORD"} | dashboard}
+
+    units = sorted(SYSTEMD.glob("*.service"))
+    assert {u.name for u in units} == set(UNIT_SERVICES)
+    users: dict[str, set[str]] = {}
+    for unit in units:
+        service = UNIT_SERVICES[unit.name]
+        settings = _service_settings(unit)
+        assert settings.get("EnvironmentFile") == [f"-/etc/fleetwatch/{service}.env"], unit.name
+        assert (SYSTEMD / f"{service}.env.example").is_file(), unit.name
+        users.setdefault(service, set()).update(settings.get("User", []))
+    assert users == {service: {f"fleetwatch-{service}"} for service in reads}
+    assert sorted(p.name for p in SYSTEMD.glob("*env*")) == sorted(f"{s}.env.example" for s in reads)
+
+    for service, needs in reads.items():
+        given, optional = _env_file_names(SYSTEMD / f"{service}.env.example")
+        assert (given | optional) - needs == set(), f"{service}.env.example holds what {service} does not read"
+        assert given >= (needs & {"PGPASSWORD", AUTH_PASSWORD_ENV, SILENCER_PASSWORD_ENV}), service
+    # What the audit named: the dashboard's file holds no receiver secret, no Kafka password.
+    given, optional = _env_file_names(SYSTEMD / "dashboard.env.example")
+    assert not (given | optional) & (receivers | clusters | bus)
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
 def test_systemd_units_verify():
     units = sorted((DEPLOY / "systemd").glob("fleetwatch*.*"))

@@ -5,9 +5,13 @@ shipped rules."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -18,6 +22,7 @@ import yaml
 from support.processes import stop_process
 
 from streaming.alert import Alert
+from streaming.config import ConfigError
 from streaming.metrics import CONTENT_TYPE, render_metrics, start_metrics_server
 from streaming.polling import poll
 from streaming.ports import free_port
@@ -117,6 +122,52 @@ def test_metrics_http_endpoint(tmp_path):
         server.stop()
 
 
+def test_idle_connections_hold_no_thread_and_are_closed_within_the_timeout(tmp_path):
+    """200 connections that send nothing, or half a request, and then wait (issue 42.6: they held
+    a thread each, forever, before any auth check): the server's threads stay a handful, a scrape is
+    answered beside them, and each is closed once the request timeout has passed."""
+    store = _fleet_store(f"sqlite:///{tmp_path / 'store.db'}")
+    threads_before = threading.active_count()
+    server = start_metrics_server(store, 0, "127.0.0.1", auth=None, request_timeout_s=2.0)
+    idle: list[socket.socket] = []
+    try:
+        for i in range(200):
+            conn = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            if i % 2:
+                conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
+            idle.append(conn)
+        status, body = _status(f"http://127.0.0.1:{server.port}/metrics")
+        assert status == 200 and "fleetwatch_brokers{" in body
+        assert threading.active_count() - threads_before <= 8, [t.name for t in threading.enumerate()]
+
+        for conn in idle:
+            conn.setblocking(False)
+
+        def closed(conn: socket.socket) -> bool:
+            try:
+                return conn.recv(1) == b""
+            except BlockingIOError:
+                return False
+            except ConnectionResetError:
+                return True
+
+        open_ones = list(idle)
+
+        def all_closed() -> bool:
+            open_ones[:] = [c for c in open_ones if not closed(c)]
+            return not open_ones
+
+        poll(all_closed, 30, lambda: f"the idle connections to be closed: {len(open_ones)} still open",
+             interval_s=0.2)
+        assert _status(f"http://127.0.0.1:{server.port}/metrics")[0] == 200
+    finally:
+        for conn in idle:
+            conn.close()
+        server.stop()
+        store.close()
+    assert threading.active_count() == threads_before, "stop() ends every thread of the server"
+
+
 def _own_non_loopback_ipv4() -> str:
     """An IPv4 address of this machine that is not loopback (from `ip -4 addr`): the address a
     neighbour would reach the job on."""
@@ -204,6 +255,41 @@ def test_metrics_auth_from_the_environment(tmp_path, monkeypatch, kind):
     finally:
         server.stop()
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["token", "token_file", "basic"])
+def test_an_example_secret_is_refused_naming_the_variable(tmp_path, monkeypatch, kind):
+    """The placeholders of deploy/k8s/secrets.env.example and deploy/systemd/job.env.example (issue 42.7)."""
+    for name in _METRICS_ENV:
+        monkeypatch.delenv(name, raising=False)
+    secret = tmp_path / "token"
+    if kind == "token":
+        monkeypatch.setenv(variable := "FLEETWATCH_METRICS_TOKEN", value := "change-me-too")
+    elif kind == "token_file":
+        secret.write_text((value := "Change-Me") + "\n")
+        monkeypatch.setenv("FLEETWATCH_METRICS_TOKEN_FILE", str(secret))
+        variable = f"FLEETWATCH_METRICS_TOKEN_FILE ({secret})"
+    else:
+        monkeypatch.setenv("FLEETWATCH_METRICS_USER", "prometheus")
+        monkeypatch.setenv(variable := "FLEETWATCH_METRICS_PASSWORD", value := "CHANGE-ME")
+    with pytest.raises(ConfigError) as refused:
+        start_metrics_server(f"sqlite:///{tmp_path / 'store.db'}", 0, "127.0.0.1")
+    said = str(refused.value)
+    assert said == f"{variable} is still the placeholder of the shipped env examples: set a secret of your own"
+    assert value.lower() not in said.lower()
+
+
+@pytest.mark.integration
+def test_fleetwatch_run_with_an_example_metrics_token_exits_2_before_anything_starts(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in _METRICS_ENV}
+    # The shipped config: its store and checkpoint are under var/ of the working directory.
+    done = subprocess.run([sys.executable, "-m", "streaming.cli", "run", "--config",
+                           str(ROOT / "conf" / "fleetwatch.yaml"), "--metrics-port", "0"], cwd=tmp_path,
+                          env={**env, "FLEETWATCH_METRICS_TOKEN": "change-me-too"}, capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stderr) == (2, "fleetwatch run: FLEETWATCH_METRICS_TOKEN is still the placeholder "
+                                                 "of the shipped env examples: set a secret of your own\n")
+    assert list(tmp_path.iterdir()) == [], "nothing was started (no store, no checkpoint, no log)"
 
 
 @pytest.mark.integration

@@ -223,5 +223,5 @@ def test_cli_and_wsgi_pass_the_config_tags(tmp_path: Path, monkeypatch: pytest.M
     url = f"sqlite:///{tmp_path / 's.db'}"
     incidents = IncidentSettings(window_ms=30_000)  # the incidents page groups as the notifier does
     # The CLI also says where it listens (a dashboard without auth beyond loopback is a warning).
-    assert seen == [{"url": url, "tags": tags, "incidents": incidents, "host": "127.0.0.1"},
+    assert seen == [{"url": url, "tags": tags, "incidents": incidents, "host": "127.0.0.1", "local_silences": False},
                     {"url": url, "tags": tags, "incidents": incidents}]

@@ -294,7 +294,8 @@ def test_silence_a_firing_alert_from_the_alerts_page(dash_duo, tmp_path: Path) -
 
     store = Store(f"sqlite:///{tmp_path / 'silence.db'}")
     fill_fleet(store)
-    dash_duo.start_server(create_app(store.url, refresh_ms=60_000))
+    # No auth: the person at the machine, who asked to silence (`fleetwatch dashboard --allow-local-silences`).
+    dash_duo.start_server(create_app(store.url, refresh_ms=60_000, host="127.0.0.1", local_silences=True))
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/alerts")
     button = '.alert-row[data-alert="a-lost"] .silence-btn'
     dash_duo.wait_for_element(button).click()

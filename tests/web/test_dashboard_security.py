@@ -3,7 +3,10 @@
 - Basic auth is both variables or neither, per role: one without the other stops
   `fleetwatch dashboard` with a one-line error instead of serving without auth.
 - Two roles (issue 27.1): a viewer sees every page but the silence callback refuses it (nothing
-  written); a silencer may silence. Without auth only a loopback dashboard silences.
+  written); a silencer may silence. Without auth nobody silences (issue 42.1): not under gunicorn,
+  whatever its bind (a same-host proxy forwards every remote user to its loopback address; on a
+  unix socket SERVER_NAME is the client's Host), and `fleetwatch dashboard` only with
+  `--allow-local-silences` on loopback (the person at the machine).
 - Without auth, a dashboard listening beyond loopback says so in a warning: at start when the
   command knows its address, at the first request under a WSGI server (gunicorn's bind).
 - With auth, a silence records the authenticated user; without the right credentials, the
@@ -19,15 +22,19 @@ WSGI app otherwise; a real SQLite store throughout.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import http.client
 import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,8 +42,10 @@ from sqlalchemy import select
 from support.dashboard_fleet import PAY, T0, alert, fill_fleet
 
 from dashboard.app import create_app
+from dashboard.cli import command, configure_parser
 from dashboard.page_content import PageContent
 from streaming.alert import Alert
+from streaming.config import ConfigError
 from streaming.polling import poll
 from streaming.ports import free_port
 from streaming.store import Silence, Store, silences
@@ -91,6 +100,31 @@ def test_one_auth_variable_without_the_other_is_a_one_line_error(store_url: str,
     missing = next(name for name in pair if name != only)
     assert process.returncode == 2
     assert err.count("\n") == 1 and missing in err and "needs both" in err, err
+
+
+@pytest.mark.parametrize(("pair", "password"), [(AUTH, "change-me"), (SILENCER, "CHANGE-ME-too"),
+                                              (SILENCER, " Change-me-later")])
+def test_an_example_password_is_a_one_line_error_naming_the_variable(store_url: str, monkeypatch, capsys,
+                                                                     pair: tuple[str, str], password: str) -> None:
+    """The placeholders of deploy/systemd/*.env.example and deploy/k8s/secrets.env.example (issue 42.7)."""
+    for name in (*AUTH, *SILENCER):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(pair[0], "sre")
+    monkeypatch.setenv(pair[1], password)
+
+    def served(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the dashboard was made with an example password")
+
+    monkeypatch.setattr("dashboard.app.create_app", served)  # what `fleetwatch dashboard` would serve
+    parser = argparse.ArgumentParser()
+    configure_parser(parser)
+    assert command(parser.parse_args(["--store-url", store_url])) == 2
+    err = capsys.readouterr().err
+    assert err == (f"fleetwatch dashboard: {pair[1]} is still the placeholder of the shipped env examples: "
+                   "set a secret of your own\n"), err
+    assert password.strip().lower() not in err.lower()
+    with pytest.raises(ConfigError, match=pair[1]):  # and under gunicorn: dashboard.wsgi does not import
+        create_app(store_url)
 
 
 @pytest.mark.integration
@@ -200,7 +234,7 @@ def test_a_viewer_sees_everything_but_may_not_silence_and_a_silencer_may(store_u
     assert (row["rule"], row["broker_id"], row["created_by"]) == ("broker.heartbeat_lost", 3, "dashboard (oncall)")
 
 
-def test_without_auth_only_a_loopback_dashboard_may_silence(store_url: str, monkeypatch) -> None:
+def test_without_auth_only_a_loopback_dashboard_that_asks_may_silence(store_url: str, monkeypatch) -> None:
     for name in (*AUTH, *SILENCER):
         monkeypatch.delenv(name, raising=False)
     exposed = create_app(store_url, host="0.0.0.0").server.test_client()
@@ -214,17 +248,51 @@ def test_without_auth_only_a_loopback_dashboard_may_silence(store_url: str, monk
     assert _silence_rows(store_url) == []
     assert refused.status_code == 403 or "may not silence" in refused.text, (refused.status_code, refused.text)
 
+    # On loopback too, unless asked: the address alone does not tell who is at the other end.
     loopback = create_app(store_url, host="127.0.0.1").server.test_client()
-    answer = _post_silence(loopback, "a-lost", None, base="http://127.0.0.1:8050")
+    refused = _post_silence(loopback, "a-lost", None, base="http://127.0.0.1:8050")
+    assert _silence_rows(store_url) == [], "a silence without auth and without the opt-in was written"
+    assert "may not silence" in refused.text, (refused.status_code, refused.text)
+    # Asking is for a known loopback address only: not beyond it, not under a WSGI server.
+    for host in ("0.0.0.0", "10.1.2.3", None):
+        with pytest.raises(ConfigError, match="silences without credentials"):
+            create_app(store_url, host=host, local_silences=True)
+
+    asked = create_app(store_url, host="127.0.0.1", local_silences=True).server.test_client()
+    answer = _post_silence(asked, "a-lost", None, base="http://127.0.0.1:8050")
     assert answer.status_code == 200 and "Silence " in answer.text, answer.text
     [row] = _silence_rows(store_url)
     assert row["created_by"] == "dashboard"
 
 
-def _request(port: int, method: str, headers: dict[str, str], body: bytes | None = None) -> tuple[int, str]:
-    """One request to 127.0.0.1:`port` with exactly these headers (Host included), as a rebinding
-    page's or another site's browser would send it."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+def test_allow_local_silences_beyond_loopback_is_a_one_line_error(store_url: str, capsys) -> None:
+    parser = argparse.ArgumentParser()
+    configure_parser(parser)
+    args = parser.parse_args(["--store-url", store_url, "--host", "0.0.0.0", "--allow-local-silences"])
+    assert command(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fleetwatch dashboard: --allow-local-silences: "), err
+    assert "0.0.0.0 is not a loopback address" in err, err
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over a unix socket (gunicorn's `--bind unix:PATH`), as a same-host proxy speaks it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__("localhost", timeout=30)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def _request(port: int | str, method: str, headers: dict[str, str], body: bytes | None = None) -> tuple[int, str]:
+    """One request to 127.0.0.1:`port` (or the unix socket at the path `port`) with exactly these
+    headers (Host included), as a rebinding page's or another site's browser would send it."""
+    conn = (_UnixConnection(port) if isinstance(port, str) else
+            http.client.HTTPConnection("127.0.0.1", port, timeout=30))
     try:
         conn.putrequest(method, "/" if method == "GET" else "/_dash-update-component",
                         skip_host=True, skip_accept_encoding=True)
@@ -242,7 +310,7 @@ def _request(port: int, method: str, headers: dict[str, str], body: bytes | None
 def test_a_loopback_dashboard_refuses_foreign_hosts_and_cross_origin_silences(store_url: str) -> None:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "streaming.cli", "dashboard", "--store-url", store_url,
-                                "--host", "127.0.0.1", "--port", str(port)],
+                                "--host", "127.0.0.1", "--port", str(port), "--allow-local-silences"],
                                cwd=ROOT, env={k: v for k, v in os.environ.items() if k not in (*AUTH, *SILENCER)},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     own = f"127.0.0.1:{port}"
@@ -270,13 +338,73 @@ def test_a_loopback_dashboard_refuses_foreign_hosts_and_cross_origin_silences(st
             status, text = _request(port, "POST", {"Host": own, **headers}, body)
             assert _silence_rows(store_url) == [], (headers, status, text[:200])
             assert status == 403, (headers, status, text[:200])
-        # The dashboard's own page may (loopback, no auth: the person at the machine).
+        # The dashboard's own page may (loopback, no auth, asked for: the person at the machine).
         status, text = _request(port, "POST", {"Host": own, "Origin": f"http://{own}"}, body)
         assert status == 200 and "Silence " in text, (status, text[:300])
         assert len(_silence_rows(store_url)) == 1
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+
+
+def _serve(argv: list[str], store_url: str) -> subprocess.Popen[bytes]:
+    """A dashboard process without auth over `store_url`: `argv` after the Python interpreter."""
+    env = {k: v for k, v in os.environ.items() if k not in (*AUTH, *SILENCER)}
+    return subprocess.Popen([sys.executable, *argv], cwd=ROOT, env={**env, "FLEETWATCH_STORE_URL": store_url},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=30)
+
+
+def _serving(address: int | str, host: str) -> Callable[[], bool]:
+    def up() -> bool:
+        try:
+            return _request(address, "GET", {"Host": host})[0] == 200
+        except OSError:
+            return False
+
+    return up
+
+
+@pytest.mark.integration
+def test_gunicorn_without_auth_refuses_a_silence_from_loopback(store_url: str) -> None:
+    """The shipped unit's bind (127.0.0.1, where a same-host proxy forwards every remote user) and a
+    unix socket (SERVER_NAME is then the client's Host): a silence posted as from the machine
+    itself, Host and Origin 127.0.0.1, is refused and nothing is written."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="fw-dash-") as folder:  # a unix socket path has ~100 bytes
+        sock = str(Path(folder) / "dashboard.sock")
+        process = _serve(["-m", "gunicorn", "--workers=1", f"--bind=127.0.0.1:{port}", f"--bind=unix:{sock}",
+                          "--graceful-timeout=5", "dashboard.wsgi:server"], store_url)
+        body = json.dumps(_silence_request("a-lost", "planned restart")).encode()
+        answers = {}
+        try:
+            for bind, address, own in (("tcp", port, f"127.0.0.1:{port}"), ("unix", sock, "127.0.0.1:8050")):
+                poll(_serving(address, own), 90, f"gunicorn to serve on {address}")
+                status, text = _request(address, "POST", {"Host": own, "Origin": f"http://{own}"}, body)
+                answers[bind] = (status, "may not silence" in text, len(_silence_rows(store_url)), text[:200])
+        finally:
+            _stop(process)
+    assert [(bind, status, refused, rows) for bind, (status, refused, rows, _) in answers.items()] == [
+        ("tcp", 200, True, 0), ("unix", 200, True, 0)], answers
+
+
+@pytest.mark.integration
+def test_fleetwatch_dashboard_without_the_opt_in_refuses_a_silence_from_loopback(store_url: str) -> None:
+    port = free_port()
+    process = _serve(["-m", "streaming.cli", "dashboard", "--store-url", store_url, "--port", str(port)], store_url)
+    own = f"127.0.0.1:{port}"
+    try:
+        poll(_serving(port, own), 90, "the dashboard to serve")
+        status, text = _request(port, "POST", {"Host": own, "Origin": f"http://{own}"},
+                                json.dumps(_silence_request("a-lost", "planned restart")).encode())
+        assert _silence_rows(store_url) == [], (status, text[:300])
+        assert status == 200 and "may not silence" in text, (status, text[:300])
+    finally:
+        _stop(process)
 
 
 def test_allowed_hosts_are_configurable(store_url: str, monkeypatch) -> None:
@@ -294,7 +422,8 @@ def test_allowed_hosts_are_configurable(store_url: str, monkeypatch) -> None:
 def test_a_browser_on_the_dashboard_still_silences(dash_duo, store_url: str, monkeypatch) -> None:
     for name in (*AUTH, *SILENCER):
         monkeypatch.delenv(name, raising=False)
-    dash_duo.start_server(create_app(store_url, refresh_ms=60_000))  # on 127.0.0.1, opened as localhost
+    # On 127.0.0.1, opened as localhost; no auth: the person at the machine, who asked to silence.
+    dash_duo.start_server(create_app(store_url, refresh_ms=60_000, host="127.0.0.1", local_silences=True))
     dash_duo.wait_for_page(f"{dash_duo.server_url}/alerts")
     dash_duo.wait_for_element(".silence-btn")
     dash_duo.find_element("#silence-reason").send_keys("planned rolling restart")
