@@ -12,14 +12,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 import threading
 import time
 from typing import Any
 
 import pytest
-from support.hostile_kafka import HOST, BlackHoles, HostileKafka
+from support.hostile_kafka import HOST, BlackHoles, HostileKafka, SlowNames
 from support.probe_doubles import FakeCluster, FakeKafka, refused_port, responses, target, valid
 
+import streaming.collect.protocol as protocol
 from streaming.collect import probe
 from streaming.collect.probe import ProbeOptions, Prober
 from streaming.collect.protocol import Security
@@ -70,6 +72,49 @@ def test_a_hostile_cluster_beside_a_real_one_leaves_its_rounds_on_time(healthy_r
     hostile_events = [ev for _, name, evs in emitted if name == "hostile" for ev in evs]
     (boot, *_) = responses(hostile_events, expected=None)
     assert boot["error"] is None and boot["endpoints_not_probed"]["over_cap"] == 300 + 1 - 256
+
+
+# ------------------------------------------------------------------ name lookups
+
+
+def test_a_target_whose_names_do_not_resolve_leaves_another_targets_lookups_alone(monkeypatch):
+    """80 advertised names whose lookups block 8 s; a healthy target reached by name ("localhost",
+    bootstrap and endpoint) answers every round beside it.
+
+    Before, one pool of 64 lookup threads served every target, and a lookup abandoned at its
+    exchange's deadline kept its thread: after two waves of the hostile target's exchanges (32
+    each, `target_concurrency`) all 64 were blocked, and the healthy target's lookups waited behind
+    them until TIMEOUT: of its 6 rounds, 2 answered, 1 timed out and 3 were skipped (still busy)."""
+    slow = SlowNames(".slow.test", hold_s=8.0)
+    # The only stand-in: the lookup function the client calls. Every other name goes to the real one.
+    monkeypatch.setattr(socket, "getaddrinfo", slow.getaddrinfo)
+    options = ProbeOptions(interval_ms=1000, timeout_ms=1500, source="probe-dns")
+    hostile = HostileKafka(advertised=slow.names(80, port=9092)).start()
+    healthy = HostileKafka("healthy-cluster", advertise_self=False)
+    healthy.advertised = [("localhost", healthy.port)]
+    healthy.start()
+    emitted: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def emit(events: list[dict[str, Any]]) -> None:
+        emitted.append((events[0]["target"], events))
+        if sum(name == "healthy" for name, _ in emitted) == 6:
+            slow.release()  # the test is done: the hostile target's last round need not last
+
+    try:
+        prober = Prober([target("slow-dns", hostile.address), target("healthy", f"localhost:{healthy.port}")],
+                        options)
+        asyncio.run(prober.run(emit, rounds=6))
+    finally:
+        slow.release()
+        hostile.stop()
+        healthy.stop()
+    rounds = [responses(valid(events)) for name, events in emitted if name == "healthy"]
+    errors = [sorted({str(ev["error"]) for ev in answered}) for answered in rounds]
+    print(f"\nthe healthy target's rounds: {errors}; lookups blocked at once at most: {slow.most_at_once}")
+    assert len(rounds) == 6, "a round of the healthy target was skipped: the previous one was still busy"
+    assert all(len(answered) == 2 and {ev["error"] for ev in answered} == {None} for answered in rounds), errors
+    # The hostile target's names blocked at most its own share of the lookup threads.
+    assert 0 < slow.most_at_once <= protocol.LOOKUPS_PER_TARGET
 
 
 # ------------------------------------------------------------------ the endpoint cap

@@ -13,6 +13,8 @@ event loop:
   count, records whether the client went on to send its proof, and refuses it.
 - `BlackHoles`: listening sockets that never accept: TCP connects (the kernel's backlog), then
   nothing comes back, until the client gives up.
+- `SlowNames`: a stand-in for `socket.getaddrinfo` whose lookups of names under one suffix block
+  (a DNS server that does not answer), every other name resolved by the real function.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from streaming.collect.protocol import decode_request, encode_response
 
-__all__ = ["HOST", "BlackHoles", "HostileKafka"]
+__all__ = ["HOST", "BlackHoles", "HostileKafka", "SlowNames"]
 
 HOST = "127.0.0.1"
 # What a Kafka 3.x broker offers of what the probe asks (no ApiVersions v5, no DescribeQuorum).
@@ -60,6 +62,43 @@ class BlackHoles:
         for sock in self.sockets:
             sock.close()
         self.sockets = []
+
+
+class SlowNames:
+    """`getaddrinfo` for `socket.getaddrinfo`: a name ending in `suffix` blocks its thread for
+    `hold_s` (or until `release()`), then fails as an unanswered lookup does; any other name goes to
+    the real function. Counts the lookups that blocked and how many block at once at most."""
+
+    def __init__(self, suffix: str, hold_s: float) -> None:
+        self.suffix, self.hold_s = suffix, hold_s
+        self.blocked = 0
+        self.most_at_once = 0
+        self._now = 0
+        self._lock = threading.Lock()
+        self._released = threading.Event()
+        self._real = socket.getaddrinfo
+
+    def names(self, count: int, port: int) -> list[tuple[str, int]]:
+        """`count` advertisable (host, port) pairs whose lookups block."""
+        return [(f"b{i}{self.suffix}", port) for i in range(count)]
+
+    def getaddrinfo(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if not (isinstance(host, str) and host.endswith(self.suffix)):
+            return self._real(host, port, *args, **kwargs)
+        with self._lock:
+            self.blocked += 1
+            self._now += 1
+            self.most_at_once = max(self.most_at_once, self._now)
+        try:
+            self._released.wait(self.hold_s)
+        finally:
+            with self._lock:
+                self._now -= 1
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    def release(self) -> None:
+        """Ends every blocked lookup now (they fail), and every later one at once."""
+        self._released.set()
 
 
 class HostileKafka:
