@@ -220,6 +220,39 @@ def test_scram_iterations_within_kafkas_bounds_are_computed():
     assert boot["error"] == "AUTH_FAILED" and hostile.proofs_received == 1  # refused by the server, not by us
 
 
+_SCRAM_NOT_SCRAM = {
+    "iterations-superscript-two": {"scram_iterations": "²"},  # str.isdigit() is true, int() refuses it
+    # int() reads it as 4096: before, the probe derived a key and sent its proof to such a server.
+    "iterations-arabic-indic": {"scram_iterations": "٤٠٩٦"},
+    "first-not-utf8": {"scram_iterations": 4096, "scram_extra": b",x=\xff\xfe"},
+    "final-not-utf8": {"scram_iterations": 4096, "scram_final": b"v=\xff\xfe"},
+    "final-not-base64": {"scram_iterations": 4096, "scram_final": b"v=not base64!"},
+}
+
+
+@pytest.mark.parametrize("answer", list(_SCRAM_NOT_SCRAM))
+def test_a_scram_answer_that_is_not_scram_fails_authentication_in_one_line(answer, caplog):
+    """Before, the client's parse raised ValueError or UnicodeDecodeError (binascii.Error for the
+    base64), which reached the prober's catch-all: PROTOCOL_ERROR and a traceback per endpoint and
+    round ("unexpected probe failure"), up to 256 every 5 s."""
+    security = Security(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256", username="probe",
+                        password="s3cret")
+    with HostileKafka(**_SCRAM_NOT_SCRAM[answer]) as hostile, \
+            caplog.at_level(logging.DEBUG, logger="streaming.collect"):
+        prober = Prober([target("scram", hostile.address, security=security)],
+                        ProbeOptions(timeout_ms=2000, source="probe-test"))
+        rounds = [_probe_in_thread(prober, limit_s=10)[0] for _ in range(2)]
+    for events in rounds:
+        assert events is not None
+        (boot,) = responses(valid(events))
+        assert boot["error"] == "AUTH_FAILED", boot
+        assert "SCRAM" in boot["error_detail"] and "\n" not in boot["error_detail"]
+    assert [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING] == []
+    # The second round's failure is the first's: a client-first message each, no proof after a bad first message.
+    assert hostile.scram_first_messages == 2
+    assert hostile.proofs_received == (2 if "final" in answer else 0)
+
+
 # ------------------------------------------------------------------ the frame-size cap
 
 

@@ -79,6 +79,8 @@ Isolation (issue 26): one dead, slow or hostile cluster never delays the others.
 - SCRAM: an iteration count outside Kafka's 4096..16384 (ScramMechanism's minIterations, which
   Kafka's client enforces, and maxIterations, the most a broker stores) fails authentication
   (`AUTH_FAILED`) before any key is derived, so no proof is sent; the derivation runs in a worker.
+  So does a server message that is not SCRAM (not UTF-8, a count that is not ASCII digits, a
+  salt or signature that is not base64): one line in the event's `error_detail`, no traceback.
 The limits are the config's `probe:` section (streaming/config.py, ProbeConfig).
 
 The controller id: in KRaft, Metadata's ControllerId is a random live broker (KIP-590), which

@@ -14,8 +14,10 @@ blocks its thread and cannot be stopped) in a thread of `lookup_pool` while hold
 `lookup_slot`'s places, until the thread returns, even after the deadline: the prober gives each
 target `LOOKUPS_PER_TARGET` places and a pool with that many threads per target, so names that
 never resolve hold their own target's threads, never another's. SCRAM takes only the iteration
-counts a Kafka broker can hold (`SCRAM_MIN_ITERATIONS`..`SCRAM_MAX_ITERATIONS`); anything else fails
-authentication before any key is derived.
+counts a Kafka broker can hold (`SCRAM_MIN_ITERATIONS`..`SCRAM_MAX_ITERATIONS`); anything else,
+and a server message that is not SCRAM (not UTF-8, a count that is not ASCII digits, a salt or
+signature that is not base64), fails authentication (`AUTH_FAILED`, one line) before any key is
+derived or any signature compared.
 """
 
 from __future__ import annotations
@@ -221,19 +223,19 @@ class ScramClient:
         return ("n,," + self.first_bare).encode()
 
     def final_message(self, server_first: bytes) -> bytes:
-        text = server_first.decode()
-        attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
-        if "e" in attrs:
-            raise ProbeFailure(AUTH_FAILED, f"SCRAM server error: {attrs['e']}")
+        text, attrs = _scram_attributes(server_first, "server-first")
         nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i")
-        if not nonce.startswith(self.nonce) or salt is None or iterations is None or not iterations.isdigit():
-            raise ProbeFailure(AUTH_FAILED, "invalid SCRAM server-first message")
+        # RFC 5802's posit-number is ASCII digits: str.isdigit() takes "²" (which int() refuses) and
+        # other scripts' digits (which int() reads).
+        if (not nonce.startswith(self.nonce) or salt is None or iterations is None
+                or not (iterations.isascii() and iterations.isdigit())):
+            raise ProbeFailure(AUTH_FAILED, "invalid SCRAM server-first message: refused, no proof sent")
         count = int(iterations)
         if not SCRAM_MIN_ITERATIONS <= count <= SCRAM_MAX_ITERATIONS:
             # As Kafka's client refuses fewer than 4096; more than 16384 no Kafka broker can hold.
             raise ProbeFailure(AUTH_FAILED, f"SCRAM server asked for {count} iterations, outside Kafka's "
                                             f"{SCRAM_MIN_ITERATIONS}..{SCRAM_MAX_ITERATIONS}: refused, no proof sent")
-        salted = hashlib.pbkdf2_hmac(self.hash_name, self.password, base64.b64decode(salt), count)
+        salted = hashlib.pbkdf2_hmac(self.hash_name, self.password, _scram_base64(salt, "salt"), count)
         client_key = self._hmac(salted, b"Client Key")
         stored_key = hashlib.new(self.hash_name, client_key).digest()
         without_proof = f"c=biws,r={nonce}"
@@ -244,11 +246,29 @@ class ScramClient:
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def verify_final(self, server_final: bytes) -> None:
-        attrs = dict(part.split("=", 1) for part in server_final.decode().split(",") if "=" in part)
-        if "e" in attrs:
-            raise ProbeFailure(AUTH_FAILED, f"SCRAM server error: {attrs['e']}")
-        if base64.b64decode(attrs.get("v", "")) != self._server_signature:
+        _, attrs = _scram_attributes(server_final, "server-final")
+        if _scram_base64(attrs.get("v", ""), "server signature") != self._server_signature:
             raise ProbeFailure(AUTH_FAILED, "SCRAM server signature does not match")
+
+
+def _scram_attributes(message: bytes, which: str) -> tuple[str, dict[str, str]]:
+    """A SCRAM server message as its text and its attributes; a message that is not UTF-8, or that
+    carries a server error (`e=`), fails authentication."""
+    try:
+        text = message.decode()
+    except UnicodeDecodeError:
+        raise ProbeFailure(AUTH_FAILED, f"invalid SCRAM {which} message: not UTF-8") from None
+    attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    if "e" in attrs:
+        raise ProbeFailure(AUTH_FAILED, f"SCRAM server error: {attrs['e'][:200]!r}")
+    return text, attrs
+
+
+def _scram_base64(value: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:  # binascii.Error, and non-ASCII text
+        raise ProbeFailure(AUTH_FAILED, f"invalid SCRAM {what}: not base64") from None
 
 
 class Connection:
