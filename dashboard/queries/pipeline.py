@@ -51,8 +51,9 @@ def quarantine_reasons(engine: Engine) -> list[Row]:
     for r in fetch_rows(engine, stmt):
         group = reason_group(r["reason"])
         have = groups.setdefault(group, {"reason": group, "messages": 0, "not_stored": 0, "last_ms": r["last_ms"]})
-        have["messages"] += r["stored"] + (r["not_stored"] or 0)
-        have["not_stored"] += r["not_stored"] or 0
+        more = int(r["not_stored"] or 0)  # PostgreSQL sums a BIGINT as a NUMERIC
+        have["messages"] += r["stored"] + more
+        have["not_stored"] += more
         have["last_ms"] = max(have["last_ms"], r["last_ms"])
     return sorted(groups.values(), key=lambda g: (-g["messages"], g["reason"]))
 

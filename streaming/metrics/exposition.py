@@ -273,7 +273,7 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
             code = reason.split(":", 1)[0]  # the field path (with list indices) stays in the store
             counts = by_code.setdefault(code, [0, 0])
             counts[0] += n
-            counts[1] += more or 0
+            counts[1] += int(more or 0)  # PostgreSQL sums a BIGINT as a NUMERIC
         for code, (n, more) in sorted(by_code.items()):
             quarantined.add(n, reason=code)
             not_stored.add(more, reason=code)

@@ -91,9 +91,10 @@ def test_a_flood_of_one_reason_stores_a_few_rows_counts_the_rest_and_keeps_4_kib
     assert counter_values()[NOT_STORED] - counted_before == 5000 + 300 - 2 * PER_REASON
 
     # The dashboard's quarantine view and /metrics count every message, stored or not.
-    assert [(r["reason"], r["messages"], r["not_stored"]) for r in quarantine_reasons(db.engine)] == [
-        ("not_json", 5000, 5000 - PER_REASON), ("wrong_type:brokers[].port", 300, 300 - PER_REASON),
-        ("late_event", 10, 0)]
+    assert [(r["reason"], type(r["messages"]), r["messages"], r["not_stored"])
+            for r in quarantine_reasons(db.engine)] == [
+        ("not_json", int, 5000, 5000 - PER_REASON), ("wrong_type:brokers[].port", int, 300, 300 - PER_REASON),
+        ("late_event", int, 10, 0)]
     metrics = render_metrics(db.engine)
     assert f'fleetwatch_quarantine_not_stored_messages{{reason="not_json"}} {5000 - PER_REASON}' in metrics
     assert f"{NOT_STORED} " in metrics
