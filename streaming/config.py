@@ -273,11 +273,9 @@ class BusConfig(_Strict):
 
 
 class RetentionConfig(_Strict):
-    """How long the job keeps what it writes, in days (deploy/README.md, "Retention"). The job
-    deletes what is older every `every_batches` micro-batches, at most `max_rows_per_table` rows
-    per table each time, in short transactions."""
+    """Days the job keeps what it writes (deploy/README.md, "Retention"; finite, at most MAX_DAYS: `.inf` overflowed
+    the cutoff), deleted every `every_batches` batches, `max_rows_per_table` per table; the quarantine's bounds."""
 
-    # Finite and at most MAX_DAYS: `.inf` overflowed the store's cutoff (OverflowError in every round).
     history_days: float = Field(30, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # alert_history, transitions, controller
     resolved_alerts_days: float = Field(30, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # alerts once resolved
     quarantine_days: float = Field(7, gt=0, le=MAX_DAYS, allow_inf_nan=False)
@@ -285,6 +283,8 @@ class RetentionConfig(_Strict):
     subjects_days: float = Field(30, gt=0, le=MAX_DAYS, allow_inf_nan=False)  # subjects (and sources) not heard of
     every_batches: int = Field(100, ge=1, le=1_000_000)
     max_rows_per_table: int = Field(5000, ge=1, le=10_000_000)
+    quarantine_rows_per_reason: int = Field(100, ge=1, le=100_000)  # of a micro-batch; the rest counted (issue 42)
+    quarantine_max_rows: int = Field(50_000, ge=100, le=100_000_000)  # the oldest go beyond (store/quarantine_bounds)
 
 
 class StoreConfig(_Strict):

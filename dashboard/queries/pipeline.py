@@ -7,7 +7,7 @@ from sqlalchemy import Engine, case, func, select
 
 from dashboard.queries.shared import Row, fetch_rows
 from streaming.contract import AHEAD_REASONS
-from streaming.store import outbox, pipeline_progress, quarantine, source_clocks
+from streaming.store import outbox, pipeline_progress, quarantine, reason_group, source_clocks
 
 __all__ = ["outbox_backlog", "pipeline_batches", "pipeline_series", "quarantine_reasons", "source_clock_rows"]
 
@@ -41,12 +41,21 @@ def pipeline_series(engine: Engine, window_ms: int = 30 * 60_000, limit: int = 2
 
 
 def quarantine_reasons(engine: Engine) -> list[Row]:
-    """Quarantined messages by reason (most first), with when each was last seen."""
+    """Quarantined messages by reason, its list indices left out (`reason_group`), most first. Keys:
+    reason; messages, stored and counted alike; not_stored, those over
+    `retention.quarantine_rows_per_reason` in their micro-batch, counted only; last_ms, when last seen."""
     q = quarantine
-    n = func.count().label("messages")
-    stmt = (select(q.c.reason, n, func.max(q.c.recorded_at).label("last_ms"))
-            .group_by(q.c.reason).order_by(n.desc(), q.c.reason))
-    return fetch_rows(engine, stmt)
+    stmt = select(q.c.reason, func.count().label("stored"), func.sum(q.c.not_stored).label("not_stored"),
+                  func.max(q.c.recorded_at).label("last_ms")).group_by(q.c.reason)
+    groups: dict[str, Row] = {}
+    for r in fetch_rows(engine, stmt):
+        group = reason_group(r["reason"])
+        have = groups.setdefault(group, {"reason": group, "messages": 0, "not_stored": 0, "last_ms": r["last_ms"]})
+        more = int(r["not_stored"] or 0)  # PostgreSQL sums a BIGINT as a NUMERIC
+        have["messages"] += r["stored"] + more
+        have["not_stored"] += more
+        have["last_ms"] = max(have["last_ms"], r["last_ms"])
+    return sorted(groups.values(), key=lambda g: (-g["messages"], g["reason"]))
 
 
 def source_clock_rows(engine: Engine, limit: int = 20) -> list[Row]:

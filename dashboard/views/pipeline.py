@@ -124,6 +124,7 @@ def pipeline_tables(batches: list[dict[str, Any]], reasons: list[dict[str, Any]]
                   ("State MiB", "num")]
     reason_rows = [html.Tr([html.Td(r["reason"], className="mono"),
                             html.Td(format_number(r["messages"]), className="num"),
+                            html.Td(format_number(r["not_stored"]), className="num"),
                             html.Td(format_ts(r["last_ms"]))], className="quarantine-row") for r in reasons]
     oldest = backlog["oldest_created_ms"]
     outbox_line = (f"{backlog['pending']:,} notifications waiting, {backlog['failing']:,} after a failed "
@@ -133,7 +134,10 @@ def pipeline_tables(batches: list[dict[str, Any]], reasons: list[dict[str, Any]]
         html.H2("Latest micro-batches"),
         table_or_empty(batch_head, batch_rows, "No batch recorded yet."),
         html.H2("Quarantined messages by reason"),
-        html.Div(table_or_empty(["Reason", ("Messages", "num"), "Last seen"], reason_rows, "Nothing quarantined."),
+        html.Div([table_or_empty(["Reason", ("Messages", "num"), ("Not stored", "num"), "Last seen"], reason_rows,
+                                 "Nothing quarantined."),
+                  html.P("Not stored: over store.retention.quarantine_rows_per_reason of their reason in one "
+                         "micro-batch, counted only. A stored message keeps its first 4 KiB.", className="muted")],
                  id="quarantine"),
         html.H2("Collector clocks"),
         source_clock_table(clocks or []),

@@ -16,6 +16,9 @@ COUNTERS: dict[str, str] = {
     "fleetwatch_alert_publish_failures_total":
         "Alerts not published to the alerts topic (best effort: the store and the outbox have them).",
     "fleetwatch_retention_deleted_rows_total": "Rows the job deleted because they were older than the retention.",
+    "fleetwatch_quarantine_not_stored_total":
+        "Quarantined messages counted, not stored: over retention.quarantine_rows_per_reason of their reason "
+        "in one micro-batch.",
     "fleetwatch_bus_records_lost_total":
         "Telemetry records the bus dropped before the job read them (retention, DeleteRecords, a deleted topic).",
 }

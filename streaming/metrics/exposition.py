@@ -18,8 +18,10 @@ Families (all gauges; `cluster_id` and `target` are "" when unknown):
 - `fleetwatch_job_restarts_total{query}` (a counter, over every run of the job: the store keeps it)
   and `fleetwatch_job_last_failure_timestamp_seconds{query}`: the streaming queries the job restarted
   after they failed, listed from 0 for every query with progress.
-- `fleetwatch_quarantine_messages{reason}`, `fleetwatch_outbox_pending`, `fleetwatch_outbox_failing`,
-  `fleetwatch_outbox_oldest_pending_timestamp_seconds`.
+- `fleetwatch_quarantine_messages{reason}` (rows) and `fleetwatch_quarantine_not_stored_messages{reason}`
+  (counted on them, not stored: retention.quarantine_rows_per_reason); `fleetwatch_quarantine_stored_rows_total`
+  (a counter: the table's last row id, which grows while the table is held at its cap),
+  `fleetwatch_outbox_pending`, `fleetwatch_outbox_failing`, `fleetwatch_outbox_oldest_pending_timestamp_seconds`.
 - `fleetwatch_source_clock_lead_seconds{source}`: how far the event times of a collector (the
   events' `source`) led the job's clock in the latest micro-batch that had its events
   (`source_clocks`; negative: the delivery delay of a clock in step), and
@@ -195,6 +197,12 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
     last_failure = _Family("fleetwatch_job_last_failure_timestamp_seconds",
                            "When the job's streaming query last failed and was restarted.")
     quarantined = _Family("fleetwatch_quarantine_messages", "Quarantined messages in the store by reason.")
+    not_stored = _Family("fleetwatch_quarantine_not_stored_messages",
+                         "Quarantined messages counted in the store by reason, not stored: over "
+                         "retention.quarantine_rows_per_reason in their micro-batch.")
+    stored_rows = _Family("fleetwatch_quarantine_stored_rows_total",
+                          "Quarantine rows ever stored (its last row id): grows while the table is at its "
+                          "cap, retention.quarantine_max_rows.", kind="counter")
     pending = _Family("fleetwatch_outbox_pending", "Alert notifications not delivered yet.")
     failing = _Family("fleetwatch_outbox_failing", "Undelivered notifications whose last attempt failed.")
     oldest = _Family("fleetwatch_outbox_oldest_pending_timestamp_seconds",
@@ -260,12 +268,17 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
             restarts.add(row.restarts if row else 0, query=query)
             last_failure.add(_seconds(row.last_failure_ms) if row else None, query=query)
 
-        by_code: dict[str, int] = {}
-        for reason, n in conn.execute(select(quarantine.c.reason, func.count()).group_by(quarantine.c.reason)):
+        by_code: dict[str, list[int]] = {}
+        for reason, n, more in conn.execute(select(quarantine.c.reason, func.count(), func.sum(quarantine.c.not_stored))
+                                            .group_by(quarantine.c.reason)):
             code = reason.split(":", 1)[0]  # the field path (with list indices) stays in the store
-            by_code[code] = by_code.get(code, 0) + n
-        for code, n in sorted(by_code.items()):
+            counts = by_code.setdefault(code, [0, 0])
+            counts[0] += n
+            counts[1] += int(more or 0)  # PostgreSQL sums a BIGINT as a NUMERIC
+        for code, (n, more) in sorted(by_code.items()):
             quarantined.add(n, reason=code)
+            not_stored.add(more, reason=code)
+        stored_rows.add(conn.scalar(select(func.coalesce(func.max(quarantine.c.id), 0))))
 
         backlog = conn.execute(
             select(func.count(), func.coalesce(func.sum(case((outbox.c.last_error.is_not(None), 1), else_=0)), 0),
@@ -275,7 +288,7 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
         failing.add(backlog[1])
         oldest.add(_seconds(backlog[2]))
     return [brokers_by_state, firing, by_rule, controller, last_response, *pipe.values(), restarts, last_failure,
-            quarantined, pending, failing, oldest]
+            quarantined, not_stored, stored_rows, pending, failing, oldest]
 
 
 # Per-source families: at most this many series each, of sources heard of this recently (ms).

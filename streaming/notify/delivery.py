@@ -11,8 +11,8 @@ How it works, and why nothing is lost (the policies, in SPEC-style words: deploy
    are sent: per (subject, rule) and receiver the notifier is FIFO, so a resolved notification
    never overtakes its firing one, nor the next incident's firing the previous one's resolution.
    Receivers that accept groups (Slack, Alertmanager) get the deliveries of one cluster as one
-   message; their deliveries wait `group_wait_ms` after being recorded, so that a storm of one
-   cluster's alerts is collected into that one message. Silences are applied here
+   message; their deliveries wait `group_wait_ms` after being recorded (at the latest, the notifier's
+   now: planning.py), so a storm of one cluster's alerts is one message. Silences are applied here
    (`streaming/notify/policy.py`): a firing a silence holds is decided again when it ends.
    HTTP (each attempt under one deadline for the whole of it) and the backoff: `sending.py`. The
    members of a fleet incident go as one notification (`incidents.py`).

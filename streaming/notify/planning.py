@@ -3,7 +3,13 @@ its routes choose (insert-once on (outbox row, receiver), so planning twice is h
 that could join a fleet incident waits for it at a receiver that takes incidents (incidents.py). A
 resolution goes to every receiver its firing went to, whatever the routes say of `status`, and
 to any other its routes choose. A row routed nowhere is done at once; a row that is not an
-alert object is a dead letter."""
+alert object is a dead letter.
+
+A delivery is scheduled on the notifier's clock: its wait (`group_wait_ms`, an incident's) counts from
+when the row was recorded, but never from later than the notifier's now. `created_at` is the clock
+of the job's driver that wrote the row, and due-ness is judged on the notifier's: a driver whose
+clock runs ahead would otherwise delay every page by its lead (issue 42). A driver behind shortens
+the wait by its lag at most: a page may go early, never late."""
 
 from __future__ import annotations
 
@@ -62,11 +68,12 @@ class Planner:
                 if not names:
                     unrouted.append(row.id)
                 held = self.incident_wait_ms(alert) if names else 0
+                recorded = min(row.created_at, now)  # never in the notifier's future (the docstring)
                 for name in names:
                     wait = self.group_wait_ms if self.receivers[name].accepts_groups else 0
                     wait = max(wait, held if self.receivers[name].accepts_incidents else 0)
                     planned.append({**base, "receiver": name, "rule": alert.rule, "group_key": group_key(alert),
-                                    "state": PENDING, "next_attempt_at": row.created_at + wait, "last_error": None})
+                                    "state": PENDING, "next_attempt_at": recorded + wait, "last_error": None})
             self.queue.save_plan(planned, unrouted, broken, now, f"dead letter: {_NOT_AN_ALERT}")
             created += len(planned)
             if broken:

@@ -6,10 +6,12 @@ backoff while the store is unavailable; only then are its alerts handed on (the 
 best effort, a failure is logged and counted and never fails the batch). Every write is
 idempotent, so a micro-batch that Spark re-runs after a crash changes nothing. Every
 `retention.every_batches` batches the writer deletes what is older than the retention (best
-effort as well). After a reset of the detection state, once the new state's watermark has passed
-the moment of the reset, it resolves the alerts the new state did not fire again, unless they
-started before the oldest telemetry the new state read: those are carried over, firing, until the
-new state ends them (streaming/detect/README.md, "Checkpoint reset").
+effort as well). The quarantine is bounded in every batch (quarantine_rows.py): rows per reason
+and batch, bytes per row, rows in the table (`retention.quarantine_*`). After a reset of the
+detection state, once the new state's watermark has passed the moment of the reset, it resolves
+the alerts the new state did not fire again, unless they started before the oldest telemetry the
+new state read: those are carried over, firing, until the new state ends them
+(streaming/detect/README.md, "Checkpoint reset").
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from streaming.contract import MAX_TRACKED_SOURCES
 from streaming.detect import carried_over_ends
 from streaming.metrics import increment
 from streaming.resilience import Throttle, one_line, retry_store
+from streaming.sinks.quarantine_rows import bounded_quarantine, quarantine_rows
 from streaming.sinks.state_rows import STATE_TABLES, StateRow, latest_by_table
 from streaming.store import Store
 
@@ -92,6 +95,9 @@ class BatchWriter:
         self.on_alerts = on_alerts
         self.stop = stop
         self.retention = retention
+        # The quarantine's bounds hold without retention too (a replay's store): its defaults.
+        self._bounds = retention or RetentionConfig()
+        self._not_stored = Throttle(60.0)
         self.checkpoint = checkpoint
         self.orphaned_since = orphaned_since
         self.watermark: int | None = None  # the largest detection ran with so far
@@ -115,16 +121,7 @@ class BatchWriter:
         keyed = sorted((decode_output(r["payload"]) for r in by_kind.get("alert", [])), key=lambda k: k[0])
         alerts = [alert for _, alert in keyed]
         now = now_ms()
-        rejected = [(r["key"], json.loads(r["payload"])) for r in by_kind.get("quarantine", [])]
-        quarantine = [
-            {"origin": origin, "reason": q["reason"], "detail": q.get("detail") or None, "raw": q["raw"],
-             "source": q.get("source"), "recorded_at": now}
-            for origin, q in rejected
-        ] + [
-            {"origin": r["key"], "reason": "late_event", "detail": None, "raw": r["payload"], "source": None,
-             "recorded_at": now}
-            for r in by_kind.get("late", [])
-        ]
+        quarantine = quarantine_rows(by_kind.get("quarantine", []), by_kind.get("late", []), now)
 
         def history(kind: str) -> list[dict[str, Any]]:
             return [json.loads(r["payload"]) for r in by_kind.get(kind, [])]
@@ -132,13 +129,19 @@ class BatchWriter:
         states = [StateRow.from_output(kind, r["key"], r["payload"]) for kind in STATE_TABLES
                   for r in by_kind.get(kind, [])]
         self.quarantined.update(q["reason"] for q in quarantine)
+        stored_quarantine, not_stored = bounded_quarantine(quarantine, self._bounds.quarantine_rows_per_reason)
+        if not_stored:
+            increment("fleetwatch_quarantine_not_stored_total", sum(not_stored.values()))
+            self._not_stored.warning(log, "quarantine: messages over retention.quarantine_rows_per_reason in one "
+                                          "micro-batch counted, not stored", batch_id=batch_id,
+                                     not_stored=dict(not_stored))
         if self.store is not None:
             tables: dict[str, Any] = {
                 **latest_by_table(states),
                 "broker_transitions": {(t["cluster_id"], t["broker_id"], t["ts"], t["state"]): t
                                        for t in history("transition")}.values(),
                 "controller_history": {(c["cluster_id"], c["ts"]): c for c in history("controller")}.values(),
-                "quarantine": quarantine,
+                "quarantine": stored_quarantine,
                 "source_clocks": _source_clocks(by_kind.get("source_clock", []), now),
             }
             if self._checkpoint_pending:
@@ -147,7 +150,9 @@ class BatchWriter:
                 current = checkpoint_id()  # Spark wrote it before the first batch
                 if current is not None:
                     tables["job_checkpoints"] = [{"query": query, "checkpoint_id": current, "recorded_at": now}]
-            self._store(lambda: self.store.write_batch(tables, alerts), "write a micro-batch")
+            self._store(lambda: self.store.write_batch(tables, alerts,
+                                                       quarantine_max_rows=self._bounds.quarantine_max_rows),
+                        "write a micro-batch")
             self._checkpoint_pending = self._checkpoint_pending and "job_checkpoints" not in tables
         if keyed and self.on_alerts is not None:
             self._hand_on(keyed, batch_id)
@@ -157,7 +162,7 @@ class BatchWriter:
         if self.store is not None and self.retention is not None and self.batches % self.retention.every_batches == 0:
             self._delete_expired()
         log.info("batch written", extra={"batch_id": batch_id, "rows": len(frame), "alerts": len(alerts),
-                                         "quarantined": len(quarantine)})
+                                         "quarantined": len(quarantine), "not_stored": sum(not_stored.values())})
 
     def _store(self, action: Callable[[], Any], what: str) -> Any:
         if self.stop is None:

@@ -5,7 +5,9 @@
   `resolve_orphaned_alerts`) and the job's retention (`delete_expired`).
 - The tables, by the process that writes them: the job's (job_tables.py: alerts and their
   history, the outbox, the fleet's state, quarantine, progress, the collectors' clocks) and the
-  notifier's (notifier_tables.py: deliveries, its lease, silences), all in `metadata`.
+  notifier's (notifier_tables.py: deliveries, its lease, silences), all in `metadata`. The
+  quarantine's bounds (quarantine_bounds.py: `fit_raw`, `RAW_MAX_BYTES`, `reason_group`, and the
+  table's row cap, which `write_batch` keeps).
 - The notifier's queries and writes (delivery_queue.py: `DeliveryQueue`; delivery_states.py: the
   states of a delivery), its retention (notification_retention.py), and silences (silencing.py:
   written by `fleetwatch silence` and the dashboard, applied by the notifier).
@@ -45,6 +47,7 @@ from streaming.store.job_tables import (
 )
 from streaming.store.notification_retention import RetentionCounts, delete_expired_notifications
 from streaming.store.notifier_tables import deliveries, notifier_lease, silences
+from streaming.store.quarantine_bounds import RAW_MAX_BYTES, fit_raw, reason_group
 from streaming.store.silencing import (
     Silence,
     active_silences,
@@ -61,6 +64,7 @@ __all__ = [
     "HELD",
     "NO_RECEIVER",
     "PENDING",
+    "RAW_MAX_BYTES",
     "SILENCED",
     "SUPERSEDED",
     "Configured",
@@ -83,6 +87,7 @@ __all__ = [
     "delete_expired_notifications",
     "deliveries",
     "expire_silence",
+    "fit_raw",
     "fleet_incidents",
     "fleet_places",
     "grouping_rules",
@@ -95,6 +100,7 @@ __all__ = [
     "parse_duration",
     "pipeline_progress",
     "quarantine",
+    "reason_group",
     "recent_alerts",
     "recent_incidents",
     "silences",

@@ -47,6 +47,7 @@ from streaming.store.job_tables import (
     source_clocks,
     targets,
 )
+from streaming.store.quarantine_bounds import keep_newest_quarantine
 
 __all__ = ["Store"]
 
@@ -159,14 +160,22 @@ class Store:
         """Write rows of several tables in one transaction."""
         self.write_batch(rows_by_table, ())
 
-    def write_batch(self, rows_by_table: Mapping[str, Iterable[dict[str, Any]]], lines: Iterable[Alert]) -> int:
+    def write_batch(self, rows_by_table: Mapping[str, Iterable[dict[str, Any]]], lines: Iterable[Alert], *,
+                    quarantine_max_rows: int | None = None) -> int:
         """Rows of several tables and alerts (`record_alerts`) in one transaction: a micro-batch is in
-        the store and the outbox entirely, or not at all. Returns the alert lines recorded."""
+        the store and the outbox entirely, or not at all. With `quarantine_max_rows`, a write that
+        adds quarantine rows deletes the oldest beyond it (`keep_newest_quarantine`). Returns the
+        alert lines recorded."""
         with self.engine.begin() as conn:
+            written: dict[str, int] = {}
             for name, rows in rows_by_table.items():
-                self._write(conn, metadata.tables[name], list(rows))
-            if rows_by_table.get("source_clocks"):
+                rows = list(rows)
+                self._write(conn, metadata.tables[name], rows)
+                written[name] = len(rows)
+            if written.get("source_clocks"):
                 _keep_newest_sources(conn)
+            if written.get("quarantine") and quarantine_max_rows is not None:
+                keep_newest_quarantine(conn, quarantine_max_rows, written["quarantine"])
             return self._record_alerts(conn, lines)
 
     def record_alerts(self, lines: Iterable[Alert]) -> int:

@@ -168,6 +168,12 @@ quarantine = Table(
     # The event's `source` (its collector) when it was refused for a `ts` ahead of the clock
     # (ts_ahead_of_clock, ts_out_of_range in the future): what each source had refused.
     Column("source", String(255)),
+    # The message's size in bytes: over quarantine_bounds.RAW_MAX_BYTES, `raw` holds its beginning
+    # only (null: a row of a version before the bound, or no message at all).
+    Column("raw_bytes", BigInteger),
+    # Messages of this row's reason group (quarantine_bounds.reason_group) in its micro-batch beyond
+    # `retention.quarantine_rows_per_reason`: counted here, not stored (null: none).
+    Column("not_stored", BigInteger),
 )
 
 # How far each collector's event times lead the job's clock (streaming/detect/README.md, "Input

@@ -12,14 +12,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 import threading
 import time
 from typing import Any
 
 import pytest
-from support.hostile_kafka import HOST, BlackHoles, HostileKafka
+from support.hostile_kafka import HOST, BlackHoles, HostileKafka, SlowNames
 from support.probe_doubles import FakeCluster, FakeKafka, refused_port, responses, target, valid
 
+import streaming.collect.protocol as protocol
 from streaming.collect import probe
 from streaming.collect.probe import ProbeOptions, Prober
 from streaming.collect.protocol import Security
@@ -70,6 +72,49 @@ def test_a_hostile_cluster_beside_a_real_one_leaves_its_rounds_on_time(healthy_r
     hostile_events = [ev for _, name, evs in emitted if name == "hostile" for ev in evs]
     (boot, *_) = responses(hostile_events, expected=None)
     assert boot["error"] is None and boot["endpoints_not_probed"]["over_cap"] == 300 + 1 - 256
+
+
+# ------------------------------------------------------------------ name lookups
+
+
+def test_a_target_whose_names_do_not_resolve_leaves_another_targets_lookups_alone(monkeypatch):
+    """80 advertised names whose lookups block 8 s; a healthy target reached by name ("localhost",
+    bootstrap and endpoint) answers every round beside it.
+
+    Before, one pool of 64 lookup threads served every target, and a lookup abandoned at its
+    exchange's deadline kept its thread: after two waves of the hostile target's exchanges (32
+    each, `target_concurrency`) all 64 were blocked, and the healthy target's lookups waited behind
+    them until TIMEOUT: of its 6 rounds, 2 answered, 1 timed out and 3 were skipped (still busy)."""
+    slow = SlowNames(".slow.test", hold_s=8.0)
+    # The only stand-in: the lookup function the client calls. Every other name goes to the real one.
+    monkeypatch.setattr(socket, "getaddrinfo", slow.getaddrinfo)
+    options = ProbeOptions(interval_ms=1000, timeout_ms=1500, source="probe-dns")
+    hostile = HostileKafka(advertised=slow.names(80, port=9092)).start()
+    healthy = HostileKafka("healthy-cluster", advertise_self=False)
+    healthy.advertised = [("localhost", healthy.port)]
+    healthy.start()
+    emitted: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def emit(events: list[dict[str, Any]]) -> None:
+        emitted.append((events[0]["target"], events))
+        if sum(name == "healthy" for name, _ in emitted) == 6:
+            slow.release()  # the test is done: the hostile target's last round need not last
+
+    try:
+        prober = Prober([target("slow-dns", hostile.address), target("healthy", f"localhost:{healthy.port}")],
+                        options)
+        asyncio.run(prober.run(emit, rounds=6))
+    finally:
+        slow.release()
+        hostile.stop()
+        healthy.stop()
+    rounds = [responses(valid(events)) for name, events in emitted if name == "healthy"]
+    errors = [sorted({str(ev["error"]) for ev in answered}) for answered in rounds]
+    print(f"\nthe healthy target's rounds: {errors}; lookups blocked at once at most: {slow.most_at_once}")
+    assert len(rounds) == 6, "a round of the healthy target was skipped: the previous one was still busy"
+    assert all(len(answered) == 2 and {ev["error"] for ev in answered} == {None} for answered in rounds), errors
+    # The hostile target's names blocked at most its own share of the lookup threads.
+    assert 0 < slow.most_at_once <= protocol.LOOKUPS_PER_TARGET
 
 
 # ------------------------------------------------------------------ the endpoint cap
@@ -173,6 +218,39 @@ def test_scram_iterations_within_kafkas_bounds_are_computed():
     assert events is not None
     (boot,) = responses(valid(events))
     assert boot["error"] == "AUTH_FAILED" and hostile.proofs_received == 1  # refused by the server, not by us
+
+
+_SCRAM_NOT_SCRAM = {
+    "iterations-superscript-two": {"scram_iterations": "²"},  # str.isdigit() is true, int() refuses it
+    # int() reads it as 4096: before, the probe derived a key and sent its proof to such a server.
+    "iterations-arabic-indic": {"scram_iterations": "٤٠٩٦"},
+    "first-not-utf8": {"scram_iterations": 4096, "scram_extra": b",x=\xff\xfe"},
+    "final-not-utf8": {"scram_iterations": 4096, "scram_final": b"v=\xff\xfe"},
+    "final-not-base64": {"scram_iterations": 4096, "scram_final": b"v=not base64!"},
+}
+
+
+@pytest.mark.parametrize("answer", list(_SCRAM_NOT_SCRAM))
+def test_a_scram_answer_that_is_not_scram_fails_authentication_in_one_line(answer, caplog):
+    """Before, the client's parse raised ValueError or UnicodeDecodeError (binascii.Error for the
+    base64), which reached the prober's catch-all: PROTOCOL_ERROR and a traceback per endpoint and
+    round ("unexpected probe failure"), up to 256 every 5 s."""
+    security = Security(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256", username="probe",
+                        password="s3cret")
+    with HostileKafka(**_SCRAM_NOT_SCRAM[answer]) as hostile, \
+            caplog.at_level(logging.DEBUG, logger="streaming.collect"):
+        prober = Prober([target("scram", hostile.address, security=security)],
+                        ProbeOptions(timeout_ms=2000, source="probe-test"))
+        rounds = [_probe_in_thread(prober, limit_s=10)[0] for _ in range(2)]
+    for events in rounds:
+        assert events is not None
+        (boot,) = responses(valid(events))
+        assert boot["error"] == "AUTH_FAILED", boot
+        assert "SCRAM" in boot["error_detail"] and "\n" not in boot["error_detail"]
+    assert [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING] == []
+    # The second round's failure is the first's: a client-first message each, no proof after a bad first message.
+    assert hostile.scram_first_messages == 2
+    assert hostile.proofs_received == (2 if "final" in answer else 0)
 
 
 # ------------------------------------------------------------------ the frame-size cap

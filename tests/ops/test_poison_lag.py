@@ -6,16 +6,14 @@ Also: quarantine reasons in /metrics are grouped by code, one series per code, n
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
-import yaml
+from support.promtool import rules_firing
 
 from streaming.metrics import render_metrics
 from streaming.progress import _iso_ms
 from streaming.store import Store
 
-RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "fleetwatch-rules.yaml"
 NOW_MS = 1_795_000_000_000
 
 
@@ -34,22 +32,8 @@ def _store_with_watermark(tmp_path: Path, watermark_ms: int) -> Store:
 
 def _firing(tmp_path: Path, lag_s: float) -> list[str]:
     """The alerts promtool's rule evaluation gives for a lag series held at `lag_s` for 5 minutes."""
-    tests = {
-        "rule_files": [str(RULES)],
-        "evaluation_interval": "15s",
-        "tests": [{
-            "interval": "15s",
-            "input_series": [{"series": 'fleetwatch_pipeline_lag_seconds{query="fleetwatch"}',
-                              "values": " ".join([str(lag_s)] * 21)}],
-            "alert_rule_test": [{"eval_time": "5m", "alertname": name, "exp_alerts": []}
-                                for name in ("FleetwatchPipelineLagging", "FleetwatchWatermarkAhead")],
-        }],
-    }
-    path = tmp_path / "rules_test.yaml"
-    path.write_text(yaml.safe_dump(tests))
-    result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
-    # Every rule was told to expect nothing: promtool names the ones that fired.
-    return sorted(set(re.findall(r"alertname: (Fleetwatch\w+)", result.stdout + result.stderr)))
+    return rules_firing(tmp_path, {'fleetwatch_pipeline_lag_seconds{query="fleetwatch"}': " ".join([str(lag_s)] * 21)},
+                        "5m", ("FleetwatchPipelineLagging", "FleetwatchWatermarkAhead"))
 
 
 def test_a_watermark_from_the_future_shows_as_negative_lag_and_pages(tmp_path):

@@ -7,17 +7,14 @@ Prometheus rule pages on a collector that runs ahead (promtool's own rule evalua
 from __future__ import annotations
 
 import re
-import subprocess
 import urllib.request
 from pathlib import Path
 
-import yaml
+from support.promtool import rules_firing
 
 from streaming import clock
 from streaming.metrics import start_metrics_server
 from streaming.store import Store
-
-RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "fleetwatch-rules.yaml"
 
 
 def _samples(text: str, name: str) -> dict[str, float]:
@@ -63,19 +60,7 @@ def test_metrics_show_each_sources_lead_and_what_was_refused_for_it(tmp_path):
 
 
 def _firing(tmp_path: Path, series: str, values: str) -> list[str]:
-    tests = {
-        "rule_files": [str(RULES)],
-        "evaluation_interval": "15s",
-        "tests": [{
-            "interval": "15s",
-            "input_series": [{"series": series, "values": values}],
-            "alert_rule_test": [{"eval_time": "6m", "alertname": "FleetwatchSourceClockAhead", "exp_alerts": []}],
-        }],
-    }
-    path = tmp_path / "rules_test.yaml"
-    path.write_text(yaml.safe_dump(tests))
-    result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
-    return sorted(set(re.findall(r"alertname: (Fleetwatch\w+)", result.stdout + result.stderr)))
+    return rules_firing(tmp_path, {series: values}, "6m", ("FleetwatchSourceClockAhead",))
 
 
 def test_a_collector_ahead_pages_and_one_in_step_does_not(tmp_path):

@@ -6,24 +6,14 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 from sqlalchemy import select
+from support.micro_batch import MicroBatch
 
 from streaming.sinks import BatchWriter, StateRow, compact_json
 from streaming.store import Store, brokers, clusters, targets
 
 T0 = 1_790_000_000_000
-
-
-class _Batch:
-    """The one thing the writer asks of Spark's micro-batch DataFrame: its rows as pandas."""
-
-    def __init__(self, rows: list[tuple]) -> None:
-        self.frame = pd.DataFrame(rows, columns=["kind", "key", "ts", "payload"])
-
-    def toPandas(self) -> pd.DataFrame:
-        return self.frame
 
 
 def _broker(cluster_id: str, broker_id: int, state: str, at: int) -> dict:
@@ -56,7 +46,7 @@ def test_the_latest_snapshot_of_each_key_is_stored(store_url):
     rows = [StateRow.of(kind, snapshot).output() for kind, snapshot in snapshots]
     rows.append(("watermark", None, T0 + 5000, None))
     store = Store(store_url)
-    BatchWriter(store)(_Batch(rows), 0)
+    BatchWriter(store)(MicroBatch(rows), 0)
     with store.engine.connect() as conn:
         stored_brokers = {(r.cluster_id, r.broker_id): (r.state, r.updated_ms) for r in conn.execute(select(brokers))}
         stored_clusters = [(r.cluster_id, r.controller_id) for r in conn.execute(select(clusters))]

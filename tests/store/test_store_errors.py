@@ -12,10 +12,10 @@ import logging
 import sqlite3
 import threading
 
-import pandas as pd
 import pytest
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import OperationalError
+from support.micro_batch import MicroBatch
 
 from streaming.ports import free_port
 from streaming.resilience import StoreFailure, is_transient, retry_store
@@ -25,19 +25,9 @@ from streaming.store import Store
 PROMPT_S = 10.0  # a failing write takes milliseconds; retried, it would still be waiting after this
 
 
-class _Batch:
-    """The one thing the writer asks of Spark's micro-batch DataFrame: its rows as pandas."""
-
-    def __init__(self, rows: list[tuple[str, str, int, str]]) -> None:
-        self.frame = pd.DataFrame(rows, columns=["kind", "key", "ts", "payload"])
-
-    def toPandas(self) -> pd.DataFrame:
-        return self.frame
-
-
-def _quarantined_event() -> _Batch:
+def _quarantined_event() -> MicroBatch:
     payload = json.dumps({"reason": "bad_json", "detail": None, "raw": "{"})
-    return _Batch([("quarantine", "fleetwatch.metadata", 1_700_000_000_000, payload)])
+    return MicroBatch([("quarantine", "fleetwatch.metadata", 1_700_000_000_000, payload)])
 
 
 def _write_in_thread(writer: BatchWriter, stop: threading.Event) -> BaseException | None:

@@ -10,9 +10,13 @@ event loop:
   advertises whatever it is given (black holes, ports outside 1..65535, empty or overlong hosts)
   and can be padded with topics to a given size (topics cost the decoder as much per byte as
   brokers do, and are never probed). With `scram_iterations` it opens SCRAM with that iteration
-  count, records whether the client went on to send its proof, and refuses it.
+  count (any text: `"²"` is no integer), records whether the client went on to send its proof, and
+  refuses it, or answers it with `scram_final`; `scram_extra` is appended to its first message
+  as it is (bytes that are not UTF-8).
 - `BlackHoles`: listening sockets that never accept: TCP connects (the kernel's backlog), then
   nothing comes back, until the client gives up.
+- `SlowNames`: a stand-in for `socket.getaddrinfo` whose lookups of names under one suffix block
+  (a DNS server that does not answer), every other name resolved by the real function.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 
 from streaming.collect.protocol import decode_request, encode_response
 
-__all__ = ["HOST", "BlackHoles", "HostileKafka"]
+__all__ = ["HOST", "BlackHoles", "HostileKafka", "SlowNames"]
 
 HOST = "127.0.0.1"
 # What a Kafka 3.x broker offers of what the probe asks (no ApiVersions v5, no DescribeQuorum).
@@ -62,19 +66,60 @@ class BlackHoles:
         self.sockets = []
 
 
+class SlowNames:
+    """`getaddrinfo` for `socket.getaddrinfo`: a name ending in `suffix` blocks its thread for
+    `hold_s` (or until `release()`), then fails as an unanswered lookup does; any other name goes to
+    the real function. Counts the lookups that blocked and how many block at once at most."""
+
+    def __init__(self, suffix: str, hold_s: float) -> None:
+        self.suffix, self.hold_s = suffix, hold_s
+        self.blocked = 0
+        self.most_at_once = 0
+        self._now = 0
+        self._lock = threading.Lock()
+        self._released = threading.Event()
+        self._real = socket.getaddrinfo
+
+    def names(self, count: int, port: int) -> list[tuple[str, int]]:
+        """`count` advertisable (host, port) pairs whose lookups block."""
+        return [(f"b{i}{self.suffix}", port) for i in range(count)]
+
+    def getaddrinfo(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if not (isinstance(host, str) and host.endswith(self.suffix)):
+            return self._real(host, port, *args, **kwargs)
+        with self._lock:
+            self.blocked += 1
+            self._now += 1
+            self.most_at_once = max(self.most_at_once, self._now)
+        try:
+            self._released.wait(self.hold_s)
+        finally:
+            with self._lock:
+                self._now -= 1
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    def release(self) -> None:
+        """Ends every blocked lookup now (they fail), and every later one at once."""
+        self._released.set()
+
+
 class HostileKafka:
     """A broker (node 1 of `cluster_id`) that advertises itself, then `advertised` as nodes 100, 101, ...
 
     `answer_bytes`: pad the Metadata answer with topics up to about this many bytes.
-    `scram_iterations`: offer SCRAM-SHA-256/512 and answer the client's first message with this count.
+    `scram_iterations`: offer SCRAM-SHA-256/512 and answer the client's first message with this count
+    (and `scram_extra` after it); `scram_final`: accept the proof with this server-final message.
     """
 
     def __init__(self, cluster_id: str = "hostile-cluster", *, advertised: Sequence[tuple[str, int]] = (),
-                 answer_bytes: int = 0, scram_iterations: int | None = None, advertise_self: bool = True) -> None:
+                 answer_bytes: int = 0, scram_iterations: int | str | None = None, scram_extra: bytes = b"",
+                 scram_final: bytes | None = None, advertise_self: bool = True) -> None:
         self.cluster_id = cluster_id
         self.advertised = list(advertised)
         self.answer_bytes = answer_bytes
         self.scram_iterations = scram_iterations
+        self.scram_extra = scram_extra
+        self.scram_final = scram_final
         self.advertise_self = advertise_self
         self.proofs_received = 0  # SCRAM client-final messages (with a proof) that reached us
         self.scram_first_messages = 0
@@ -174,6 +219,8 @@ class HostileKafka:
             attrs = dict(part.split("=", 1) for part in token[3:].decode().split(",") if "=" in part)
             salt = base64.b64encode(b"hostile-salt").decode()
             server_first = f"r={attrs['r']}hostile,s={salt},i={self.scram_iterations}"
-            return {"ErrorCode": 0, "AuthBytes": server_first.encode()}
+            return {"ErrorCode": 0, "AuthBytes": server_first.encode() + self.scram_extra}
         self.proofs_received += 1  # the client-final message, with its proof
+        if self.scram_final is not None:
+            return {"ErrorCode": 0, "AuthBytes": self.scram_final}
         return {"ErrorCode": 58, "ErrorMessage": "Authentication failed during authentication"}

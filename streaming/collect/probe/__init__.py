@@ -69,12 +69,18 @@ Isolation (issue 26): one dead, slow or hostile cluster never delays the others.
   named on the bootstrap event (`endpoints_not_probed.invalid`, up to 10). A broker whose host
   or rack the contract refuses (over 255 characters) is left out of the event's `brokers`, so
   the event stands.
+- Name lookups (getaddrinfo blocks a thread and cannot be stopped): each target has
+  `LOOKUPS_PER_TARGET` (8) lookups in threads at a time, each held until its thread returns, even
+  past the timeout, from a pool with as many threads per target (up to 1,024): a target whose names
+  do not resolve times its own exchanges out and delays no other target's lookups.
 - Answers: a frame over `max_response_bytes` fails that exchange with `RESPONSE_TOO_LARGE`
   before its payload is read; a frame over 8 KiB is decoded in a worker thread, one per target
   at a time (held until done, even past the timeout), never on the event loop.
 - SCRAM: an iteration count outside Kafka's 4096..16384 (ScramMechanism's minIterations, which
   Kafka's client enforces, and maxIterations, the most a broker stores) fails authentication
   (`AUTH_FAILED`) before any key is derived, so no proof is sent; the derivation runs in a worker.
+  So does a server message that is not SCRAM (not UTF-8, a count that is not ASCII digits, a
+  salt or signature that is not base64): one line in the event's `error_detail`, no traceback.
 The limits are the config's `probe:` section (streaming/config.py, ProbeConfig).
 
 The controller id: in KRaft, Metadata's ControllerId is a random live broker (KIP-590), which

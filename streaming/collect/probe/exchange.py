@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -95,16 +96,17 @@ class IdentityCheckUnusable(FleetwatchError):
 
 async def converse(target: Target, host: str, port: int, deadline: float, answer: Answer, *, client_id: str,
                    bootstrap: bool, identity: Expected | None, connection: type[Connection] = Connection,
-                   max_frame: int = DEFAULT_MAX_FRAME, decode_slot: asyncio.Semaphore | None = None) -> None:
+                   max_frame: int = DEFAULT_MAX_FRAME, decode_slot: asyncio.Semaphore | None = None,
+                   lookup_slot: asyncio.Semaphore | None = None, lookup_pool: Executor | None = None) -> None:
     """One connection: ApiVersions, SASL, [KIP-1242 check], Metadata, [DescribeCluster], [DescribeQuorum].
 
     `identity`: what the KIP-1242 check asks the broker to confirm (None: no check). An endpoint's
     is its `expected`; a bootstrap's, the pinned identity of its address (prober.py), while its
     event keeps `expected` null unless the broker refuses it. `max_frame` bounds every answer;
-    `decode_slot` is the target's turn at decoding big ones off the event loop (see
-    streaming/collect/protocol/client.py)."""
+    `decode_slot` is the target's turn at decoding big ones off the event loop, `lookup_slot` its
+    places for name lookups in `lookup_pool`'s threads (see streaming/collect/protocol/client.py)."""
     conn = connection(host, port, deadline=deadline, client_id=client_id, security=target.security,
-                      max_frame=max_frame, decode_slot=decode_slot)
+                      max_frame=max_frame, decode_slot=decode_slot, lookup_slot=lookup_slot, lookup_pool=lookup_pool)
     try:
         await conn.open()
         await conn.negotiate()

@@ -20,6 +20,7 @@ than 3.8 that DescribeTopicPartitions would page through.
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,13 +58,17 @@ def layout_frame_limit(options: ProbeOptions) -> int:
 
 async def read_layout(target: Target, host: str, port: int, limits: LayoutLimits, *, client_id: str,
                       broker_id: int | None, connection: type[Connection] = Connection,
-                      max_frame: int, decode_slot: asyncio.Semaphore | None = None) -> LayoutReading:
-    """One reading over one connection (module docstring); raises ProbeFailure when nothing was read."""
+                      max_frame: int, decode_slot: asyncio.Semaphore | None = None,
+                      lookup_slot: asyncio.Semaphore | None = None,
+                      lookup_pool: Executor | None = None) -> LayoutReading:
+    """One reading over one connection (module docstring); raises ProbeFailure when nothing was read.
+    The slots and the pool are the target's share of threads (streaming/collect/protocol/client.py)."""
     loop = asyncio.get_running_loop()
     begun = loop.time()
     reading = LayoutReading()
     conn = connection(host, port, deadline=begun + limits.timeout_ms / 1000, client_id=client_id,
-                      security=target.security, max_frame=max_frame, decode_slot=decode_slot)
+                      security=target.security, max_frame=max_frame, decode_slot=decode_slot,
+                      lookup_slot=lookup_slot, lookup_pool=lookup_pool)
     try:
         await conn.open()
         await conn.negotiate()

@@ -16,7 +16,7 @@ from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, conv
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registered, registrations
 from streaming.collect.probe.layout import layout_event, layout_frame_limit, read_layout
 from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
-from streaming.collect.protocol.client import Connection, ProbeFailure, classify
+from streaming.collect.protocol.client import LOOKUPS_PER_TARGET, Connection, ProbeFailure, classify
 from streaming.contract import REBOOTSTRAP_REQUIRED, CollectorRound, CollectorTargets, Expected, event_to_dict
 
 __all__ = ["IDENTITY_RETRY_S", "EventSink", "Prober"]
@@ -30,6 +30,9 @@ IDENTITY_RETRY_S = 300.0
 _NAMED_MAX = 10
 # Refused addresses remembered per target (so that each is logged once); beyond it, forgotten.
 _REFUSED_MAX = 4096
+# Lookup threads at most (LOOKUPS_PER_TARGET per target below it): 128 targets whose names all hang
+# at once before a healthy target's lookup waits. Threads start as lookups need them.
+_LOOKUP_THREADS_MAX = 1024
 
 
 @dataclass
@@ -66,20 +69,38 @@ class TargetState:
 @dataclass
 class Slots:
     """What a round's exchanges wait for: a slot of their target (`target_concurrency`), then one
-    of all targets' (`concurrency`); and the target's turn to decode a big answer off the loop.
+    of all targets' (`concurrency`); the target's turn to decode a big answer off the loop; and
+    its places for name lookups in the lookup threads.
 
     The target's slot comes first, so one target never holds more than `target_concurrency` of
-    the shared ones: its black holes wait in its own queue, not in front of everybody else's."""
+    the shared ones: its black holes wait in its own queue, not in front of everybody else's.
+    A lookup holds its place until its thread returns (getaddrinfo cannot be stopped), and the pool
+    has `LOOKUPS_PER_TARGET` threads per target (up to `_LOOKUP_THREADS_MAX`): a target whose names
+    never resolve blocks its own places, never another target's lookups."""
 
     shared: asyncio.Semaphore
     per_target: dict[str, asyncio.Semaphore]
     decoding: dict[str, asyncio.Semaphore]
+    lookups: dict[str, asyncio.Semaphore]
+    lookup_pool: ThreadPoolExecutor
 
     @classmethod
     def of(cls, targets: Sequence[Target], options: ProbeOptions) -> Slots:
+        threads = max(1, min(LOOKUPS_PER_TARGET * len(targets), _LOOKUP_THREADS_MAX))
         return cls(asyncio.Semaphore(options.concurrency),
                    {t.name: asyncio.Semaphore(options.target_concurrency) for t in targets},
-                   {t.name: asyncio.Semaphore(1) for t in targets})
+                   {t.name: asyncio.Semaphore(1) for t in targets},
+                   {t.name: asyncio.Semaphore(LOOKUPS_PER_TARGET) for t in targets},
+                   ThreadPoolExecutor(max_workers=threads, thread_name_prefix="probe-dns"))
+
+    def of_target(self, target: Target) -> dict[str, Any]:
+        """The keyword arguments of a connection of `target`: its slots, and the lookup threads."""
+        return {"decode_slot": self.decoding[target.name], "lookup_slot": self.lookups[target.name],
+                "lookup_pool": self.lookup_pool}
+
+    def close(self) -> None:
+        """No new lookups; a thread still blocked in one ends when its lookup returns."""
+        self.lookup_pool.shutdown(wait=False, cancel_futures=True)
 
 
 # Where a probe round's events go (the bus publisher, a JSONL file, a test's list): the events as dicts.
@@ -133,9 +154,12 @@ class Prober:
         loop = asyncio.get_running_loop()
         slots = Slots.of(self.targets, self.options)
         started = loop.time()
-        per_target = await asyncio.gather(*(self.probe_target(t, now_ms, started, slots) for t in self.targets))
-        per_target += await asyncio.gather(*(self.probe_layout(t, now_ms, started, slots) for t in self.targets
-                                             if self.layout_due(t, now_ms)))
+        try:
+            per_target = await asyncio.gather(*(self.probe_target(t, now_ms, started, slots) for t in self.targets))
+            per_target += await asyncio.gather(*(self.probe_layout(t, now_ms, started, slots) for t in self.targets
+                                                 if self.layout_due(t, now_ms)))
+        finally:
+            slots.close()
         events = [ev for evs in per_target for ev in evs] + ([self.targets_event(now_ms)] if not self.rounds else [])
         self.rounds += 1
         events.sort(key=lambda ev: ev["ts"])
@@ -157,7 +181,7 @@ class Prober:
         interval = self.options.interval_ms / 1000
         next_tick = loop.time()
         ticks = 0
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-emit") as executor:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-emit") as executor, contextlib.closing(slots):
             await loop.run_in_executor(executor, emit, [self.targets_event(clock.now_ms())])
 
             async def probe_and_emit(target: Target, now_ms: int, started: float, layout: bool = False) -> None:
@@ -303,8 +327,7 @@ class Prober:
             try:
                 reading = await read_layout(target, host, port, self.options.layout, client_id=self.options.client_id,
                                             broker_id=responder, connection=self._connection,
-                                            max_frame=layout_frame_limit(self.options),
-                                            decode_slot=slots.decoding[target.name])
+                                            max_frame=layout_frame_limit(self.options), **slots.of_target(target))
             except (ProbeFailure, TimeoutError) as failure:
                 if not state.layout_failing:
                     log.warning("partition layout not read", extra={
@@ -400,7 +423,7 @@ class Prober:
         loop = asyncio.get_running_loop()
         answer = Answer(endpoint=format_address(host, port), expected=expected)
         limits = {"connection": self._connection, "max_frame": self.options.max_response_bytes,
-                  "decode_slot": slots.decoding[target.name]}
+                  **slots.of_target(target)}
         async with slots.per_target[target.name], slots.shared:
             begun = loop.time()
             deadline = begun + self._timeout_s

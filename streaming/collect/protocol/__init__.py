@@ -3,6 +3,7 @@
 from streaming.collect.protocol.client import (
     CLIENT_SOFTWARE_NAME,
     CLIENT_SOFTWARE_VERSION,
+    LOOKUPS_PER_TARGET,
     Connection,
     KafkaErrorResponse,
     ProbeFailure,
@@ -23,6 +24,7 @@ from streaming.collect.protocol.codec import (
 __all__ = [
     "CLIENT_SOFTWARE_NAME",
     "CLIENT_SOFTWARE_VERSION",
+    "LOOKUPS_PER_TARGET",
     "Connection",
     "DecodeError",
     "KafkaErrorResponse",

@@ -9,9 +9,15 @@ Every I/O step is bounded by the connection's deadline, so a broker that accepts
 connection and never answers (a blackhole) costs at most the timeout. An answer is bounded too:
 a frame over `max_frame` bytes fails the exchange (`RESPONSE_TOO_LARGE`) before its payload is
 read, and one over `OFF_LOOP_BYTES` is decoded in a worker thread (one at a time per `decode_slot`,
-the prober's per-target slot), never on the event loop. SCRAM takes only the iteration counts a
-Kafka broker can hold (`SCRAM_MIN_ITERATIONS`..`SCRAM_MAX_ITERATIONS`); anything else fails
-authentication before any key is derived.
+the prober's per-target slot), never on the event loop. A name is looked up (`getaddrinfo`, which
+blocks its thread and cannot be stopped) in a thread of `lookup_pool` while holding one of
+`lookup_slot`'s places, until the thread returns, even after the deadline: the prober gives each
+target `LOOKUPS_PER_TARGET` places and a pool with that many threads per target, so names that
+never resolve hold their own target's threads, never another's. SCRAM takes only the iteration
+counts a Kafka broker can hold (`SCRAM_MIN_ITERATIONS`..`SCRAM_MAX_ITERATIONS`); anything else,
+and a server message that is not SCRAM (not UTF-8, a count that is not ASCII digits, a salt or
+signature that is not base64), fails authentication (`AUTH_FAILED`, one line) before any key is
+derived or any signature compared.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import secrets
 import socket
 import ssl
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +44,7 @@ __all__ = [
     "CONNECTION_CLOSED",
     "CONNECTION_REFUSED",
     "DEFAULT_MAX_FRAME",
+    "LOOKUPS_PER_TARGET",
     "OFF_LOOP_BYTES",
     "PROTOCOL_ERROR",
     "RESPONSE_TOO_LARGE",
@@ -85,8 +92,14 @@ OFF_LOOP_BYTES = 8 * 1024
 # fewer gets a cheaply crackable proof; for more (2^31-1) it freezes whoever computes it.
 SCRAM_MIN_ITERATIONS = 4096
 SCRAM_MAX_ITERATIONS = 16384
-# getaddrinfo blocks a thread; asyncio's default pool has min(32, cpus + 4) of them, so a few
-# names whose DNS hangs would stall every other target's resolution. Our own, wider pool.
+# getaddrinfo blocks a thread until the resolver gives up (seconds per name when DNS does not
+# answer), and a lookup abandoned at its deadline keeps it. The prober gives each target this many
+# lookups in threads at a time (its `lookup_slot`) from a pool with as many threads per target
+# (prober.Slots), so one target's names that never resolve cannot take another target's lookups.
+# 8 lookups at ~1 ms each (a caching resolver) resolve a target's 256 endpoints in ~30 ms; at
+# 100 ms each, in ~3 s.
+LOOKUPS_PER_TARGET = 8
+# The lookups of a connection made without the prober's pool (the tools of streaming/kraft).
 _RESOLVER = ThreadPoolExecutor(max_workers=64, thread_name_prefix="probe-dns")
 # Big answers are decoded here (and SCRAM keys derived: hashlib releases the GIL). Each target
 # decodes one big answer at a time (its `decode_slot`), so one target takes at most one worker.
@@ -210,19 +223,19 @@ class ScramClient:
         return ("n,," + self.first_bare).encode()
 
     def final_message(self, server_first: bytes) -> bytes:
-        text = server_first.decode()
-        attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
-        if "e" in attrs:
-            raise ProbeFailure(AUTH_FAILED, f"SCRAM server error: {attrs['e']}")
+        text, attrs = _scram_attributes(server_first, "server-first")
         nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i")
-        if not nonce.startswith(self.nonce) or salt is None or iterations is None or not iterations.isdigit():
-            raise ProbeFailure(AUTH_FAILED, "invalid SCRAM server-first message")
+        # RFC 5802's posit-number is ASCII digits: str.isdigit() takes "²" (which int() refuses) and
+        # other scripts' digits (which int() reads).
+        if (not nonce.startswith(self.nonce) or salt is None or iterations is None
+                or not (iterations.isascii() and iterations.isdigit())):
+            raise ProbeFailure(AUTH_FAILED, "invalid SCRAM server-first message: refused, no proof sent")
         count = int(iterations)
         if not SCRAM_MIN_ITERATIONS <= count <= SCRAM_MAX_ITERATIONS:
             # As Kafka's client refuses fewer than 4096; more than 16384 no Kafka broker can hold.
             raise ProbeFailure(AUTH_FAILED, f"SCRAM server asked for {count} iterations, outside Kafka's "
                                             f"{SCRAM_MIN_ITERATIONS}..{SCRAM_MAX_ITERATIONS}: refused, no proof sent")
-        salted = hashlib.pbkdf2_hmac(self.hash_name, self.password, base64.b64decode(salt), count)
+        salted = hashlib.pbkdf2_hmac(self.hash_name, self.password, _scram_base64(salt, "salt"), count)
         client_key = self._hmac(salted, b"Client Key")
         stored_key = hashlib.new(self.hash_name, client_key).digest()
         without_proof = f"c=biws,r={nonce}"
@@ -233,11 +246,29 @@ class ScramClient:
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def verify_final(self, server_final: bytes) -> None:
-        attrs = dict(part.split("=", 1) for part in server_final.decode().split(",") if "=" in part)
-        if "e" in attrs:
-            raise ProbeFailure(AUTH_FAILED, f"SCRAM server error: {attrs['e']}")
-        if base64.b64decode(attrs.get("v", "")) != self._server_signature:
+        _, attrs = _scram_attributes(server_final, "server-final")
+        if _scram_base64(attrs.get("v", ""), "server signature") != self._server_signature:
             raise ProbeFailure(AUTH_FAILED, "SCRAM server signature does not match")
+
+
+def _scram_attributes(message: bytes, which: str) -> tuple[str, dict[str, str]]:
+    """A SCRAM server message as its text and its attributes; a message that is not UTF-8, or that
+    carries a server error (`e=`), fails authentication."""
+    try:
+        text = message.decode()
+    except UnicodeDecodeError:
+        raise ProbeFailure(AUTH_FAILED, f"invalid SCRAM {which} message: not UTF-8") from None
+    attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    if "e" in attrs:
+        raise ProbeFailure(AUTH_FAILED, f"SCRAM server error: {attrs['e'][:200]!r}")
+    return text, attrs
+
+
+def _scram_base64(value: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:  # binascii.Error, and non-ASCII text
+        raise ProbeFailure(AUTH_FAILED, f"invalid SCRAM {what}: not base64") from None
 
 
 class Connection:
@@ -245,11 +276,14 @@ class Connection:
 
     def __init__(self, host: str, port: int, *, deadline: float, client_id: str = "fleetwatch-probe",
                  security: Security | None = None, max_frame: int = DEFAULT_MAX_FRAME,
-                 decode_slot: asyncio.Semaphore | None = None) -> None:
+                 decode_slot: asyncio.Semaphore | None = None, lookup_slot: asyncio.Semaphore | None = None,
+                 lookup_pool: Executor | None = None) -> None:
         self.host, self.port = host, port
         self.deadline = deadline
         self.max_frame = max_frame
         self.decode_slot = decode_slot
+        self.lookup_slot = lookup_slot
+        self.lookup_pool = lookup_pool or _RESOLVER
         self.client_id = client_id
         self.security = security or Security()
         self.versions: dict[int, tuple[int, int]] = {}
@@ -273,9 +307,9 @@ class Connection:
             return [self.host]
         except ValueError:
             pass
-        loop = asyncio.get_running_loop()
-        infos = await self._bounded(loop.run_in_executor(
-            _RESOLVER, socket.getaddrinfo, self.host, self.port, 0, socket.SOCK_STREAM))
+        # socket.getaddrinfo is looked up at each call: what the process resolves with.
+        infos = await self._in_thread(self.lookup_pool, self.lookup_slot, "name lookup",
+                                      socket.getaddrinfo, self.host, self.port, 0, socket.SOCK_STREAM)
         return list(dict.fromkeys(info[4][0] for info in infos))
 
     async def open(self) -> None:
@@ -346,7 +380,8 @@ class Connection:
             self.bytes_read += 4 + size
             payload = await self._bounded(self._reader.readexactly(size))
             if size > OFF_LOOP_BYTES:
-                got, body = await self._off_loop(decode_response, f"{api}Response", version, payload)
+                got, body = await self._in_thread(_DECODER, self.decode_slot, "decoding",
+                                                  decode_response, f"{api}Response", version, payload)
             else:
                 got, body = decode_response(f"{api}Response", version, payload)
         except BaseException as exc:
@@ -357,18 +392,19 @@ class Connection:
             raise ProbeFailure(PROTOCOL_ERROR, f"{api}: correlation id {got}, expected {correlation}")
         return body
 
-    async def _off_loop(self, func: Any, *args: Any) -> Any:
-        """`func(*args)` in a decoder thread, within the deadline. The connection's `decode_slot` is
-        held until the work is done, even when the deadline passed first (a thread cannot be
-        stopped): a target whose answers outrun its timeout still takes one worker at most."""
-        slot = self.decode_slot
+    async def _in_thread(self, pool: Executor, slot: asyncio.Semaphore | None, what: str,
+                         func: Any, *args: Any) -> Any:
+        """`func(*args)` in a thread of `pool`, within the deadline. `slot` (the target's decoding
+        or lookup slot) is held until the work is done, even when the deadline passed first (a
+        thread cannot be stopped): a target whose work outruns its timeout takes no more threads
+        than its slot's places."""
         if slot is not None:
             try:
                 await self._bounded(slot.acquire())
             except TimeoutError as exc:
-                raise classify(exc, "waiting to decode") from exc
+                raise classify(exc, f"waiting for a thread: {what}") from exc
         try:
-            future = asyncio.get_running_loop().run_in_executor(_DECODER, func, *args)
+            future = asyncio.get_running_loop().run_in_executor(pool, func, *args)
         except BaseException:
             if slot is not None:
                 slot.release()
@@ -378,7 +414,7 @@ class Connection:
         try:
             return await self._bounded(asyncio.shield(future))
         except TimeoutError as exc:
-            raise classify(exc, "decoding") from exc
+            raise classify(exc, what) from exc
 
     async def negotiate(self) -> dict[int, tuple[int, int]]:
         """ApiVersions: learn the broker's version table (KIP-511 fallback to an older version)."""
@@ -429,7 +465,8 @@ class Connection:
         scram = ScramClient(mechanism, username, password)
         server_first = await self._sasl_step(auth_version, scram.first_message())
         # Up to 16384 iterations of PBKDF2: milliseconds, in a worker (hashlib releases the GIL).
-        server_final = await self._sasl_step(auth_version, await self._off_loop(scram.final_message, server_first))
+        server_final = await self._sasl_step(auth_version, await self._in_thread(
+            _DECODER, self.decode_slot, "deriving the SCRAM key", scram.final_message, server_first))
         scram.verify_final(server_final)
 
     async def _sasl_step(self, version: int, token: bytes) -> bytes:
