@@ -28,7 +28,8 @@ MAX_LINES = 500
 # run) is below the job (the coordinator that starts, runs and stops it, the console its
 # observer), and the programs (demo, check-config, the spark-submit driver) stand on the job.
 FLOORS: list[tuple[str, set[str]]] = [
-    ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver"}),
+    ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver",
+               "jar_pins"}),  # jar_pins: the SHA-256 of the jars streaming/jars.py fetches
     ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
     ("tools that fail", {"jars", "resilience", "contract_checks"}),  # contract_checks: the contract's field checks
     ("a record's part", {"layout_contract"}),  # the partition_layout event, which the contract takes in
