@@ -6,7 +6,6 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PRODUCT_LOCK := requirements/product.lock
 DEV_LOCK := requirements/dev.lock
-UV_VERSION := 0.13.8
 LOCK_OPTIONS := --generate-hashes --python-version 3.11 --python-platform linux
 
 .PHONY: demo test check rehearsal lint lock java jars startup system apt clean help
@@ -26,19 +25,22 @@ $(STAMP): pyproject.toml $(DEV_LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Regenerates both locks with uv from PyPI, run from a venv of its own that is thrown away:
-# product.lock (pyproject's dependencies and requirements/build.in: what the image installs), then
-# dev.lock (the same plus the dev and embedded extras, held to product.lock's versions with -c). The
-# pins a lock has are kept while they satisfy pyproject; LOCK_UPGRADE=--upgrade moves every one to
-# the newest. The hashes are of every file PyPI publishes for a pin, so one lock serves any Linux
+# Regenerates the locks with uv from PyPI (itself installed from requirements/uv.lock, with hashes,
+# into a venv of its own that is thrown away): product.lock (pyproject's dependencies and
+# requirements/build.in: what the image installs), then dev.lock (the same plus the dev and embedded
+# extras, held to product.lock's versions with -c), and uv.lock from requirements/uv.in. The pins a
+# lock has are kept while they satisfy pyproject; LOCK_UPGRADE=--upgrade moves every one to the
+# newest. The hashes are of every file PyPI publishes for a pin, so one lock serves any Linux
 # machine of Python 3.11 (CI's and the image's alike).
 lock:
 	@tools="$$(mktemp -d)" && trap 'rm -rf "$$tools"' EXIT \
-	  && $(PYTHON) -m venv "$$tools" && "$$tools/bin/python" -m pip install --quiet uv==$(UV_VERSION) \
+	  && $(PYTHON) -m venv "$$tools" \
+	  && "$$tools/bin/python" -m pip install --quiet --require-hashes -r requirements/uv.lock \
 	  && "$$tools/bin/uv" pip compile --quiet $(LOCK_OPTIONS) $(LOCK_UPGRADE) pyproject.toml requirements/build.in \
 	       -o $(PRODUCT_LOCK) \
 	  && "$$tools/bin/uv" pip compile --quiet $(LOCK_OPTIONS) pyproject.toml requirements/build.in \
-	       --extra dev --extra embedded -c $(PRODUCT_LOCK) -o $(DEV_LOCK)
+	       --extra dev --extra embedded -c $(PRODUCT_LOCK) -o $(DEV_LOCK) \
+	  && "$$tools/bin/uv" pip compile --quiet $(LOCK_OPTIONS) requirements/uv.in -o requirements/uv.lock
 
 # Once per install (then a check): pyspark's bytecode inside its zip and the JVM's class archive,
 # which every start of Spark would otherwise pay for again (streaming/job/startup.py).
