@@ -34,7 +34,7 @@ from streaming.errors import SetupFailure
 from streaming.jar_pins import JAR_SHA256
 
 __all__ = ["BUNDLES", "JMX_EXPORTER", "SPARK_KAFKA", "Bundle", "JarsUnavailable", "agent_jar", "cache_dir", "classpath",
-           "connector_jars", "fetch", "main", "verify"]
+           "connector_jars", "fetch", "main"]
 
 _COMPLETE = ".complete"
 # The plugin that copies a bundle's jars, by its full coordinates: Maven resolves no plugin prefix
@@ -111,10 +111,10 @@ def fetch(bundle: str, *, quiet: bool = True) -> Path:
     lib = _lib(bundle)
     pins = _pins(bundle)
     if (lib / _COMPLETE).exists():
-        verify(bundle, lib, pins)
+        _verify(bundle, lib, pins)
         return lib
     _resolve(bundle, quiet=quiet)
-    verify(bundle, lib, pins)
+    _verify(bundle, lib, pins)
     (lib / _COMPLETE).touch()
     return lib
 
@@ -142,7 +142,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify(bundle: str, lib: Path, pins: dict[str, str] | None = None, jars: list[Path] | None = None) -> None:
+def _verify(bundle: str, lib: Path, pins: dict[str, str] | None = None, jars: list[Path] | None = None) -> None:
     """Raises `JarsUnavailable` unless `lib` holds exactly the bundle's pinned jars and each of
     `jars` (default: all of them) has its pinned SHA-256. Every use hashes again: a Kafka bundle
     costs about 40 ms of CPU, little beside the JVM it starts."""
@@ -223,7 +223,7 @@ def connector_jars() -> list[Path]:
         return []
     shipped = _spark_ships()
     jars = sorted(jar for jar in lib.glob("*.jar") if _artifact(jar.name) not in shipped)
-    verify(SPARK_KAFKA, lib, jars=jars)
+    _verify(SPARK_KAFKA, lib, jars=jars)
     return jars
 
 
@@ -253,8 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f'        "{jar.name}": "{_sha256(jar)}",')
             print("    },")
         elif args.command == "connector":
-            baked = f"spark-sql-kafka-0-10_2.13-{_SPARK_VERSION}.jar"
-            if _artifact(baked) not in _spark_ships():
+            if "spark-sql-kafka-0-10_2.13" not in _spark_ships():  # else baked into Spark's jars (the image)
                 fetch(SPARK_KAFKA)
                 print(",".join(str(jar) for jar in connector_jars()))
         else:
