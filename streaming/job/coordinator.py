@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from pyspark.sql import SparkSession
 
-from streaming.bus import BusAccess, EmbeddedBus
+from streaming.bus import BusAccess, BusError, EmbeddedBus, tansu_binary
 from streaming.config import FleetwatchConfig
 from streaming.job.live import QUERY_NAME, open_store, start_job
 from streaming.job.query import RunningJob
@@ -246,6 +246,10 @@ class JobCoordinator:
         bus_config = self.config.bus
         bus = self.plan.embedded_bus
         if bus is None and bus_config.bootstrap_servers is None:
+            try:
+                tansu_binary()  # an optional extra: a production install without it needs a configured bus
+            except BusError as exc:
+                raise BusError(f"no bus is configured (bus.bootstrap_servers) and {exc}") from exc
             bus = EmbeddedBus(partitions=bus_config.partitions)
         if bus is None:  # a configured bus is reached with its security; the embedded one is plain loopback
             return BusAccess.from_config(bus_config.bootstrap_servers, bus_config.security), False

@@ -28,7 +28,7 @@ def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
     """What only the launch of the driver's JVM takes, when this process starts Spark itself:
     `spark.jars` with Spark's kafka connector as `make jars` fetched it, and the driver's JVM
     options, with the class archive `make` made for this Spark and Java when there is one.
-    Under spark-submit the JVM is already up with its own `--packages` and options
+    Under spark-submit the JVM is already up with its own `--jars` and options
     (PYSPARK_GATEWAY_PORT is set), and a `spark.jars` of ours would replace them."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         return {}

@@ -1,7 +1,7 @@
 """The driver program under spark-submit and the Spark Operator: `fleetwatch run` on the cluster's master.
 
 `deploy/spark/fleetwatch_job.py` (the application file spark-submit runs) calls `main()`. The
-SparkSession is created first from what spark-submit passed (`--master`, `--conf`, `--packages`),
+SparkSession is created first from what spark-submit passed (`--master`, `--conf`, `--jars`),
 so the config's `spark.master` does not override the cluster's; `fleetwatch run`'s job
 (`streaming.job.run_job`, on the job coordinator) then takes the session over unchanged: same
 pipeline, same store, same SIGTERM handling (the running micro-batch finishes, then the query

@@ -39,7 +39,7 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
     """True when the `spark-sql-kafka-0-10` connector is on the driver's classpath.
 
     Looks the class file up as a resource in the loader `format("kafka")` uses (which also
-    sees `--packages` and `spark.jars`): a missing class costs no exception, and a failed
+    sees `--jars` and `spark.jars`): a missing class costs no exception, and a failed
     `format("kafka").load()` would cost about a second. No JVM at all (Spark Connect) counts
     as not available.
     """
@@ -118,8 +118,8 @@ def choose_source(spark: SparkSession, bus: BusConfig, checkpoint: str, access: 
                           "spark.checkpoint_dir)")
     if wanted == SPARK_SOURCE and not available:
         raise ConfigError(f"the {_NAMES[SPARK_SOURCE]} is not on the classpath: run `make jars` (it fetches "
-                          f"{SPARK_KAFKA}), or spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:"
-                          f"{SPARK_KAFKA.rsplit('-', 1)[1]}")
+                          f"{SPARK_KAFKA}), or give spark-submit the verified jars that `python -m streaming.jars "
+                          "connector` prints (--jars; deploy/spark/submit.sh does)")
     if wanted == SPARK_SOURCE and check is None and reach is not None:
         check = check_list_offsets(reach, timeout_s=CHECK_TIMEOUT_S)
         if check.verdict is False:

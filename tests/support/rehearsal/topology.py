@@ -5,7 +5,7 @@ stopped here, for `bench/rehearsal.py` and tests/ops/test_deploy_standalone.py.
   (`min.insync.replicas` 2), read by Spark's kafka connector (`bus.source: spark`);
 - the store: PostgreSQL (a server of the rehearsal's own, which it can kill, or a given URL);
 - the job: `deploy/spark/submit.sh` to a Spark standalone cluster (a master and 2 workers) or to
-  `local[2]`, the connector's jars given with `--jars` (what `--packages` would resolve);
+  `local[2]`, which gives spark-submit the connector's verified jars (`--jars`);
 - two probes (`fleetwatch probe`, different source ids, the same targets), two notifiers (one
   sends, by the store's lease), the dashboard under gunicorn, a simulated healthy fleet
   (`fleetwatch simulate --faults none`, live) for load;
@@ -91,7 +91,7 @@ class Topology:
         self.config_path = self.workdir / "fleetwatch.yaml"
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,
                     "FLEETWATCH_PYTHON": sys.executable, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-                    "FLEETWATCH_KAFKA_PACKAGE": "", "FLEETWATCH_CONFIG": str(self.config_path)}
+                    "FLEETWATCH_CONFIG": str(self.config_path)}
         self.env.pop("PYTEST_CURRENT_TEST", None)
 
     # ------------------------------------------------------------------ start
@@ -164,12 +164,11 @@ class Topology:
 
     def _start_services(self) -> None:
         master = self.spark.url if self.spark is not None else "local[2]"
-        jars = ",".join(str(j) for j in connector_jars())
-        if not jars:
+        if not connector_jars():  # submit.sh gives spark-submit the verified connector jars (--jars)
             raise RuntimeError("Spark's kafka connector is not fetched: python -m streaming.jars fetch")
         self.job = self._service("job", [
             "bash", str(ROOT / "deploy" / "spark" / "submit.sh"), "--master", master, "--config", str(self.config_path),
-            "--metrics-port", str(self.metrics_port), "--", "--jars", jars,
+            "--metrics-port", str(self.metrics_port), "--",
             "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2", "--conf", "spark.driver.memory=768m",
             "--conf", "spark.ui.enabled=false", "--conf", f"spark.executorEnv.PYTHONPATH={ROOT}",
             *self.plan.submit_options])
