@@ -33,6 +33,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("tools that fail", {"jars", "resilience", "contract_checks"}),  # contract_checks: the contract's field checks
     ("a record's part", {"layout_contract"}),  # the partition_layout event, which the contract takes in
     ("records", {"contract", "alert", "incident_settings"}),  # incident_settings: a section of config
+    ("a config's part", {"alerting_settings"}),  # the alerting section's receivers, routes and links
     ("config", {"config"}),
     ("rules, bus", {"detect", "bus"}),
     ("store, telemetry in, readers", {"store", "collect", "source"}),

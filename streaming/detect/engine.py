@@ -40,6 +40,7 @@ from streaming.detect.bus_gaps import BusGap
 from streaming.detect.controller import ClusterTracker
 from streaming.detect.identity import HeldId, IdHolders, TargetTracker
 from streaming.detect.misroutes import AddressChange, AddressHolders, Advertisements, check_misrouted
+from streaming.detect.naming import NO_CONFIG, AlertNames, alert_names, book_names
 from streaming.detect.partitions import LayoutTracker
 from streaming.detect.shard_output import Forgettable, Handoff, Position, ShardOutput
 from streaming.detect.tracker import Tracker
@@ -110,6 +111,8 @@ class ShardEngine(Forgettable):
         """What the engine keeps beside its state: computed from it, not pickled."""
         self.cluster_id = self.shard.removeprefix(CLUSTER_PREFIX)
         self.incidents.impact = self._impact
+        self.incidents.names = self._names
+        self._book = getattr(self, "_book", NO_CONFIG)  # the book's, from the next `advance` on
         self._ttl_ms = _DEFAULT_TTL_MS  # the book's, from the next `advance` on
         for tracker in self.brokers.values():
             tracker.replaced = self._replaced
@@ -127,7 +130,7 @@ class ShardEngine(Forgettable):
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("cluster_id", "_ttl_ms") and not k.startswith("_listing")}
+                if k not in ("cluster_id", "_ttl_ms", "_book") and not k.startswith("_listing")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Older layouts are brought up to date by streaming/detect/state_format.py.
@@ -137,6 +140,12 @@ class ShardEngine(Forgettable):
     def _impact(self, broker_id: int) -> dict[str, Any] | None:
         """The blast radius of a broker incident firing now (partitions.py)."""
         return None if self.layout is None else self.layout.impact(broker_id)
+
+    def _names(self, rule: str, cluster_id: str | None, target: str | None, broker_id: int | None) -> AlertNames:
+        """An alert's names as the shard knows them when it fires (naming.py)."""
+        broker = None if broker_id is None else self.brokers.get(broker_id)
+        return alert_names(self._book, rule, cluster_id, target, self.cluster.target if self.cluster else None,
+                           broker.host if broker else None, broker.rack if broker else None)
 
     def _rules(self, book: RuleBook) -> RuleSettings:
         """The settings of this shard's cluster (of a target's shard: the global ones)."""
@@ -167,6 +176,7 @@ class ShardEngine(Forgettable):
     def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
         """Fire every timer the watermark has passed (a timer at T fires once W > T)."""
         self._ttl_ms = book.defaults.state_ttl_ms
+        self._book = book
         result = ShardOutput()
         out = Emitter(cause=(TIMER_PHASE, ()))
         done = None
@@ -293,6 +303,9 @@ class ShardEngine(Forgettable):
             if self.cluster is None:
                 self.cluster = ClusterTracker(self.cluster_id)
             self.cluster.advance_to(event.ts, rules, inc, timers)
+            if event.target != self.cluster.target:
+                # Another target reports the cluster from now on: what fell due before carries the last one's name.
+                self._advance_brokers(event.ts, rules, timers)
             touched: set[int] = set()
             held = self.cluster.none_since is not None
             takeover = self.cluster.on_response(event, rules, inc, out)
@@ -440,9 +453,10 @@ class HolderShard(Forgettable):
         self.shard = shard
         self._start()
 
-    def _start(self) -> None:
+    def _start(self, book: RuleBook = NO_CONFIG) -> None:
         self.last_event_ms: int | None = None
         self.incidents = Incidents()
+        self.incidents.names = book_names(book)  # not pickled: set again at each step
         self.holders: AddressHolders | IdHolders = (
             AddressHolders(self.shard.removeprefix(ADDRESS_PREFIX)) if self.shard.startswith(ADDRESS_PREFIX)
             else IdHolders(self.shard.removeprefix(ID_PREFIX)))
@@ -452,6 +466,7 @@ class HolderShard(Forgettable):
         return due if due is not None else self._forget_at(book)  # nothing open: the state TTL
 
     def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
+        self.incidents.names = book_names(book)
         out = Emitter(cause=(TIMER_PHASE, ()))
         self._advance_to(watermark, out)
         return ShardOutput(alerts=out.alerts)
@@ -464,6 +479,7 @@ class HolderShard(Forgettable):
     def process(self, handoffs: Iterable[tuple[Position, Handoff]], watermark: int, book: RuleBook) -> ShardOutput:
         """Apply one micro-batch's hand-offs, in the order of the events they come from, after the
         deadline the watermark passed. (None is late: the first pass quarantined the late events.)"""
+        self.incidents.names = book_names(book)
         timers = Emitter(cause=(TIMER_PHASE, ()))
         self._advance_to(watermark, timers)
         out = Emitter()
@@ -471,7 +487,7 @@ class HolderShard(Forgettable):
         for change in sorted((change for _, change in handoffs), key=lambda c: (c.ts, c.position, c.seq)):
             self._advance_to(change.ts, timers)  # a deadline the hand-off proves passed
             if self.last_event_ms is not None and change.ts - self.last_event_ms > ttl:
-                self._start()  # quiet for longer than the TTL: every lease has ended, nothing is open
+                self._start(book)  # quiet for longer than the TTL: every lease has ended, nothing is open
             if self.last_event_ms is None or change.ts > self.last_event_ms:
                 self.last_event_ms = change.ts
             out.cause = (EVENT_PHASE, (change.ts, *change.position))
