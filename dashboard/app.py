@@ -1,7 +1,8 @@
 """The SRE dashboard: a Dash app over the store, one page per URL, refreshed by an interval.
 
 Pages: `/` fleet overview (fleet map and table), `/cluster/<cluster_id>`, `/alerts`, `/deliveries`,
-`/identity`, `/pipeline` (charts and tables). Each page's skeleton is in `layouts`, what it shows
+`/identity`, `/pipeline` (charts and tables), and the runbooks, `/runbooks/<rule>` (`runbooks`:
+server-rendered Markdown, no script). Each page's skeleton is in `layouts`, what it shows
 in `page_content` (from `queries` through `views`), and the callbacks that tie them in `callbacks`.
 
 The alerts page silences a firing alert (its cluster, rule, broker and endpoint, 2 h, with a
@@ -30,6 +31,7 @@ from dashboard.auth import guard_server
 from dashboard.callbacks import register_callbacks
 from dashboard.layouts import frame_layout, validation_layout
 from dashboard.page_content import PageContent, Tags
+from dashboard.runbooks import register_runbooks
 from streaming.incident_settings import IncidentSettings
 from streaming.store import Store
 
@@ -55,5 +57,6 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     app.layout = frame_layout(app.get_relative_path, refresh_ms)
     app.validation_layout = validation_layout(app.layout, content.tag_options(), content.default_group)
     register_callbacks(app, store.engine, content)
+    register_runbooks(app.server, app.get_relative_path, app.config.routes_pathname_prefix)
     guard_server(app.server, host)
     return app
