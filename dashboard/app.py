@@ -25,6 +25,8 @@ it shows): at 1,000 clusters it is ~220 KB, and most refreshes change nothing on
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dash import Dash
 
 from dashboard.auth import guard_server
@@ -39,7 +41,8 @@ __all__ = ["create_app"]
 
 
 def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = None,
-               incidents: IncidentSettings | None = None, host: str | None = None) -> Dash:
+               incidents: IncidentSettings | None = None, host: str | None = None,
+               names: Mapping[str, str] | None = None) -> Dash:
     """The dashboard over the store at `store_url`, refreshing every `refresh_ms`.
 
     `tags` maps a target name to its tags (`{c.name: c.tags for c in config.clusters}`): the
@@ -47,13 +50,15 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     (the defaults without one), as the notifier groups them. When a viewer or silencer credential is set
     (`auth`), every request needs HTTP basic auth with one of them. `host`: the address the server
     will listen on, when the caller knows it (else each request tells); without auth, one beyond
-    loopback gets a warning and refuses silences.
+    loopback gets a warning and refuses silences. `names` maps a pinned cluster id to its configured
+    name (`configured_names(config)`): the pages show a cluster by name first (a cluster no config
+    names, by the target that last reported it).
     """
     store = Store(store_url)
     # No "Updating..." flicker in the tab title on every refresh. The style sheet (and the fleet
     # map's click handler) are served from dashboard/assets/.
     app = Dash(__name__, title="fleetwatch", update_title=None)
-    content = PageContent(store, app.get_relative_path, tags, incidents)
+    content = PageContent(store, app.get_relative_path, tags, incidents, names)
     app.layout = frame_layout(app.get_relative_path, refresh_ms)
     app.validation_layout = validation_layout(app.layout, content.tag_options(), content.default_group)
     register_callbacks(app, store.engine, content)
