@@ -23,6 +23,14 @@ def _silence_cell(alert: dict[str, Any], silenced: Mapping[str, int]) -> html.Td
                                className="silence-btn", title="silence its cluster, rule and broker for 2 h"))
 
 
+def _name(alert: dict[str, Any]) -> str | None:
+    """The name beside the alert's cluster id: the one it fired with, else its target. Not a misroute's:
+    its cluster is the one that answered, its name the target that was misrouted (the Target column)."""
+    if alert["rule"] == "connection.misrouted":
+        return None
+    return alert.get("cluster_name") or alert["target"]
+
+
 def _broker(alert: dict[str, Any]) -> list[Any] | str:
     if alert["broker_id"] is None:
         return "—"
@@ -45,7 +53,7 @@ def alerts_table(href: Href, rows: list[dict[str, Any]], clock_ms: int | None, *
         body.append(html.Tr(
             [html.Td(a["severity"]), html.Td([html.Span(a["rule"], className="mono"), runbook_link(href, a["rule"])],
                                              className="rule"),
-             html.Td(named_cluster(href, a["cluster_id"], a.get("cluster_name") or a["target"]), className="cluster"),
+             html.Td(named_cluster(href, a["cluster_id"], _name(a)), className="cluster"),
              html.Td(a["target"] or "—"), html.Td(_broker(a), className="broker"),
              html.Td(a["endpoint"] or "—", className="mono"), html.Td(format_ts(a["starts_at"])),
              html.Td(ended), html.Td(a["summary"]), *([] if silenced is None else [_silence_cell(a, silenced)])],

@@ -99,7 +99,8 @@ def test_a_runbook_is_behind_the_dashboards_auth(tmp_path, monkeypatch):
     monkeypatch.setenv("FLEETWATCH_DASHBOARD_PASSWORD", "s3cret-pass")
     client = create_app(f"sqlite:///{tmp_path / 'fleet.db'}").server.test_client()
     assert client.get("/runbooks/broker.fenced").status_code == 401
-    assert client.get("/runbooks/broker.fenced", auth=("sre", "s3cret-pass")).status_code == 200
+    page = client.get("/runbooks/broker.fenced", auth=("sre", "s3cret-pass"))
+    assert page.status_code == 200 and "<h1>broker.fenced</h1>" in page.get_data(as_text=True)
 
 
 @pytest.mark.integration
