@@ -5,6 +5,7 @@ options its 4.4 class defines (tests/support/kafka_bin.py says where that list c
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -105,10 +106,20 @@ def test_a_runbook_is_behind_the_dashboards_auth(tmp_path, monkeypatch):
 
 @pytest.mark.integration
 def test_the_wheel_ships_every_runbook(tmp_path):
-    # What `pip install fleetwatch` (and the image, which installs the project so) gets.
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+    # What `pip install fleetwatch` (and the image, which installs the project so) gets. Built from a
+    # copy of what the image copies (setuptools writes build/ beside the sources), links kept as links.
+    source = tmp_path / "src"
+    source.mkdir()
+    for part in ("pyproject.toml", "README.md", "streaming", "dashboard", "docs"):
+        if (ROOT / part).is_dir():
+            shutil.copytree(ROOT / part, source / part, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.png"))
+        else:
+            shutil.copy2(ROOT / part, source / part)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
                    check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("fleetwatch-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         shipped = {name: archive.read(name) for name in archive.namelist() if name.startswith("dashboard/runbooks/")}
+    assert {f"dashboard/runbooks/{rule}.md" for rule in RULES} <= set(shipped)
     assert shipped == {f"dashboard/runbooks/{p.name}": p.read_bytes() for p in RUNBOOKS.glob("*.md")}
