@@ -1,7 +1,8 @@
 """The SRE dashboard: a Dash app over the store, one page per URL, refreshed by an interval.
 
 Pages: `/` fleet overview (fleet map and table), `/cluster/<cluster_id>`, `/alerts`, `/deliveries`,
-`/identity`, `/pipeline` (charts and tables). Each page's skeleton is in `layouts`, what it shows
+`/identity`, `/pipeline` (charts and tables), and the runbooks, `/runbooks/<rule>` (`runbooks`:
+server-rendered Markdown, no script). Each page's skeleton is in `layouts`, what it shows
 in `page_content` (from `queries` through `views`), and the callbacks that tie them in `callbacks`.
 
 The alerts page silences a firing alert (its cluster, rule, broker and endpoint, 2 h, with a
@@ -25,12 +26,15 @@ it shows): at 1,000 clusters it is ~220 KB, and most refreshes change nothing on
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dash import Dash
 
 from dashboard.auth import guard_server
 from dashboard.callbacks import register_callbacks
 from dashboard.layouts import frame_layout, validation_layout
 from dashboard.page_content import PageContent, Tags
+from dashboard.runbooks import register_runbooks
 from streaming.incident_settings import IncidentSettings
 from streaming.store import Store
 
@@ -39,7 +43,7 @@ __all__ = ["create_app"]
 
 def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = None,
                incidents: IncidentSettings | None = None, host: str | None = None,
-               local_silences: bool = False) -> Dash:
+               local_silences: bool = False, names: Mapping[str, str] | None = None) -> Dash:
     """The dashboard over the store at `store_url`, refreshing every `refresh_ms`.
 
     `tags` maps a target name to its tags (`{c.name: c.tags for c in config.clusters}`): the
@@ -49,15 +53,18 @@ def create_app(store_url: str, *, refresh_ms: int = 2000, tags: Tags | None = No
     will listen on, when the caller knows it (else each request tells); without auth, one beyond
     loopback gets a warning. Without auth nobody may silence, unless `local_silences` (the
     opt-in of `fleetwatch dashboard --allow-local-silences`) on a loopback `host`: the person at
-    the machine may (a ConfigError on any other `host`, or none).
+    the machine may (a ConfigError on any other `host`, or none). `names` maps a pinned cluster id to
+    its configured name (`configured_names(config)`): the pages show a cluster by name first (a cluster
+    no config names, by the target that last reported it).
     """
     store = Store(store_url)
     # No "Updating..." flicker in the tab title on every refresh. The style sheet (and the fleet
     # map's click handler) are served from dashboard/assets/.
     app = Dash(__name__, title="fleetwatch", update_title=None)
-    content = PageContent(store, app.get_relative_path, tags, incidents)
+    content = PageContent(store, app.get_relative_path, tags, incidents, names)
     app.layout = frame_layout(app.get_relative_path, refresh_ms)
     app.validation_layout = validation_layout(app.layout, content.tag_options(), content.default_group)
     register_callbacks(app, store.engine, content)
+    register_runbooks(app.server, app.get_relative_path, app.config.routes_pathname_prefix)
     guard_server(app.server, host, local_silences)
     return app

@@ -177,9 +177,10 @@ def register_callbacks(app: Dash, engine: Engine, content: PageContent) -> None:
     def identity(_n: int | None, show_all: list[str] | None) -> html.Div:
         return content.identity(bool(show_all))
 
-    @app.callback(Output("incidents-body", "children"), Input("tick", "n_intervals"))
-    def incidents(_n: int | None) -> html.Div:
-        return content.incidents()
+    @app.callback(Output("incidents-body", "children"), Input("tick", "n_intervals"), State("url", "search"))
+    def incidents(_n: int | None, search: str | None) -> html.Div:
+        # `?incident=<id>`: the one a notification links (issue 43).
+        return content.incidents(parse_query(search).get("incident", [""])[0])
 
     @app.callback(Output("pipeline-charts", "figure"), Output("pipeline-body", "children"),
                   Input("tick", "n_intervals"))

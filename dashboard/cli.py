@@ -46,9 +46,10 @@ def command(args: argparse.Namespace) -> int:
     store_url = args.store_url or config.store.url
     # The overview's tag filters: each configured cluster's tags, by target name.
     tags = {c.name: c.tags for c in config.clusters}
+    names = {c.expected_cluster_id: c.name for c in config.clusters if c.expected_cluster_id}
     try:
         app = create_app(store_url, tags=tags, incidents=config.incidents, host=args.host,
-                         local_silences=args.allow_local_silences)
+                         local_silences=args.allow_local_silences, names=names)
     except SQLAlchemyError as exc:
         # A bad URL or an unreachable database: one line, not a traceback, and not the URL,
         # which may hold a password.

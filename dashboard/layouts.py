@@ -88,7 +88,7 @@ def overview_layout(tag_options: Mapping[str, list[str]], default_group: str, qu
     return html.Div([
         html.H1("Fleet"),
         html.Div(id="overview-summary"),
-        html.Div([dcc.Input(id="search", type="search", placeholder="Search cluster name or id",
+        html.Div([dcc.Input(id="search", type="search", placeholder="Search cluster name, tag or id",
                             debounce=False, autoComplete="off", value=query.get("q", [""])[0]),
                   *tag_filters],
                  className="controls"),
@@ -125,7 +125,7 @@ def alerts_layout(rules: list[str], query: Query) -> html.Div:
                   dcc.Dropdown(id="alerts-severity", options=list(SEVERITIES), multi=True,
                                placeholder="Severity",
                                value=[s for s in _listed(query, "severity") if s in SEVERITIES]),
-                  dcc.Input(id="alerts-cluster", type="search", placeholder="Cluster id or target",
+                  dcc.Input(id="alerts-cluster", type="search", placeholder="Cluster name, tag or id",
                             autoComplete="off", value=query.get("cluster", [""])[0]),
                   html.Div(dcc.Input(id="alerts-id", type="search", placeholder="Alert id", autoComplete="off",
                                      value=query.get("alert", [""])[0]), className="alert-id-filter")],

@@ -23,7 +23,7 @@ from dashboard.queries.pipeline import (
     quarantine_reasons,
     source_clock_rows,
 )
-from dashboard.queries.shared import Row, fleet_clock_ms
+from dashboard.queries.shared import SEVERITIES, Row, fleet_clock_ms
 from dashboard.views.alerts import alerts_table
 from dashboard.views.cluster import (
     blast_radius_table,
@@ -61,12 +61,14 @@ class PageContent:
     """Each page's content as a plain function of its controls' values.
 
     The Dash callbacks return these; bench/dashboard_callbacks.py times them. `tags` maps a
-    target name to its tags (from the config), None when the dashboard runs without one.
+    target name to its tags (from the config), None when the dashboard runs without one; `names` a
+    pinned cluster id to its configured name.
     """
 
     def __init__(self, store: Store, href: Href, tags: Tags | None = None,
-                 incidents: IncidentSettings | None = None) -> None:
+                 incidents: IncidentSettings | None = None, names: Mapping[str, str] | None = None) -> None:
         self.store = store
+        self.names = dict(names or {})  # cluster id -> its configured name (by expected_cluster_id)
         self.incident_settings = incidents
         self.engine = store.engine
         self.href = href
@@ -92,7 +94,7 @@ class PageContent:
         both map and table; `group_by` (a tag key, "" for none, None for the default) groups the
         map. The map is no_update when its key is `shown_key`: the browser already shows it."""
         names = tagged_targets(self.tags, selected or {})
-        rows = fleet_overview(self.engine, search, names)
+        rows = self._named(fleet_overview(self.engine, search, names, self._matching(search)))
         group_by = self.default_group if group_by is None else group_by
         tiles, key = fleet_map(self.href, rows, worst_alerts(self.engine), self.tags, group_by)
         # A search narrows the list enough to show healthy matches one by one.
@@ -101,6 +103,25 @@ class PageContent:
                 no_update if key == shown_key else tiles, key,
                 fleet_table(self.href, rows, listed, self._tag_column))
 
+    def _matching(self, search: str) -> tuple[set[str], set[str]]:
+        """What a search matches beyond ids and targets (issue 43): the cluster ids whose configured
+        name it is in, the targets one of whose tags (`key=value`) it is in."""
+        needle = search.strip().lower()
+        if not needle:
+            return set(), set()
+        return ({cid for cid, name in self.names.items() if needle in name.lower()},
+                {target for target, own in self.tags.items()
+                 if any(needle in f"{k}={v}".lower() for k, v in own.items())})
+
+    def _named(self, rows: list[Row]) -> list[Row]:
+        """Overview rows with each cluster's `name` (its configured one, else its target's), worst
+        first and by name within a severity (issue 43)."""
+        for row in rows:
+            row["name"] = self.names.get(row["cluster_id"]) or row["target"]
+        rank = {s: i for i, s in enumerate(SEVERITIES)}
+        return sorted(rows, key=lambda r: (rank.get(r["severity"], len(rank)), -r["firing"],
+                                           (r["name"] or r["cluster_id"]).lower(), r["cluster_id"]))
+
     def cluster(self, cluster_id: str) -> tuple[html.Div, go.Figure]:
         engine, href = self.engine, self.href
         brokers = cluster_brokers(engine, cluster_id)
@@ -108,7 +129,7 @@ class PageContent:
         resolved = cluster_alerts(engine, cluster_id, "resolved", limit=20)
         clock = fleet_clock_ms(engine)
         body = html.Div([
-            cluster_header(cluster_id, cluster_info(engine, cluster_id), len(brokers)),
+            cluster_header(cluster_id, cluster_info(engine, cluster_id), len(brokers), self.names.get(cluster_id)),
             html.H2("Brokers"), brokers_table(brokers, firing),
             html.H2("Blast radius"), blast_radius_table(blast_radius(engine, cluster_id)),
             html.H2("Firing alerts"),
@@ -181,9 +202,12 @@ class PageContent:
             alerts_table(href, id_alerts, clock, table_id="identity-alerts", limit=70),
         ])
 
-    def incidents(self) -> html.Div:
-        """Fleet incidents (alerts of several clusters sharing a failure domain), newest first."""
+    def incidents(self, incident_id: str = "") -> html.Div:
+        """Fleet incidents (alerts of several clusters sharing a failure domain), newest first; only
+        `incident_id`'s when given (the page a notification links)."""
         found = incident_list(self.engine, self.tags, self.incident_settings)
+        if incident_id:
+            found = [i for i in found if i["incident_id"] == incident_id]
         return incidents_view(self.href, found, fleet_clock_ms(self.engine))
 
     def deliveries(self, receivers: Sequence[str] = (), states: Sequence[str] = ()) -> tuple[html.Div, html.Div]:

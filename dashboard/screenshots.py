@@ -46,6 +46,7 @@ PAGES: dict[str, tuple[str, str]] = {
     "deliveries": ("/deliveries", ".delivery-row"),
     "identity": ("/identity", "#registry .registry-row"),
     "pipeline": ("/pipeline", "#pipeline-charts .scatterlayer .point"),
+    "runbook": ("/runbooks/broker.heartbeat_lost", "main.runbook h2"),  # a page of docs/runbooks/
 }
 
 

@@ -23,4 +23,6 @@ if not _store_url:
     raise RuntimeError("set FLEETWATCH_STORE_URL (or FLEETWATCH_CONFIG) to the store to show")
 
 server = create_app(_store_url, tags={c.name: c.tags for c in _config.clusters} if _config else None,
-                    incidents=_config.incidents if _config else None).server
+                    incidents=_config.incidents if _config else None,
+                    names={c.expected_cluster_id: c.name for c in _config.clusters if c.expected_cluster_id}
+                    if _config else None).server

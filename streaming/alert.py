@@ -6,6 +6,10 @@ the store records them, the alerts topic, the replay file and the notifier's out
 SPEC section 4 object (`Alert.to_dict`, `Alert.message`, `Alert.stored_body`), and a stored or
 received object becomes a record again with `Alert.from_dict`.
 
+Names (issue 43): beside the SPEC's fields an alert carries `cluster_name`, the cluster's `tags`, and for
+a broker alert `broker_host` and `rack` (streaming/detect/README.md, "Alert fields"). They are additive:
+an object without them (stored or sent before) decodes with none, and `alert_id` does not depend on them.
+
 Two spellings of the subject: detection's (`Alert.subject`, part of `alert_id`: `cluster/broker`,
 a cluster id, a target name or an endpoint), and the store's (`Alert.queue_subject`:
 `broker:cluster:broker`, `cluster:id`, `target:name`, `endpoint:host:port`), which the outbox and
@@ -17,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -104,15 +108,32 @@ class Alert:
     cause: tuple[int, tuple[Any, ...]] = (TIMER_PHASE, ())
     # The collector a collector alert is about (issue 41); on the wire only then.
     source: str | None = None
+    # Names (issue 43), set when the alert fires; the resolved line repeats them. Additive fields of the
+    # contract: none of them is part of `alert_id`.
+    cluster_name: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    broker_host: str | None = None  # host:port, of a broker alert
+    rack: str | None = None  # of a broker alert
+
+    def __setstate__(self, state: list[Any]) -> None:
+        # A detection state pickled before a field was added holds fewer values: the new ones take their
+        # defaults (a slotted dataclass has no class default to fall back on).
+        for f, value in zip(fields(self), state, strict=False):
+            object.__setattr__(self, f.name, value)
+        for f in fields(self)[len(state):]:
+            object.__setattr__(self, f.name, f.default_factory() if f.default is MISSING else f.default)
 
     @classmethod
     def firing(cls, rule: str, subject: str, at: int, summary: str, *, cluster_id: str | None = None,
                target: str | None = None, broker_id: int | None = None, endpoint: str | None = None,
-               source: str | None = None, details: dict[str, Any] | None = None) -> Alert:
+               source: str | None = None, details: dict[str, Any] | None = None, cluster_name: str | None = None,
+               tags: dict[str, str] | None = None, broker_host: str | None = None,
+               rack: str | None = None) -> Alert:
         """A new incident of `rule` about `subject` (detection's spelling), starting `at`."""
         return cls(alert_id=alert_id(rule, subject, at), rule=rule, status="firing", severity=RULES[rule].severity,
                    subject=subject, cluster_id=cluster_id, target=target, broker_id=broker_id, endpoint=endpoint,
-                   starts_at=at, ends_at=None, summary=summary, details=details or {}, source=source)
+                   starts_at=at, ends_at=None, summary=summary, details=details or {}, source=source,
+                   cluster_name=cluster_name, tags=tags or {}, broker_host=broker_host, rack=rack)
 
     def resolved_at(self, at: int, **details: Any) -> Alert:
         """This incident's resolution at `at` (never before it started); `details` are added."""
@@ -134,8 +155,8 @@ class Alert:
 
     def to_dict(self) -> dict[str, Any]:
         """The SPEC section 4 object, in the SPEC's field order (and `source` after `endpoint` for a
-        collector alert)."""
-        fields = {
+        collector alert), then the names (issue 43)."""
+        wire = {
             "schema": ALERT_SCHEMA,
             "alert_id": self.alert_id,
             "rule": self.rule,
@@ -147,9 +168,10 @@ class Alert:
             "endpoint": self.endpoint,
         }
         if self.source is not None:
-            fields["source"] = self.source
-        fields.update(starts_at=self.starts_at, ends_at=self.ends_at, summary=self.summary, details=self.details)
-        return fields
+            wire["source"] = self.source
+        wire.update(starts_at=self.starts_at, ends_at=self.ends_at, summary=self.summary, details=self.details,
+                    cluster_name=self.cluster_name, tags=self.tags, broker_host=self.broker_host, rack=self.rack)
+        return wire
 
     def message(self) -> str:
         """The object as the alerts topic carries it: compact, in the SPEC's field order."""
@@ -162,7 +184,8 @@ class Alert:
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> Alert:
         """A SPEC section 4 object (the wire, a stored body or row) as a record. Raises KeyError for
-        a missing field or an unknown rule, TypeError when `obj` is no object."""
+        a missing field or an unknown rule, TypeError when `obj` is no object. The names (issue 43) are
+        optional: an object written before them has none."""
         kind = RULES[obj["rule"]].subject_kind
         subject = (f"{obj['cluster_id']}/{obj['broker_id']}" if kind == "broker"
                    else obj["cluster_id"] if kind == "cluster" else obj["source"] if kind == "collector"
@@ -170,7 +193,9 @@ class Alert:
         return cls(alert_id=obj["alert_id"], rule=obj["rule"], status=obj["status"], severity=obj["severity"],
                    subject=subject, cluster_id=obj["cluster_id"], target=obj["target"], broker_id=obj["broker_id"],
                    endpoint=obj["endpoint"], starts_at=obj["starts_at"], ends_at=obj["ends_at"],
-                   summary=obj["summary"], details=obj["details"], source=obj.get("source"))
+                   summary=obj["summary"], details=obj["details"], source=obj.get("source"),
+                   cluster_name=obj.get("cluster_name"), tags=obj.get("tags") or {},
+                   broker_host=obj.get("broker_host"), rack=obj.get("rack"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Alert:

@@ -5,15 +5,14 @@ A problem is told in one line, each with its file, line and path (`file:line: pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import InitErrorDetails
 
-from streaming.alert import RULES
+from streaming.alerting_settings import DEFAULT_DASHBOARD_URL, HttpUrl, Receiver, Route, route_match_problems
 from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_MAX_SOURCE_LEAD_MS
 from streaming.errors import ConfigError
 from streaming.incident_settings import IncidentSettings
@@ -154,29 +153,6 @@ class ClusterConfig(_Strict):
         default_factory=list, max_length=16)
 
 
-class Receiver(_Strict):
-    name: str
-    type: Literal["webhook", "pagerduty", "alertmanager", "slack"]
-    # Left out of repr: a URL may be the secret (a Slack incoming webhook's path is).
-    url: str | None = Field(None, repr=False)
-    url_env: str | None = None
-    secret_env: str | None = None
-    routing_key_env: str | None = None
-
-
-class Route(_Strict):
-    receiver: str
-    match: dict[str, list[str]] = Field(default_factory=dict)
-
-
-# What a route may match on (streaming/notify/routes.py): the alert object's own fields (SPEC
-# section 4; `broker` is `broker_id`), else a tag of a configured cluster. Anything else is a typo
-# that would silently drop alerts, so it is an error.
-ROUTE_FIELDS = ("rule", "severity", "status", "cluster_id", "target", "broker_id", "broker", "endpoint", "alert_id",
-                "summary")
-_ROUTE_VALUES = {"severity": ("critical", "warning", "info"), "status": ("firing", "resolved")}
-
-
 class DeliverySettings(_Strict):
     """The notifier's limits and retention (deploy/README.md, "Delivery policies")."""
 
@@ -219,6 +195,9 @@ class AlertingConfig(_Strict):
     receivers: list[Receiver] = Field(default_factory=list)
     routes: list[Route] = Field(default_factory=list)
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+    # What every notification links (issue 43; alerting_settings.py): the dashboard's pages, the runbooks.
+    dashboard_url: HttpUrl = DEFAULT_DASHBOARD_URL
+    runbook_base_url: HttpUrl | None = None  # default: the dashboard's own, <dashboard_url>/runbooks
 
     @model_validator(mode="after")
     def _routes_name_receivers(self) -> AlertingConfig:
@@ -231,26 +210,7 @@ class AlertingConfig(_Strict):
     def match_problems(self, tag_keys: set[str]) -> list[InitErrorDetails]:
         """Route `match` keys that are neither alert fields nor cluster tags, and patterns that can
         match no value of a field with a fixed set of values (a typo would drop alerts silently)."""
-        known = {**_ROUTE_VALUES, "rule": tuple(RULES)}
-        problems: list[InitErrorDetails] = []
-        for i, route in enumerate(self.routes):
-            for key, patterns in route.match.items():
-                loc = ("alerting", "routes", i, "match", key)
-                if key not in ROUTE_FIELDS and key not in tag_keys:
-                    tags = f" ({', '.join(sorted(tag_keys))})" if tag_keys else ""
-                    problems.append(_route_problem(
-                        "unknown_route_key", loc, key, f"unknown key: neither a field of the alert "
-                        f"({', '.join(ROUTE_FIELDS)}) nor a tag of a configured cluster{tags}"))
-                    continue
-                for pattern in patterns if key in known else ():
-                    if not any(fnmatchcase(value, pattern) for value in known[key]):
-                        problems.append(_route_problem("unknown_route_value", loc, pattern,
-                                                       f"{pattern!r} matches no {key} ({', '.join(known[key])})"))
-        return problems
-
-
-def _route_problem(kind: str, loc: tuple[str | int, ...], value: str, text: str) -> InitErrorDetails:
-    return InitErrorDetails(type=PydanticCustomError(kind, "{text}", {"text": text}), loc=loc, input=value)
+        return route_match_problems(self.routes, tag_keys)
 
 
 class BusConfig(_Strict):
@@ -409,7 +369,8 @@ class FleetwatchConfig(_Strict):
 
 
 class RuleBook:
-    """Rule settings resolved per cluster: global settings, then the cluster's overrides.
+    """Rule settings resolved per cluster: global settings, then the cluster's overrides; and the
+    configured clusters themselves, whose names and tags every alert carries (`configured`).
 
     A cluster is found by its target name, or by cluster id through `expected_cluster_id`.
     Plain data, so it pickles into Spark's Python workers.
@@ -421,13 +382,17 @@ class RuleBook:
         self._by_target: dict[str, RuleSettings] = {}
         self._by_cluster_id: dict[str, RuleSettings] = {}
         self.pinned_ids: dict[str, str] = {}
+        self._configured_by_name: dict[str, ClusterConfig] = {}
+        self._configured_by_id: dict[str, ClusterConfig] = {}
         for cluster in clusters or []:
             overrides = cluster.rules.model_dump(exclude_none=True)
             settings = self.defaults.model_copy(update=overrides) if overrides else self.defaults
             self._by_target[cluster.name] = settings
+            self._configured_by_name[cluster.name] = cluster
             if cluster.expected_cluster_id:
                 self._by_cluster_id[cluster.expected_cluster_id] = settings
                 self.pinned_ids[cluster.name] = cluster.expected_cluster_id
+                self._configured_by_id[cluster.expected_cluster_id] = cluster
 
     @property
     def shortest_session_timeout_ms(self) -> int:
@@ -440,6 +405,12 @@ class RuleBook:
         """By pinned cluster id first; else by the target name its responses carry."""
         found = self._by_cluster_id.get(cluster_id or "")
         return found if found is not None else self.for_target(target)
+
+    def configured(self, cluster_id: str | None, target: str | None = None) -> ClusterConfig | None:
+        """The configured cluster, found as `for_cluster` finds its settings: by pinned cluster id
+        first, else by target name; None when the config names neither."""
+        found = self._configured_by_id.get(cluster_id or "")
+        return found if found is not None else self._configured_by_name.get(target or "")
 
 
 def yaml_line(root: yaml.Node | None, loc: Sequence[Any]) -> int | None:

@@ -76,10 +76,12 @@ class DemoOptions:
     verbose: bool = False
 
 
-def demo_alerting(receiver_url: str) -> AlertingConfig:
-    """Every alert to the demo's own receiver, and nowhere else: a simulated fault must never page anyone."""
+def demo_alerting(receiver_url: str, dashboard_port: int = 8050) -> AlertingConfig:
+    """Every alert to the demo's own receiver, and nowhere else: a simulated fault must never page anyone.
+    Its links lead to the demo's dashboard (its pages and runbooks)."""
     return AlertingConfig(receivers=[Receiver(name=RECEIVER, type="webhook", url=receiver_url,
-                                              secret_env=_SECRET_ENV)])
+                                              secret_env=_SECRET_ENV)],
+                          dashboard_url=f"http://127.0.0.1:{dashboard_port}")
 
 
 def check_workdir(workdir: Path) -> None:
@@ -215,7 +217,7 @@ class _DemoParts:
         parts.callback(self.dashboard.stop)
         # httpx logs every request at INFO; the notifier's own records say what was delivered.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        alerting = self.job_config.model_copy(update={"alerting": demo_alerting(receiver.url)})
+        alerting = self.job_config.model_copy(update={"alerting": demo_alerting(receiver.url, self.options.port)})
         notifier = Notifier(alerting, wiring.store, NotifyOptions(), env={_SECRET_ENV: secret})
         notifying = threading.Thread(target=notifier.run, args=(self.stop,), name="notifier", daemon=True)
         notifying.start()

@@ -36,6 +36,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     # the partition_layout event and a collector's own events, which the contract takes in
     ("a record's part", {"layout_contract", "collector_contract"}),
     ("records", {"contract", "alert", "incident_settings"}),  # incident_settings: a section of config
+    ("a config's part", {"alerting_settings"}),  # the alerting section's receivers, routes and links
     ("config", {"config"}),
     ("rules, bus", {"detect", "bus"}),
     ("store, telemetry in, readers", {"store", "collect", "source"}),

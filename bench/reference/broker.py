@@ -18,7 +18,7 @@ from .defaults import (
     STATE_TTL,
     STOPPING_TIMEOUT,
 )
-from .incidents import Incidents, advance
+from .incidents import Incidents, advance, seconds
 
 __all__ = ["Broker"]
 
@@ -35,6 +35,8 @@ class Broker:
         # that it no longer advertises itself (the fleet's advertisements at that moment).
         self.replaced = replaced or (lambda broker, now: False)
         self.addresses: set[str] = set()  # where it was last seen: its heartbeats' endpoints, else its first listing
+        self.listed_at: str | None = None  # the address the latest broker list named it at
+        self.rack: str | None = None
         self.gone = False  # it left its cluster: no rule, forgotten at once
         self.late_after = late_after  # broker.heartbeat_late: a heartbeat this old (None: the rule is off)
         self.subject = f"{cluster_id}/{broker_id}"  # a broker without a cluster id is "None/<id>"
@@ -119,19 +121,19 @@ class Broker:
                 self.leave(now)  # stopped, and another node took its place: nothing fires
                 return
             self.fire("broker.heartbeat_lost", now,
-                      f"broker {self.broker_id} sent no heartbeat for {SESSION_TIMEOUT} ms",
+                      f"broker {self.broker_id} has sent no heartbeat for {seconds(SESSION_TIMEOUT)}",
                       last_heartbeat_ms=self.last_hb)
         if self.session_due(self.late_after) == now and not self.inc.firing("broker.heartbeat_late", self.subject):
             self.fire("broker.heartbeat_late", now,
-                      f"broker {self.broker_id} sent no heartbeat for {self.late_after} ms "
-                      f"({self.late_after / SESSION_TIMEOUT:g} of the {SESSION_TIMEOUT} ms session)",
+                      f"broker {self.broker_id} has sent no heartbeat for {seconds(self.late_after)} "
+                      f"({self.late_after / SESSION_TIMEOUT:g} of the {seconds(SESSION_TIMEOUT)} session)",
                       last_heartbeat_ms=self.last_hb)
         if self.fenced and now == self.fenced_since + FENCED_GRACE:
-            self.fire("broker.fenced", now, f"broker {self.broker_id} fenced for more than {FENCED_GRACE} ms",
+            self.fire("broker.fenced", now, f"broker {self.broker_id} fenced for more than {seconds(FENCED_GRACE)}",
                       fenced_since_ms=self.fenced_since)
         if self.state == "STOPPING" and now == self.state_since + STOPPING_TIMEOUT:
             self.fire("broker.stuck_stopping", now,
-                      f"broker {self.broker_id} STOPPING for more than {STOPPING_TIMEOUT} ms",
+                      f"broker {self.broker_id} STOPPING for more than {seconds(STOPPING_TIMEOUT)}",
                       stopping_since_ms=self.state_since)
         if self.last_regression is not None and now == self.last_regression + RESOLVE_AFTER:
             self.inc.resolve("broker.epoch_regression", self.subject, now)
@@ -192,6 +194,8 @@ class Broker:
             self.inc.resolve("broker.heartbeat_late", self.subject, ts)
         if hb.get("fenced") is not None:
             self.observe_fenced(hb["fenced"], ts)
+        if hb.get("rack") is not None:
+            self.rack = hb["rack"]
         if hb.get("endpoints"):
             self.addresses = {f"{e['host']}:{e['port']}" for e in hb["endpoints"]}
         self.check_partitioned(ts)
@@ -205,7 +209,7 @@ class Broker:
             self.changes = [c for c in self.changes if ts - c < FLAP_WINDOW] + [ts]
             if len(self.changes) >= FLAP_THRESHOLD:
                 self.fire("broker.flapping", ts, f"broker {self.broker_id} changed state {len(self.changes)} "
-                          f"times within {FLAP_WINDOW} ms", changes=len(self.changes))
+                          f"times within {seconds(FLAP_WINDOW)}", changes=len(self.changes))
         claimed_from = ev.get("previous_state") or previous
         if claimed_from is not None and claimed_from != state and (claimed_from, state) not in LEGAL:
             self.last_illegal = ts
@@ -225,7 +229,14 @@ class Broker:
             self.counting_since = ts
         self.check_partitioned(ts, r["target"])
 
+    def place(self) -> tuple[str | None, str | None]:
+        """Where its alerts say it runs: its latest listed address, else its first endpoint; its rack."""
+        return self.listed_at or min(self.addresses, default=None), self.rack
+
     def on_listed(self, entry: dict[str, Any], r: dict[str, Any]) -> None:
+        if entry.get("rack") is not None:
+            self.rack = entry["rack"]
+        self.listed_at = f"{entry['host']}:{entry['port']}"
         if not self.addresses:
             self.addresses = {f"{entry['host']}:{entry['port']}"}
         if entry.get("fenced") is not None:

@@ -34,6 +34,10 @@ class Cluster:
         self.layout = Layout(cluster_id or "", self.inc)
         self.inc.impact = self.layout.impact
         self.rounds = Rounds()
+        self.last_target: str | None = None  # of its latest successful response: its alerts' name
+        self.inc.last_target = lambda: self.last_target
+        self.inc.broker_place = lambda broker_id: (
+            self.brokers[broker_id].place() if broker_id in self.brokers else (None, None))
 
     def subjects(self) -> list[Broker | Controller]:
         return [*self.brokers.values(), self.controller]
@@ -81,6 +85,9 @@ class Cluster:
     def on_response(self, r: dict[str, Any]) -> None:
         ts = r["ts"]
         self.controller.advance(ts)
+        if r["target"] != self.last_target:
+            self.advance_brokers(ts)  # what fell due before it is named after the target that reported it then
+            self.last_target = r["target"]
         held = self.controller.none_since is not None
         takeover = self.controller.on_response(r)
         holds = self.controller.none_since is not None

@@ -11,7 +11,7 @@ from .defaults import (
     DISAGREEMENT,
     FORGET_VIEWS_AFTER,
 )
-from .incidents import Incidents, advance
+from .incidents import Incidents, advance, seconds
 
 __all__ = ["Controller"]
 
@@ -46,12 +46,12 @@ class Controller:
 
     def on_time(self, now: int) -> None:
         if self.none_since is not None and now == self.none_since + CONTROLLER_WINDOW:
-            self.fire("cluster.no_controller", now, f"no active controller reported for {CONTROLLER_WINDOW} ms",
+            self.fire("cluster.no_controller", now, f"no active controller reported for {seconds(CONTROLLER_WINDOW)}",
                       None, no_controller_since_ms=self.none_since)
         if self.disagree_since is not None and now == self.disagree_since + DISAGREEMENT:
             if len(set(self.named(now).values())) > 1:
                 self.fire("cluster.controller_disagreement", now,
-                          f"brokers disagree on the controller for more than {DISAGREEMENT} ms", None,
+                          f"brokers disagree on the controller for more than {seconds(DISAGREEMENT)}", None,
                           views=self.named(now))
             else:
                 self.disagree_since = None  # the views that disagreed went stale: not continuous
@@ -101,7 +101,7 @@ class Controller:
                 self.changes = [c for c in self.changes if ts - c < CONTROLLER_FLAP_WINDOW] + [ts]
                 if len(self.changes) >= CONTROLLER_FLAP_THRESHOLD:
                     self.fire("cluster.controller_flapping", ts,
-                              f"controller moved {len(self.changes)} times within {CONTROLLER_FLAP_WINDOW} ms",
+                              f"controller moved {len(self.changes)} times within {seconds(CONTROLLER_FLAP_WINDOW)}",
                               r["target"], controller_id=agreed, previous_controller_id=self.agreed)
             self.agreed = agreed
         elif len(named) > 1 and self.disagree_since is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from .defaults import SEVERITY
 
-__all__ = ["TIMER", "Alerts", "Incidents", "advance"]
+__all__ = ["TIMER", "Alerts", "Incidents", "advance", "seconds"]
 
 
 # What caused an alert: (0, (ts, line)) for an event, (1, ()) for a timer. At equal event times,
@@ -40,6 +40,9 @@ class Incidents:
         self.open: dict[tuple[str, str], dict[str, Any]] = {}
         # A cluster's: the blast radius a broker incident carries as `impact` (partitions.py).
         self.impact: Callable[[int], dict[str, Any] | None] | None = None
+        # A cluster's: the target that last reported it, and a broker's address and rack as last seen.
+        self.last_target: Callable[[], str | None] = lambda: None
+        self.broker_place: Callable[[int], tuple[str | None, str | None]] = lambda broker_id: (None, None)
 
     def firing(self, rule: str, subject: str) -> bool:
         return (rule, subject) in self.open
@@ -52,6 +55,15 @@ class Incidents:
             return  # one incident at a time: the first firing line stands
         if broker_id is not None and self.impact is not None and (impact := self.impact(broker_id)) is not None:
             details = {**details, "impact": impact}
+        # README "Alert fields": named by the alert's target, else the target that last reported the
+        # cluster (no config here: no configured name, no tags).
+        name = target or self.last_target()
+        host, rack = self.broker_place(broker_id) if broker_id is not None else (None, None)
+        place = ", ".join([*([host] if host else []), *([f"rack {rack}"] if rack else [])])
+        if place:
+            summary = summary.replace(f"broker {broker_id} ", f"broker {broker_id} ({place}) ", 1)
+        if name:
+            summary = f"{name}: {summary}"
         alert = {
             "schema": "fleetwatch.alert/v1",
             "alert_id": hashlib.sha256(f"{rule}|{subject}|{at}".encode()).hexdigest()[:32],
@@ -59,6 +71,7 @@ class Incidents:
             "target": target, "broker_id": broker_id, "endpoint": endpoint,
             **({} if collector is None else {"source": collector}),
             "starts_at": at, "ends_at": None, "summary": summary, "details": details,
+            "cluster_name": name, "tags": {}, "broker_host": host, "rack": rack,
         }
         self.open[(rule, subject)] = alert
         self.alerts.write(alert, subject)
@@ -73,6 +86,11 @@ class Incidents:
     def resolve_all(self, at: int, **details: Any) -> None:
         for rule, subject in sorted(self.open):
             self.resolve(rule, subject, at, **details)
+
+
+def seconds(ms: int) -> str:
+    """A rule's window as a summary says it: whole minutes in minutes, else seconds."""
+    return f"{ms // 60000} min" if ms >= 60000 and ms % 60000 == 0 else f"{ms / 1000:g} s"
 
 
 def advance(deadlines: Callable[[], list[int]], on_time: Callable[[int], None], now: int,

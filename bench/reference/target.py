@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .defaults import UNREACHABLE, VALID_ID
-from .incidents import Alerts, Incidents, advance
+from .incidents import Alerts, Incidents, advance, seconds
 
 __all__ = ["Target"]
 
@@ -35,8 +35,8 @@ class Target:
 
     def on_time(self, now: int) -> None:
         if self.failing_since is not None and now == self.failing_since + UNREACHABLE:
-            self.inc.fire("cluster.unreachable", self.name, now, f"every probe of {self.name} failed for "
-                          f"{UNREACHABLE} ms", target=self.name, failing_since_ms=self.failing_since,
+            self.inc.fire("cluster.unreachable", self.name, now, f"every probe failed for {seconds(UNREACHABLE)}",
+                          target=self.name, failing_since_ms=self.failing_since,
                           last_error=self.last_error)
 
     def advance(self, now: int) -> None:
@@ -75,20 +75,20 @@ class Target:
                 self.reported_id = True
                 self.inc.resolve("cluster.id_invalid", name, ts)
             else:
-                self.inc.fire("cluster.id_invalid", name, ts, f"{name} reports a cluster id that is not valid "
-                              "(KIP-78)", cluster_id=cluster_id, target=name, endpoint=r["endpoint"],
+                self.inc.fire("cluster.id_invalid", name, ts, "the reported cluster id is not valid (KIP-78)",
+                              cluster_id=cluster_id, target=name, endpoint=r["endpoint"],
                               reported=cluster_id)
         elif not misrouted and ok and self.reported_id:
-            self.inc.fire("cluster.id_invalid", name, ts, f"{name} reported a cluster id before and now reports "
-                          "none", target=name, endpoint=r["endpoint"], reported=None)
+            self.inc.fire("cluster.id_invalid", name, ts, "a cluster id was reported before and now none is",
+                          target=name, endpoint=r["endpoint"], reported=None)
         if ok and expected is None and cluster_id:  # a bootstrap answer: it speaks for the target's identity
             if self.pinned is None:
                 self.pinned = cluster_id
             if cluster_id == self.pinned:
                 self.inc.resolve("cluster.id_changed", name, ts)
             else:
-                self.inc.fire("cluster.id_changed", name, ts, f"bootstrap of {name} reports cluster id "
-                              f"{cluster_id}, pinned {self.pinned}", cluster_id=cluster_id, target=name,
+                self.inc.fire("cluster.id_changed", name, ts, f"bootstrap reports cluster id {cluster_id}, "
+                              f"pinned {self.pinned}", cluster_id=cluster_id, target=name,
                               endpoint=r["endpoint"], pinned_cluster_id=self.pinned, reported=cluster_id)
         if expected is not None:
             self.check_misrouted(r, ok)

@@ -6,22 +6,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine, Select, func, or_, select
+from sqlalchemy import Engine, Select, String, cast, func, or_, select
 
 from dashboard.queries.shared import Row, alerts_with_target, attributed_cluster, fetch_rows, severity_rank
 from streaming.store import alerts, silences
 
 __all__ = ["active_silences", "alert", "alert_list", "alert_rules", "cluster_alerts"]
 
+# The name an alert is listed by: the one it fired with (issue 43), else its target, else its cluster id.
+alert_name = func.coalesce(alerts.c.cluster_name, alerts.c.target, attributed_cluster)
+
 
 def _alerts_stmt(status: str, limit: int) -> Select[Any]:
-    order = ([severity_rank(alerts.c.severity).desc(), alerts.c.starts_at.desc()] if status == "firing"
-             else [alerts.c.ends_at.desc()])
+    # Firing: the worst first, a severity's alerts by cluster name (issue 43), the newest first.
+    order = ([severity_rank(alerts.c.severity).desc(), func.lower(alert_name), alerts.c.starts_at.desc()]
+             if status == "firing" else [alerts.c.ends_at.desc()])
     # cluster_id: the cluster the alert hurts (as on the overview); alert_cluster_id: its own field.
     return (select(alerts.c.alert_id, alerts.c.rule, alerts.c.severity, alerts.c.status,
                    attributed_cluster.label("cluster_id"), alerts.c.cluster_id.label("alert_cluster_id"),
                    alerts.c.target, alerts.c.broker_id,
-                   alerts.c.endpoint, alerts.c.starts_at, alerts.c.ends_at, alerts.c.summary)
+                   alerts.c.endpoint, alerts.c.starts_at, alerts.c.ends_at, alerts.c.summary,
+                   alerts.c.cluster_name, alerts.c.broker_host, alerts.c.rack)
             .select_from(alerts_with_target).where(alerts.c.status == status)
             .order_by(*order, alerts.c.alert_id).limit(limit))
 
@@ -30,8 +35,8 @@ def alert_list(engine: Engine, status: str, *, rules: Sequence[str] = (), severi
                cluster: str = "", alert_id: str = "", limit: int = 200) -> list[Row]:
     """Firing (worst, newest first) or resolved (latest ended first) alerts, filtered.
 
-    `cluster` matches a substring of the (attributed) cluster id or of the target name;
-    `alert_id`, when given, keeps only that alert.
+    `cluster` matches a substring of the cluster's name, of its tags' keys or values, of the (attributed)
+    cluster id or of the target name; `alert_id`, when given, keeps only that alert.
     """
     stmt = _alerts_stmt(status, limit)
     if alert_id.strip():
@@ -43,7 +48,9 @@ def alert_list(engine: Engine, status: str, *, rules: Sequence[str] = (), severi
     needle = cluster.strip().lower()
     if needle:
         stmt = stmt.where(or_(func.lower(attributed_cluster).contains(needle, autoescape=True),
-                              func.lower(alerts.c.target).contains(needle, autoescape=True)))
+                              func.lower(alerts.c.target).contains(needle, autoescape=True),
+                              func.lower(alerts.c.cluster_name).contains(needle, autoescape=True),
+                              func.lower(cast(alerts.c.tags, String)).contains(needle, autoescape=True)))
     return fetch_rows(engine, stmt)
 
 

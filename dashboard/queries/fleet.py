@@ -73,9 +73,11 @@ def fleet_summary(engine: Engine, targets_in: Collection[str] | None = None) -> 
     return {"clusters": n_clusters, "brokers": by_state, "firing": by_severity}
 
 
-def fleet_overview(engine: Engine, search: str = "", targets_in: Collection[str] | None = None) -> list[Row]:
-    """One row per cluster, worst first; `search` matches the cluster id or target name,
-    `targets_in` (target names, e.g. from a tag filter) keeps only their clusters.
+def fleet_overview(engine: Engine, search: str = "", targets_in: Collection[str] | None = None,
+                   also: tuple[Collection[str], Collection[str]] = ((), ())) -> list[Row]:
+    """One row per cluster, worst first; `search` matches the cluster id or target name, and `also`
+    (cluster ids, target names) lists what else it matched (a configured name, a tag: the page knows
+    them); `targets_in` (target names, e.g. from a tag filter) keeps only their clusters.
 
     Keys: cluster_id, target, brokers, online, fenced, stopping, offline, unknown, firing,
     severity (worst firing, None when healthy), stalest_heartbeat_age_ms.
@@ -106,7 +108,8 @@ def fleet_overview(engine: Engine, search: str = "", targets_in: Collection[str]
     needle = search.strip().lower()
     if needle:
         stmt = stmt.where(or_(func.lower(ids.c.cluster_id).contains(needle, autoescape=True),
-                              func.lower(clusters.c.target).contains(needle, autoescape=True)))
+                              func.lower(clusters.c.target).contains(needle, autoescape=True),
+                              ids.c.cluster_id.in_(sorted(also[0])), clusters.c.target.in_(sorted(also[1]))))
     if targets_in is not None:
         stmt = stmt.where(_of_targets(ids.c.cluster_id, targets_in))
     rows = fetch_rows(engine, stmt)

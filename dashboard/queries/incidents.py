@@ -26,6 +26,8 @@ def incident_list(engine: Engine, tags: Mapping[str, Mapping[str, str]] | None =
     return [{"incident_id": i.incident_id, "status": i.status, "domain": str(i.domain), "starts_at": i.starts_at,
              "ends_at": i.ends_at, "clusters": list(i.clusters),
              "members": [{"alert_id": m.alert_id, "rule": m.rule, "severity": m.severity, "cluster_id": m.cluster_id,
-                          "target": m.target, "broker_id": m.broker_id, "starts_at": m.starts_at,
-                          "ends_at": m.ends_at} for m in i.members]}
+                          "cluster_name": m.cluster_name, "target": m.target, "broker_id": m.broker_id,
+                          "starts_at": m.starts_at, "ends_at": m.ends_at}
+                         for m in sorted(i.members, key=lambda m: ((m.cluster_name or m.target or "").lower(),
+                                                                   m.starts_at, m.alert_id))]}
             for i in sorted(found, key=lambda i: (-i.starts_at, i.incident_id))[:limit]]

@@ -19,9 +19,13 @@ __all__ = ["blast_radius_table", "brokers_table", "cluster_header", "controller_
 _STATE_COLOUR = {"ONLINE": "#2e9d4f", "FENCED": "#f0a000", "STOPPING": "#1e6fd9", "OFFLINE": "#8a93a3"}
 
 
-def cluster_header(cluster_id: str, info: dict[str, Any] | None, n_brokers: int) -> html.Div:
-    """Who the cluster is: target, controller, last answer."""
-    title = html.H1(["Cluster ", html.Span(cluster_label(cluster_id), className="mono")])
+def cluster_header(cluster_id: str, info: dict[str, Any] | None, n_brokers: int, name: str | None = None) -> html.Div:
+    """Who the cluster is, by name first and id second (issue 43): target, controller, last answer.
+    `name`: its configured name, else its target's."""
+    name = name or (info or {}).get("target")
+    title = html.H1([html.Span(name, className="cluster-name"), " ",
+                     html.Span(cluster_label(cluster_id), className="cluster-id mono", title="cluster id")]
+                    if name else ["Cluster ", html.Span(cluster_label(cluster_id), className="mono")])
     if info is None and not n_brokers:
         return html.Div([title, html.P("The store has no state for this cluster (yet).", className="muted")])
     info = info or {}

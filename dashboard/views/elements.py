@@ -9,7 +9,8 @@ from urllib.parse import quote
 
 from dash import dcc, html
 
-__all__ = ["Href", "cluster_label", "cluster_link", "cluster_path", "count_card", "dash_element", "table_or_empty"]
+__all__ = ["Href", "cluster_label", "cluster_link", "cluster_path", "count_card", "dash_element", "named_cluster",
+           "runbook_link", "table_or_empty"]
 
 # Maps an app-relative path ("/alerts") to the href to render (honours a URL prefix).
 Href = Callable[[str], str]
@@ -30,6 +31,22 @@ def cluster_link(href: Href, cluster_id: str) -> dcc.Link:
     """The cluster's id (as shown), linking to its page."""
     return dcc.Link(cluster_label(cluster_id), href=href(cluster_path(cluster_id)),
                     className="cluster-link mono")
+
+
+def named_cluster(href: Href, cluster_id: str | None, name: str | None) -> list[Any]:
+    """A cluster as the pages show it (issue 43): its name first, linking to its page, and its id
+    second, to copy; the id alone (linked) without a name, the name alone without an id."""
+    if cluster_id is None:
+        return [html.Span(name or "—", className="cluster-name" if name else "muted")]
+    if not name:
+        return [cluster_link(href, cluster_id)]
+    return [dcc.Link(name, href=href(cluster_path(cluster_id)), className="cluster-link cluster-name"),
+            html.Span(cluster_label(cluster_id), className="cluster-id mono", title="cluster id")]
+
+
+def runbook_link(href: Href, rule: str) -> html.A:
+    """A link to the rule's runbook (dashboard/runbooks.py: a page of its own, not one of Dash's)."""
+    return html.A("runbook", href=href(f"/runbooks/{rule}"), className="runbook-link", title=f"runbook of {rule}")
 
 
 def table_or_empty(head: Sequence[str | tuple[str, str]], rows: Sequence[html.Tr | dict[str, Any]],

@@ -54,14 +54,18 @@ def tag_text(tags: Mapping[str, str] | None) -> str:
 
 def _cluster_row(href: Href, row: dict[str, Any], tags: Mapping[str, Mapping[str, str]] | None) -> dict[str, Any]:
     severity = row["severity"] or "healthy"
-    cluster_id = row["cluster_id"]
-    link = dash_element("Link", cluster_label(cluster_id), namespace="dash_core_components",
-                    href=href(cluster_path(cluster_id)), className="cluster-link mono")
+    cluster_id, name = row["cluster_id"], row.get("name")
+    # Its name first (issue 43), linking to its page; the id second, to copy.
+    link = [dash_element("Link", name or cluster_label(cluster_id), namespace="dash_core_components",
+                         href=href(cluster_path(cluster_id)),
+                         className="cluster-link cluster-name" if name else "cluster-link mono")]
+    if name:
+        link.append(dash_element("Span", cluster_label(cluster_id), className="cluster-id mono", title="cluster id"))
     counts = [dash_element("Td", row[k] or "", className="num") for k in ("online", "fenced", "stopping",
                                                                        "offline", "unknown")]
     tag_cell = [] if tags is None else [dash_element("Td", tag_text(tags.get(row["target"] or "")), className="tags")]
     return dash_element("Tr", [
-        dash_element("Td", link), dash_element("Td", row["target"] or "—"), *tag_cell,
+        dash_element("Td", link, className="cluster"), dash_element("Td", row["target"] or "—"), *tag_cell,
         dash_element("Td", row["brokers"], className="num"), *counts,
         dash_element("Td", row["firing"] or "", className="num"), dash_element("Td", row["severity"] or "healthy"),
         dash_element("Td", format_age(row["stalest_heartbeat_age_ms"]), className="num")],
@@ -130,8 +134,9 @@ def _problem(row: Mapping[str, Any], worst: Mapping[str, Any] | None) -> str:
 
 def _tile(href: Href, row: Mapping[str, Any], state: str, problem: str, labelled: bool) -> dict[str, Any]:
     """One tile: a link to the cluster's page, its name and worst problem as its tooltip."""
-    cluster_id, name = row["cluster_id"], row["target"] or cluster_label(row["cluster_id"])
-    title = f"{name}\n{cluster_id}\n{problem}" if row["target"] else f"{name}\n{problem}"
+    named = row.get("name") or row["target"]
+    cluster_id, name = row["cluster_id"], named or cluster_label(row["cluster_id"])
+    title = f"{name}\n{cluster_id}\n{problem}" if named else f"{name}\n{problem}"
     return dash_element("A", name if labelled else None, href=href(cluster_path(cluster_id)),
                     className=f"tile sev-{state}", title=title)
 
@@ -170,7 +175,8 @@ def fleet_map(href: Href, rows: Sequence[Mapping[str, Any]], worst: Mapping[str,
     order = sorted(v for v in groups if v is not None) + ([None] if None in groups else [])
     sections, every_state, every_tile = [], [], []
     for value in order:
-        members = sorted(groups[value], key=lambda r: (r["target"] or r["cluster_id"], r["cluster_id"]))
+        members = sorted(groups[value],
+                         key=lambda r: (r.get("name") or r["target"] or r["cluster_id"], r["cluster_id"]))
         states = [tile_state(r) for r in members]
         every_state += states
         tiles = [_tile(href, r, state, _problem(r, worst.get(r["cluster_id"])), labelled)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from streaming.alert import TIMER_PHASE, Alert
+from streaming.detect.naming import NO_NAMES, AlertNames, named_summary
 
 __all__ = ["Emitter", "Incidents"]
 
@@ -31,12 +32,15 @@ class Incidents:
     # Set by a cluster's shard (engine.py): a broker incident's blast radius at the moment it fires,
     # put in its details as `impact` (partitions.py). Derived from the shard, never pickled.
     impact: Callable[[int], dict[str, Any] | None] | None = None
+    # Set by the engine: an alert's names as the shard knows them when it fires (rule, cluster id,
+    # target, broker id -> naming.py). Derived from the shard, never pickled.
+    names: Callable[[str, str | None, str | None, int | None], AlertNames] | None = None
 
     def __init__(self) -> None:
         self.open: dict[tuple[str, str], Alert] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "impact"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("impact", "names")}
 
     def is_firing(self, rule: str, subject: str) -> bool:
         return (rule, subject) in self.open
@@ -54,8 +58,11 @@ class Incidents:
             impact = self.impact(broker_id)
             if impact is not None:
                 details = {**(details or {}), "impact": impact}
-        alert = Alert.firing(rule, subject, at, summary, cluster_id=cluster_id, target=target, broker_id=broker_id,
-                             endpoint=endpoint, source=source, details=details)
+        names = NO_NAMES if self.names is None else self.names(rule, cluster_id, target, broker_id)
+        alert = Alert.firing(rule, subject, at, named_summary(summary, names, broker_id), cluster_id=cluster_id,
+                             target=target, broker_id=broker_id, endpoint=endpoint, source=source, details=details,
+                             cluster_name=names.cluster_name, tags=names.tags, broker_host=names.broker_host,
+                             rack=names.rack)
         self.open[(rule, subject)] = alert
         out.emit(alert)
 

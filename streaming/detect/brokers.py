@@ -14,6 +14,7 @@ from typing import Any
 from streaming.config import RuleSettings
 from streaming.contract import Broker, BrokerHeartbeat, BrokerState, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
+from streaming.detect.naming import duration_text
 
 __all__ = ["LEGAL_TRANSITIONS", "BrokerTracker"]
 
@@ -68,6 +69,8 @@ class BrokerTracker:
     last_regression: int | None = None
     rack: str | None = None
     endpoints: list[str] = field(default_factory=list)
+    # The address the latest broker list named it at (what clients are told): its alerts' broker_host.
+    listed_address: str | None = None
     updated_ms: int = 0
     # When the broker left its cluster (unregistered, or replaced at its address by another node
     # id: README "Broker rules"): from then on it has no rule, and the engine forgets it.
@@ -92,6 +95,12 @@ class BrokerTracker:
     @cached_property
     def subject(self) -> str:  # cached: asked for several times per event, and it never changes
         return f"{self.cluster_id}/{self.broker_id}"
+
+    @property
+    def host(self) -> str | None:
+        """Where the broker was last seen, as its alerts name it: the address of the latest broker list
+        that named it, else the first of its heartbeats' endpoints (naming.py)."""
+        return self.listed_address or (self.endpoints[0] if self.endpoints else None)
 
     def _fire(self, incidents: Incidents, out: Emitter, rule: str, at: int, summary: str,
               target: str | None = None, **details: Any) -> None:
@@ -153,24 +162,24 @@ class BrokerTracker:
                 self.leave(now, incidents, out)  # stopped, and another node took its place: no page
                 return
             self._fire(incidents, out, HEARTBEAT_LOST, now,
-                       f"broker {self.broker_id} sent no heartbeat for {rules.session_timeout_ms} ms",
+                       f"broker {self.broker_id} has sent no heartbeat for {duration_text(rules.session_timeout_ms)}",
                        last_heartbeat_ms=self.last_hb)
         late_ms = rules.heartbeat_late_ms
         if (late_ms is not None and self.last_hb is not None and now == self.session_start + late_ms
                 and self.session_held_since is None and not incidents.is_firing(HEARTBEAT_LATE, s)):
             self._fire(incidents, out, HEARTBEAT_LATE, now,
-                       f"broker {self.broker_id} sent no heartbeat for {late_ms} ms "
-                       f"({rules.heartbeat_late_ratio:g} of the {rules.session_timeout_ms} ms session)",
+                       f"broker {self.broker_id} has sent no heartbeat for {duration_text(late_ms)} "
+                       f"({rules.heartbeat_late_ratio:g} of the {duration_text(rules.session_timeout_ms)} session)",
                        last_heartbeat_ms=self.last_hb)
         if (self.fenced and self.fenced_since is not None
                 and now == self.fenced_since + rules.fenced_grace_ms):
             self._fire(incidents, out, FENCED, now,
-                       f"broker {self.broker_id} fenced for more than {rules.fenced_grace_ms} ms",
+                       f"broker {self.broker_id} fenced for more than {duration_text(rules.fenced_grace_ms)}",
                        fenced_since_ms=self.fenced_since)
         if (self.state == "STOPPING" and self.state_since is not None
                 and now == self.state_since + rules.stopping_timeout_ms):
             self._fire(incidents, out, STUCK, now,
-                       f"broker {self.broker_id} STOPPING for more than {rules.stopping_timeout_ms} ms",
+                       f"broker {self.broker_id} STOPPING for more than {duration_text(rules.stopping_timeout_ms)}",
                        stopping_since_ms=self.state_since)
         if self.last_regression is not None and now == self.last_regression + rules.resolve_after_ms:
             incidents.resolve(out, EPOCH, s, now)
@@ -300,7 +309,7 @@ class BrokerTracker:
             if len(self.changes) >= rules.flap_threshold:
                 self._fire(incidents, out, FLAPPING, ev.ts,
                            f"broker {self.broker_id} changed state {len(self.changes)} times "
-                           f"within {rules.flap_window_ms} ms", changes=len(self.changes))
+                           f"within {duration_text(rules.flap_window_ms)}", changes=len(self.changes))
         claimed_from = ev.previous_state or previous
         if claimed_from is not None and claimed_from != ev.state \
                 and (claimed_from, ev.state) not in LEGAL_TRANSITIONS:
@@ -330,6 +339,7 @@ class BrokerTracker:
         """This broker appears in a response's broker list (of a response of `target`)."""
         if entry.rack is not None:
             self.rack = entry.rack
+        self.listed_address = entry.address
         if not self.endpoints:
             self.endpoints = [entry.address]
         if entry.fenced is not None:

@@ -8,6 +8,7 @@ from typing import Any
 from streaming.config import RuleSettings
 from streaming.contract import MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
+from streaming.detect.naming import duration_text
 
 __all__ = ["ClusterTracker"]
 
@@ -59,12 +60,12 @@ class ClusterTracker:
     def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
         if self.none_since is not None and now == self.none_since + rules.controller_window_ms:
             self._fire(incidents, out, NO_CONTROLLER, now,
-                       f"no active controller reported for {rules.controller_window_ms} ms", None,
+                       f"no active controller reported for {duration_text(rules.controller_window_ms)}", None,
                        no_controller_since_ms=self.none_since)
         if self.disagree_since is not None and now == self.disagree_since + rules.disagreement_ms:
             if len(self._controllers_named(now, rules)) > 1:
                 self._fire(incidents, out, DISAGREEMENT, now,
-                           f"brokers disagree on the controller for more than {rules.disagreement_ms} ms",
+                           f"brokers disagree on the controller for more than {duration_text(rules.disagreement_ms)}",
                            None, views=self._named(now, rules))
             else:
                 # The views that disagreed went stale (not heard within controller_window_ms).
@@ -143,7 +144,7 @@ class ClusterTracker:
                 self.changes = [c for c in self.changes if r.ts - c < window] + [r.ts]
                 if len(self.changes) >= rules.controller_flap_threshold:
                     self._fire(incidents, out, FLAPPING, r.ts,
-                               f"controller moved {len(self.changes)} times within {window} ms",
+                               f"controller moved {len(self.changes)} times within {duration_text(window)}",
                                r.target, controller_id=agreed, previous_controller_id=self.agreed)
             if agreed != self.agreed:
                 self._record(r.ts, agreed)

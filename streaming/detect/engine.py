@@ -36,10 +36,12 @@ from streaming.contract import (
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.brokers import HEARTBEAT_LOST, BrokerTracker
 from streaming.detect.bus_gaps import BusGap
+from streaming.detect.collector_events import TARGET_PREFIX, CollectorEvents
 from streaming.detect.controller import ClusterTracker
 from streaming.detect.holder_shard import HolderShard  # noqa: F401 (the states stored before: see below)
 from streaming.detect.identity import HeldId, TargetTracker
 from streaming.detect.misroutes import Advertisements, check_misrouted
+from streaming.detect.naming import NO_CONFIG, AlertNames, alert_names
 from streaming.detect.observers import ClusterObservers
 from streaming.detect.partitions import LayoutTracker
 from streaming.detect.shard_output import Forgettable, Position, ShardOutput
@@ -50,14 +52,11 @@ __all__ = ["CLUSTER_PREFIX", "TARGET_PREFIX", "ShardEngine"]
 # and pickle finds it by that name.
 
 CLUSTER_PREFIX = "cluster:"
-TARGET_PREFIX = "target:"
-# Why a removed target's alerts resolve (README.md, "Collectors: rounds, gaps, leaving").
-TARGET_REMOVED = "target removed"
 
 _DEFAULT_TTL_MS = RuleSettings().state_ttl_ms
 
 
-class ShardEngine(Forgettable):
+class ShardEngine(CollectorEvents, Forgettable):
     # The cluster's partition layout (issue 30). A class default: a state pickled before it has none.
     layout: LayoutTracker | None = None
     # The bus partitions ("topic:partition") the shard's heartbeats were read from: a gap in one of
@@ -95,6 +94,8 @@ class ShardEngine(Forgettable):
         """What the engine keeps beside its state: computed from it, not pickled."""
         self.cluster_id = self.shard.removeprefix(CLUSTER_PREFIX)
         self.incidents.impact = self._impact
+        self.incidents.names = self._names
+        self._book = getattr(self, "_book", NO_CONFIG)  # the book's, from the next `advance` on
         self._ttl_ms = _DEFAULT_TTL_MS  # the book's, from the next `advance` on
         for tracker in self.brokers.values():
             tracker.replaced = self._replaced
@@ -112,7 +113,7 @@ class ShardEngine(Forgettable):
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("cluster_id", "_ttl_ms") and not k.startswith("_listing")}
+                if k not in ("cluster_id", "_ttl_ms", "_book") and not k.startswith("_listing")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Older layouts are brought up to date by streaming/detect/state_format.py.
@@ -122,6 +123,12 @@ class ShardEngine(Forgettable):
     def _impact(self, broker_id: int) -> dict[str, Any] | None:
         """The blast radius of a broker incident firing now (partitions.py)."""
         return None if self.layout is None else self.layout.impact(broker_id)
+
+    def _names(self, rule: str, cluster_id: str | None, target: str | None, broker_id: int | None) -> AlertNames:
+        """An alert's names as the shard knows them when it fires (naming.py)."""
+        broker = None if broker_id is None else self.brokers.get(broker_id)
+        return alert_names(self._book, rule, cluster_id, target, self.cluster.target if self.cluster else None,
+                           broker.host if broker else None, broker.rack if broker else None)
 
     def _rules(self, book: RuleBook) -> RuleSettings:
         """The settings of this shard's cluster (of a target's shard: the global ones)."""
@@ -154,6 +161,7 @@ class ShardEngine(Forgettable):
     def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
         """Fire every timer the watermark has passed (a timer at T fires once W > T)."""
         self._ttl_ms = book.defaults.state_ttl_ms
+        self._book = book
         result = ShardOutput()
         out = Emitter(cause=(TIMER_PHASE, ()))
         done = None
@@ -296,6 +304,9 @@ class ShardEngine(Forgettable):
             if self.cluster is None:
                 self.cluster = ClusterTracker(self.cluster_id)
             self.cluster.advance_to(event.ts, rules, inc, timers)
+            if event.target != self.cluster.target:
+                # Another target reports the cluster from now on: what fell due before carries the last one's name.
+                self._advance_brokers(event.ts, rules, timers)
             touched: set[int] = set()
             held = self.cluster.none_since is not None
             takeover = self.cluster.on_response(event, rules, inc, out)
@@ -418,69 +429,6 @@ class ShardEngine(Forgettable):
         else:
             self._forget_listing()
         return ids
-
-    def _round(self, event: CollectorRound, position: Position, rules: RuleSettings, ttl: int, out: Emitter,
-               timers: Emitter, result: ShardOutput) -> set[int]:
-        """A round of a collector that watches the cluster (observers.py): what fell due before it
-        fires first; after more than a session that nobody watched, every broker's session restarts at
-        it (blindness, not silence); brokers missing from a whole set of registrations leave. The ids
-        of the brokers it touched."""
-        if self.observers is None:
-            self.observers = ClusterObservers(self.cluster_id)
-        observers = self.observers
-        observers.advance_to(event.ts, rules, self.incidents, timers)
-        self._advance_brokers(event.ts, rules, timers)
-        before = observers.until
-        observers.on_round(event, position)
-        for broker in self.brokers.values():
-            if before is not None and event.ts - before > rules.session_timeout_ms:
-                broker.restart_session(event.ts, self.incidents)
-            broker.observe_until(observers.until)
-        self._advance_brokers(event.ts, rules, timers)
-        if event.registered is None:
-            return set()
-        gone = [b for b, broker in self.brokers.items() if b not in event.registered and broker.gone_at is None]
-        for broker_id in gone:
-            self.brokers[broker_id].leave(event.ts, self.incidents, out)
-            result.transitions.append({"cluster_id": self.cluster_id, "broker_id": broker_id, "ts": event.ts,
-                                       "state": "OFFLINE", "previous_state": None, "reason": UNREGISTERED})
-        if gone:
-            self._forget_listing()
-            result.handoffs += self.advertisements.unregistered(self.cluster_id, gone, event.ts, ttl, position)
-        return set(gone)
-
-    def _watching(self, event: CollectorTargets, position: Position, book: RuleBook, out: Emitter,
-                  result: ShardOutput) -> None:
-        """`event.source` watches only `event.targets` from now on. A target it dropped, and the
-        cluster it watched through it, that no other collector watches: what fell due before fires,
-        then every open alert resolves (`TARGET_REMOVED`), what they hold at the second pass is
-        handed back, and the shard is forgotten (README "Collectors: rounds, gaps, leaving")."""
-        if self.shard.startswith(TARGET_PREFIX):
-            name = self.shard.removeprefix(TARGET_PREFIX)
-            if event.source not in self.watched_by or name in event.targets:
-                return
-            self.watched_by = self.watched_by - {event.source}
-            if self.watched_by:
-                return
-            passed = self.advance(event.ts, book)
-            released = self.held_id.released(name, event.ts, position)
-        else:
-            observers = self.observers
-            if observers is None or not observers.drops(event.source, event.targets):
-                return
-            passed = self.advance(event.ts, book)
-            observers.left(event.source, event.targets, event.ts, position)
-            result.handoffs += observers.drain()
-            if observers.rounds:
-                result.alerts += passed.alerts
-                result.handoffs += passed.handoffs
-                return
-            released = self.advertisements.unregistered(self.cluster_id, list(self.advertisements.by_node),
-                                                        event.ts, book.defaults.state_ttl_ms, position)
-        result.alerts += passed.alerts
-        result.handoffs += passed.handoffs + released
-        self.incidents.resolve_every(out, event.ts, f"{TARGET_REMOVED}: {event.source} no longer watches it")
-        self.removed_at = event.ts
 
     def _target_event(self, event: Event, position: Position, book: RuleBook, out: Emitter, timers: Emitter,
                       result: ShardOutput) -> set[str]:

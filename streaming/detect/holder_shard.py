@@ -15,6 +15,7 @@ from streaming.config import RuleBook
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.identity import IdHolders
 from streaming.detect.misroutes import AddressHolders
+from streaming.detect.naming import NO_CONFIG, book_names
 from streaming.detect.observers import SilentClusters
 from streaming.detect.shard_output import Forgettable, Handoff, Position, ShardOutput
 
@@ -35,9 +36,10 @@ class HolderShard(Forgettable):
         self.shard = shard
         self._start()
 
-    def _start(self) -> None:
+    def _start(self, book: RuleBook = NO_CONFIG) -> None:
         self.last_event_ms: int | None = None
         self.incidents = Incidents()
+        self.incidents.names = book_names(book)  # not pickled: set again at each step
         self.holders: AddressHolders | IdHolders | SilentClusters = (
             AddressHolders(self.shard.removeprefix(ADDRESS_PREFIX)) if self.shard.startswith(ADDRESS_PREFIX)
             else SilentClusters(self.shard.removeprefix(SOURCE_PREFIX)) if self.shard.startswith(SOURCE_PREFIX)
@@ -48,6 +50,7 @@ class HolderShard(Forgettable):
         return due if due is not None else self._forget_at(book)  # nothing open: the state TTL
 
     def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
+        self.incidents.names = book_names(book)
         out = Emitter(cause=(TIMER_PHASE, ()))
         self._advance_to(watermark, out)
         return ShardOutput(alerts=out.alerts)
@@ -59,6 +62,7 @@ class HolderShard(Forgettable):
     def process(self, handoffs: Iterable[tuple[Position, Handoff]], watermark: int, book: RuleBook) -> ShardOutput:
         """Apply one micro-batch's hand-offs, in the order of the events they come from, after the
         deadline the watermark passed. (None is late: the first pass quarantined the late events.)"""
+        self.incidents.names = book_names(book)
         timers = Emitter(cause=(TIMER_PHASE, ()))
         self._advance_to(watermark, timers)
         out = Emitter()
@@ -68,7 +72,7 @@ class HolderShard(Forgettable):
             if in_time:
                 self._advance_to(change.ts, timers)  # a deadline the hand-off proves passed
             if self.last_event_ms is not None and change.ts - self.last_event_ms > ttl:
-                self._start()  # quiet for longer than the TTL: every lease has ended, nothing is open
+                self._start(book)  # quiet for longer than the TTL: every lease has ended, nothing is open
             if self.last_event_ms is None or change.ts > self.last_event_ms:
                 self.last_event_ms = change.ts
             out.cause = (EVENT_PHASE, (change.ts, *change.position))

@@ -10,6 +10,7 @@ from streaming.config import RuleBook, RuleSettings
 from streaming.contract import MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.forgetting import Lease
+from streaming.detect.naming import duration_text
 
 __all__ = ["HeldId", "IdChange", "IdHolders", "TargetTracker", "valid_cluster_id"]
 
@@ -59,7 +60,7 @@ class TargetTracker:
         window = rules.unreachable_ms
         if self.failing_since is not None and now == self.failing_since + window:
             incidents.fire(out, UNREACHABLE, self.subject, now,
-                           f"every probe of {self.target} failed for {window} ms", target=self.target,
+                           f"every probe failed for {duration_text(window)}", target=self.target,
                            details={"failing_since_ms": self.failing_since, "last_error": self.last_error})
 
     def advance_to(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
@@ -91,12 +92,12 @@ class TargetTracker:
                 incidents.resolve(out, ID_INVALID, s, r.ts)
             else:
                 incidents.fire(out, ID_INVALID, s, r.ts,
-                               f"{self.target} reports a cluster id that is not valid (KIP-78)",
+                               "the reported cluster id is not valid (KIP-78)",
                                cluster_id=r.cluster_id, target=self.target, endpoint=r.endpoint,
                                details={"reported": r.cluster_id})
         elif r.ok and self.reported_id:
             incidents.fire(out, ID_INVALID, s, r.ts,
-                           f"{self.target} reported a cluster id before and now reports none",
+                           "a cluster id was reported before and now none is",
                            target=self.target, endpoint=r.endpoint, details={"reported": None})
 
     def _check_pinned(self, r: MetadataResponse, book: RuleBook, incidents: Incidents, out: Emitter) -> None:
@@ -108,8 +109,7 @@ class TargetTracker:
             incidents.resolve(out, ID_CHANGED, s, r.ts)
         else:
             incidents.fire(out, ID_CHANGED, s, r.ts,
-                           f"bootstrap of {self.target} reports cluster id {r.cluster_id}, "
-                           f"pinned {self.pinned}",
+                           f"bootstrap reports cluster id {r.cluster_id}, pinned {self.pinned}",
                            cluster_id=r.cluster_id, target=self.target, endpoint=r.endpoint,
                            details={"pinned_cluster_id": self.pinned, "reported": r.cluster_id})
 

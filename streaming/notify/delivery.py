@@ -145,7 +145,7 @@ class Notifier:
         self.attempt_s = (self.options.timeout_s if self.options.timeout_s is not None
                           else self.limits.attempt_timeout_ms / 1000)
         self._clock = clock
-        self.receivers: dict[str, Receiver] = build_receivers(config.alerting.receivers, env)
+        self.receivers: dict[str, Receiver] = build_receivers(config.alerting.receivers, env, config.alerting)
         self.incidents = IncidentUnits(self.queue, config, self.now_ms)
         self.planner = Planner(self.queue, Router(config.alerting.routes, list(self.receivers), config.clusters),
                                self.receivers, self.options.group_wait_ms, self.now_ms, self.incidents.wait_ms)

@@ -9,6 +9,8 @@
   adds it to the open alert's log (no second page). A member's resolve while others sent under that
   key still fire is a `trigger` with the same key naming the member resolved and those still
   firing (a log entry, not a page); the resolve of the last is `resolve` for the key.
+- Every trigger carries `links` (issue 43): the runbook of its rule (of each member's rule) and its
+  page on the dashboard (the alert's, the incident's).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 from streaming.alert import Alert
 from streaming.clock import iso_ms
 from streaming.detect import FleetIncident
-from streaming.notify.wording import impact_text, where, worst_severity
+from streaming.notify.links import Links
+from streaming.notify.wording import headline, impact_text, where, worst_severity
 
 __all__ = ["alert_event", "incident_dedup_key", "incident_trigger", "member_resolved"]
 
@@ -30,35 +33,49 @@ def incident_dedup_key(incident_id: str) -> str:
     return f"fleet-incident:{incident_id}"
 
 
-def _trigger(routing_key: str, dedup_key: str, payload: dict[str, Any]) -> dict[str, Any]:
+def _trigger(routing_key: str, dedup_key: str, payload: dict[str, Any],
+             links: list[dict[str, str]]) -> dict[str, Any]:
     payload = {k: v for k, v in payload.items() if v is not None}
     payload["summary"] = payload["summary"][:SUMMARY_MAX]
     return {"routing_key": routing_key, "dedup_key": dedup_key, "event_action": "trigger", "payload": payload,
-            "client": "fleetwatch"}
+            "client": "fleetwatch", "links": links}
 
 
-def alert_event(alert: Alert, routing_key: str) -> dict[str, Any]:
-    """One alert's trigger or resolve (dedup_key: its alert_id)."""
+def _runbooks(rules: Sequence[str], links: Links) -> list[dict[str, str]]:
+    return [{"href": links.runbook(rule), "text": f"Runbook: {rule}"} for rule in dict.fromkeys(rules)]
+
+
+def _broker(alert: Alert) -> str | None:
+    if alert.broker_id is None:
+        return None
+    return f"broker {alert.broker_id}" + (f" ({alert.broker_host})" if alert.broker_host else "")
+
+
+def alert_event(alert: Alert, routing_key: str, links: Links, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One alert's trigger or resolve (dedup_key: its alert_id). `stored`: the alert object as the store
+    holds it (an older job's has no names), for the custom details; else the alert's own."""
     if alert.status == "resolved":
         return {"routing_key": routing_key, "dedup_key": alert.alert_id, "event_action": "resolve"}
     return _trigger(routing_key, alert.alert_id, {
-        "summary": f"[{alert.rule}] {where(alert)}: {alert.summary or ''}",
-        "source": alert.target or alert.cluster_id or alert.endpoint or "fleetwatch",
+        "summary": f"[{alert.rule}] {headline(alert)}",
+        "source": alert.cluster_name or alert.target or alert.cluster_id or alert.endpoint or "fleetwatch",
         "severity": worst_severity([alert]),
         "timestamp": iso_ms(alert.starts_at),
-        "component": f"broker {alert.broker_id}" if alert.broker_id is not None else alert.endpoint or None,
+        "component": _broker(alert) or alert.endpoint or None,
         "group": alert.cluster_id,
         "class": alert.rule,
         # The alert object, keys in the stored body's order (sorted); a broker incident's blast
         # radius in words beside it (its numbers are in details.impact).
-        "custom_details": dict(sorted(alert.to_dict().items()))
-        | ({"blast_radius": text} if (text := impact_text(alert)) else {})})
+        "custom_details": dict(sorted((alert.to_dict() if stored is None else stored).items()))
+        | ({"blast_radius": text} if (text := impact_text(alert)) else {})},
+        [*_runbooks([alert.rule], links), {"href": links.alert_page(alert.alert_id), "text": "Alert on the dashboard"}])
 
 
 def _member(alert: Alert) -> dict[str, Any]:
     """One member as an incident's custom details list it."""
     out = {"alert_id": alert.alert_id, "rule": alert.rule, "severity": alert.severity, "status": alert.status,
-           "cluster": alert.cluster_id or alert.target, "subject": where(alert), "started": iso_ms(alert.starts_at)}
+           "cluster": alert.cluster_id or alert.target, "cluster_name": alert.cluster_name, "subject": where(alert),
+           "started": iso_ms(alert.starts_at)}
     return out | ({"blast_radius": text} if (text := impact_text(alert)) else {})
 
 
@@ -67,7 +84,12 @@ def _domain_words(domain: str) -> str:
     return f"{kind} {value}"
 
 
-def incident_trigger(incident: FleetIncident, new: Sequence[Alert], routing_key: str) -> dict[str, Any]:
+def _incident_links(incident_id: str, rules: Sequence[str], links: Links) -> list[dict[str, str]]:
+    return [{"href": links.incident_page(incident_id), "text": "Fleet incident on the dashboard"},
+            *_runbooks(rules, links)]
+
+
+def incident_trigger(incident: FleetIncident, new: Sequence[Alert], routing_key: str, links: Links) -> dict[str, Any]:
     """The trigger of a fleet incident's notification telling the members `new`."""
     members = list(incident.members)
     firing = [m for m in members if m.status == "firing"]
@@ -83,11 +105,12 @@ def incident_trigger(incident: FleetIncident, new: Sequence[Alert], routing_key:
         "class": "fleet_incident",
         "custom_details": {"incident_id": incident.incident_id, "domain": domain, "clusters": list(incident.clusters),
                            "firing": len(firing), "new": [a.alert_id for a in new],
-                           "members": [_member(m) for m in members]}})
+                           "members": [_member(m) for m in members]}},
+        _incident_links(incident.incident_id, [m.rule for m in members], links))
 
 
 def member_resolved(incident_id: str, domain: str, resolved: Alert, still_firing: Sequence[Alert],
-                    routing_key: str) -> dict[str, Any]:
+                    routing_key: str, links: Links) -> dict[str, Any]:
     """A member's resolve: `resolve` for the incident once nothing sent under its key still fires,
     else a `trigger` update saying which member resolved and which still fire."""
     key = incident_dedup_key(incident_id)
@@ -103,4 +126,5 @@ def member_resolved(incident_id: str, domain: str, resolved: Alert, still_firing
         "group": domain,
         "class": "fleet_incident",
         "custom_details": {"incident_id": incident_id, "domain": domain, "resolved": _member(resolved),
-                           "firing": len(still_firing), "still_firing": [_member(a) for a in still_firing]}})
+                           "firing": len(still_firing), "still_firing": [_member(a) for a in still_firing]}},
+        _incident_links(incident_id, [a.rule for a in still_firing], links))

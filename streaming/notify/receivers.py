@@ -1,6 +1,7 @@
 """Receiver types: how an alert (or a group of them) becomes one HTTP request.
 
-- `webhook`: the alert object of SPEC section 4 as the body, byte for byte as stored, with
+- `webhook`: the alert object of SPEC section 4 as the body, as stored (keys sorted, compact) with the
+  links added (below), with
   `X-Fleetwatch-Alert-Id` (the alert id, SPEC section 6), `X-Fleetwatch-Status` (`firing` or
   `resolved`), `X-Fleetwatch-Delivery-Id` (`<alert_id>:<status>`) and `X-Fleetwatch-Signature:
   t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<body>">,v2=<hex HMAC-SHA256 of "<t>\n<delivery id>\n<body>">`
@@ -28,6 +29,12 @@
   `<kind>:<value>`, from the firing through every refresh to its resolve (the incident its firing
   was delivered under, `OutgoingAlert.incident`: labels are an Alertmanager alert's identity).
 
+Links (issue 43; `links.py`): every notification says where to read on. A webhook's alert object
+gains `runbook_url` (its rule's runbook) and `dashboard_url` (its page on the dashboard), each alert of
+an incident's object too, and the incident its own `dashboard_url`; Slack's lines link both; PagerDuty's
+triggers carry them as `links`; Alertmanager's alerts as the annotations `runbook_url` and
+`dashboard_url` (beside `cluster_name`, `broker_host` and `rack`; `cluster_name` is also a label).
+
 A receiver's URL is shown (logs, errors) as `scheme://host:port/***`: its path and query may be the
 secret (a Slack incoming webhook's path is), its user info is. Every part of it is also scrubbed
 from error texts.
@@ -49,11 +56,12 @@ from urllib.parse import parse_qsl, urlsplit
 
 from streaming.alert import Alert
 from streaming.clock import iso_ms
-from streaming.config import ConfigError
+from streaming.config import AlertingConfig, ConfigError
 from streaming.config import Receiver as ReceiverConfig
 from streaming.detect import FleetIncident
+from streaming.notify.links import Links
 from streaming.notify.pagerduty_events import alert_event, incident_trigger, member_resolved
-from streaming.notify.wording import impact_text, where
+from streaming.notify.wording import headline, impact_text
 from streaming.redact import redact_url
 
 __all__ = [
@@ -207,6 +215,11 @@ def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def _json_sorted(obj: Any) -> bytes:
+    """As the store writes an alert object (`Alert.stored_body`): compact, keys sorted."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
 class Receiver:
     """A configured receiver, with its secrets resolved from the environment."""
 
@@ -217,9 +230,10 @@ class Receiver:
     names_incidents: ClassVar[bool] = False
     resolves_incidents: ClassVar[bool] = False  # a member's resolve is about the incident (MemberResolved)
 
-    def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
+    def __init__(self, config: ReceiverConfig, env: Mapping[str, str], links: Links | None = None) -> None:
         self.name = config.name
         self.config = config
+        self.links = links or Links()
         self.secrets: list[str] = []
         self.url = self._resolve_url(config, env)
         self.display = self._display(config)
@@ -288,8 +302,8 @@ class WebhookReceiver(Receiver):
     kind = "webhook"
     accepts_incidents = True
 
-    def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
-        super().__init__(config, env)
+    def __init__(self, config: ReceiverConfig, env: Mapping[str, str], links: Links | None = None) -> None:
+        super().__init__(config, env, links)
         self.secret = self._env(env, config.secret_env, "the signing secret") if config.secret_env else None
         if self.secret is None:
             log.warning("webhook receiver has no secret_env: its requests are not signed",
@@ -297,7 +311,7 @@ class WebhookReceiver(Receiver):
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         (item,) = items
-        body = item.body.encode()
+        body = _json_sorted(self._linked(item))
         alert_id, status = str(item.alert.alert_id), str(item.alert.status)
         return self._signed(body, {"X-Fleetwatch-Alert-Id": alert_id, "X-Fleetwatch-Status": status,
                                    "X-Fleetwatch-Delivery-Id": f"{alert_id}:{status}"}, now_ms)
@@ -309,10 +323,15 @@ class WebhookReceiver(Receiver):
         delivery_id = f"{incident['incident_id']}:firing:{digest}"
         # The delivery id in the (signed) body too: what a receiver deduplicates an incident on.
         body = _json({"schema": INCIDENT_SCHEMA, **incident, "delivery_id": delivery_id,
-                      "alerts": [json.loads(item.body) for item in items]})
+                      "dashboard_url": self.links.incident_page(str(incident["incident_id"])),
+                      "alerts": [self._linked(item) for item in items]})
         return self._signed(body, {"X-Fleetwatch-Incident-Id": str(incident["incident_id"]),
                                    "X-Fleetwatch-Status": "firing", "X-Fleetwatch-Alert-Ids": ",".join(ids),
                                    "X-Fleetwatch-Delivery-Id": delivery_id}, now_ms)
+
+    def _linked(self, item: OutgoingAlert) -> dict[str, Any]:
+        """The stored alert object with its links (`runbook_url`, `dashboard_url`)."""
+        return {**json.loads(item.body), **self.links.of_alert(item.alert)}
 
     def _signed(self, body: bytes, headers: Mapping[str, str], now_ms: int) -> HttpRequest:
         """A JSON POST of `body` with `headers`, signed when the receiver has a secret: v1 over the
@@ -333,13 +352,14 @@ class SlackReceiver(Receiver):
         # Slack's mrkdwn: these three are control characters in message text.
         return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
-    @classmethod
-    def _line(cls, alert: Alert) -> str:
+    def _line(self, alert: Alert) -> str:
         icon = ":white_check_mark:" if alert.status == "resolved" else _SLACK_ICON.get(alert.severity, "")
         impact = impact_text(alert)
+        links = (f"<{self.links.runbook(alert.rule)}|runbook> · "
+                 f"<{self.links.alert_page(alert.alert_id)}|dashboard>")
         return (f"{icon} *[{alert.status.upper()}]* {alert.severity} `{alert.rule}` "
-                f"{cls._escape(where(alert))}: {cls._escape(str(alert.summary or ''))} "
-                f"(alert {alert.alert_id})" + (f"\n> blast radius: {cls._escape(impact)}" if impact else "")).strip()
+                f"{self._escape(headline(alert))} (alert {alert.alert_id}) {links}"
+                + (f"\n> blast radius: {self._escape(impact)}" if impact else "")).strip()
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         alerts = [item.alert for item in items]
@@ -350,7 +370,7 @@ class SlackReceiver(Receiver):
             counts = ", ".join(f"{n} {what}" for n, what in ((firing, "firing"), (len(alerts) - firing, "resolved"))
                                if n)
             first = alerts[0]
-            cluster = first.target or first.cluster_id or first.endpoint
+            cluster = first.cluster_name or first.target or first.cluster_id or first.endpoint
             text = "\n".join([f"*{len(alerts)} fleetwatch alerts for {self._escape(str(cluster))}* ({counts})",
                               *(f"• {self._line(a)}" for a in alerts)])
         return self._message(text)
@@ -360,7 +380,8 @@ class SlackReceiver(Receiver):
         domain = incident["domain"]
         text = "\n".join([f":rotating_light: *fleet incident: {len(incident['clusters'])} clusters share "
                           f"{domain['kind']} {self._escape(str(domain['value']))}* ({len(incident['member_ids'])} "
-                          f"alerts; incident {incident['incident_id']})",
+                          f"alerts; incident {incident['incident_id']}) "
+                          f"<{self.links.incident_page(str(incident['incident_id']))}|dashboard>",
                           *(f"• {self._line(item.alert)}" for item in items)])
         return self._message(text)
 
@@ -373,8 +394,8 @@ class PagerDutyReceiver(Receiver):
     kind = "pagerduty"
     accepts_incidents = names_incidents = resolves_incidents = True
 
-    def __init__(self, config: ReceiverConfig, env: Mapping[str, str]) -> None:
-        super().__init__(config, env)
+    def __init__(self, config: ReceiverConfig, env: Mapping[str, str], links: Links | None = None) -> None:
+        super().__init__(config, env, links)
         if not config.routing_key_env:
             raise self._problem("needs routing_key_env (the Events API v2 integration key)")
         self.routing_key = self._env(env, config.routing_key_env, "the routing key")
@@ -384,14 +405,14 @@ class PagerDutyReceiver(Receiver):
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         (item,) = items
-        return self._event(alert_event(item.alert, self.routing_key))
+        return self._event(alert_event(item.alert, self.routing_key, self.links, json.loads(item.body)))
 
     def incident_request(self, incident: IncidentNotice, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         if isinstance(incident, MemberResolved):
             (item,) = items
             return self._event(member_resolved(incident.tag.incident_id, incident.tag.domain, item.alert,
-                                               incident.still_firing, self.routing_key))
-        return self._event(incident_trigger(incident, [item.alert for item in items], self.routing_key))
+                                               incident.still_firing, self.routing_key, self.links))
+        return self._event(incident_trigger(incident, [item.alert for item in items], self.routing_key, self.links))
 
     def _event(self, event: dict[str, Any]) -> HttpRequest:
         return self._post(_json(event))
@@ -409,7 +430,7 @@ class AlertmanagerReceiver(Receiver):
     def labels(alert: Alert, incident: IncidentTag | None = None) -> dict[str, str]:
         """An alert's identity at Alertmanager: the same for its firing, its refreshes and its resolve."""
         labels = {"alertname": alert.rule, "rule": alert.rule, "severity": alert.severity,
-                  "cluster_id": alert.cluster_id, "target": alert.target,
+                  "cluster_id": alert.cluster_id, "cluster_name": alert.cluster_name, "target": alert.target,
                   "broker": None if alert.broker_id is None else str(alert.broker_id),
                   "endpoint": alert.endpoint, "fleet_incident": incident and incident.incident_id,
                   "failure_domain": incident and incident.domain}
@@ -422,9 +443,14 @@ class AlertmanagerReceiver(Receiver):
             ends = max(starts, min(int(alert.ends_at or now_ms), now_ms))
         else:
             ends = now_ms + ALERTMANAGER_FIRING_TTL_MS
+        annotations = {"summary": str(alert.summary or ""), "alert_id": str(alert.alert_id),
+                       "details": json.dumps(alert.details or {}, sort_keys=True),
+                       "runbook_url": self.links.runbook(alert.rule),
+                       "dashboard_url": self.links.alert_page(alert.alert_id),
+                       "broker_host": alert.broker_host, "rack": alert.rack,
+                       "tags": json.dumps(alert.tags, sort_keys=True) if alert.tags else None}
         return {"labels": self.labels(alert, incident),
-                "annotations": {"summary": str(alert.summary or ""), "alert_id": str(alert.alert_id),
-                                "details": json.dumps(alert.details or {}, sort_keys=True)},
+                "annotations": {k: str(v) for k, v in annotations.items() if v is not None},
                 "startsAt": iso_ms(starts), "endsAt": iso_ms(ends)}
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
@@ -440,12 +466,15 @@ _TYPES: dict[str, type[Receiver]] = {cls.kind: cls for cls in
                                      (WebhookReceiver, SlackReceiver, PagerDutyReceiver, AlertmanagerReceiver)}
 
 
-def build_receivers(configs: Sequence[ReceiverConfig], env: Mapping[str, str] | None = None) -> dict[str, Receiver]:
-    """The configured receivers by name; a missing secret or URL is a ConfigError (one line)."""
+def build_receivers(configs: Sequence[ReceiverConfig], env: Mapping[str, str] | None = None,
+                    alerting: AlertingConfig | None = None) -> dict[str, Receiver]:
+    """The configured receivers by name, each linking what `alerting` says (its `dashboard_url` and
+    `runbook_base_url`; their defaults without it); a missing secret or URL is a ConfigError (one line)."""
     env = os.environ if env is None else env
+    links = Links.of(alerting or AlertingConfig())
     out: dict[str, Receiver] = {}
     for config in configs:
         if config.name in out:
             raise ConfigError(f"alerting receiver {config.name!r} is defined twice")
-        out[config.name] = _TYPES[config.type](config, env)
+        out[config.name] = _TYPES[config.type](config, env, links)
     return out

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from streaming.alert import SEVERITIES, Alert
 
-__all__ = ["impact_text", "where", "worst_severity"]
+__all__ = ["headline", "impact_text", "where", "worst_severity"]
 
 
 def where(alert: Alert) -> str:
-    """Human words for the subject: `payments-eu1 (MkU3…) broker 3`."""
+    """Human words for the subject, the cluster's name first: `payments-eu1 (MkU3…) broker 3`."""
     parts = []
-    if alert.target:
-        parts.append(str(alert.target))
+    if alert.cluster_name or alert.target:
+        parts.append(str(alert.cluster_name or alert.target))
     if alert.cluster_id:
         parts.append(f"({alert.cluster_id})" if parts else f"cluster {alert.cluster_id}")
     if alert.broker_id is not None:
@@ -19,6 +19,21 @@ def where(alert: Alert) -> str:
     if alert.endpoint:
         parts.append(f"endpoint {alert.endpoint}")
     return " ".join(parts) or "fleet"
+
+
+def headline(alert: Alert) -> str:
+    """The alert in one line. A named alert's summary says the cluster and the broker by name (issue 43):
+    it comes first, the ids after it (`payments-eu1: broker 3 (b3.pay:9092, rack a) has sent no heartbeat
+    for 9 s (cluster MkU3…)`); an alert without names says where it is, then its summary."""
+    summary = str(alert.summary or "")
+    if not alert.cluster_name:
+        return f"{where(alert)}: {summary}"
+    if not summary.startswith(f"{alert.cluster_name}: "):
+        summary = f"{alert.cluster_name}: {summary}"
+    ids = [f"cluster {alert.cluster_id}"] if alert.cluster_id else []
+    if alert.endpoint and alert.endpoint not in summary:
+        ids.append(f"endpoint {alert.endpoint}")
+    return summary + (f" ({', '.join(ids)})" if ids else "")
 
 
 def impact_text(alert: Alert) -> str | None:

@@ -61,7 +61,8 @@ def recent_alerts(engine: Engine, since_ms: int, limit: int = MAX_ALERTS) -> lis
     """The alerts (their latest state) that started at `since_ms` or later, the newest `limit`."""
     stmt = (select(alerts.c.alert_id, alerts.c.rule, alerts.c.status, alerts.c.severity, alerts.c.cluster_id,
                    alerts.c.target, alerts.c.broker_id, alerts.c.endpoint, alerts.c.starts_at, alerts.c.ends_at,
-                   alerts.c.summary, alerts.c.details)
+                   alerts.c.summary, alerts.c.details, alerts.c.cluster_name, alerts.c.tags, alerts.c.broker_host,
+                   alerts.c.rack)
             .where(alerts.c.starts_at >= since_ms).order_by(alerts.c.starts_at.desc()).limit(limit))
     out = []
     with engine.connect() as conn:

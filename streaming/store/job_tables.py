@@ -62,6 +62,11 @@ alerts = Table(
     # Set when the reset was settled and the alert had started before the oldest telemetry the new
     # state read: it stays firing until the new state ends it (streaming/detect/carried.py).
     Column("carried_over_at", BigInteger),
+    # The names the alert fired with (issue 43; null for an alert recorded before them).
+    Column("cluster_name", String(255)),
+    Column("tags", JSON),
+    Column("broker_host", String(512)),
+    Column("rack", String(255)),
     # The resolved list (newest ended first) and the retention of resolved alerts.
     Index("ix_alerts_status_ends_at", "status", "ends_at"),
 )

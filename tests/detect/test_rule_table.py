@@ -26,7 +26,9 @@ def test_rule_table_matches_spec():
 def test_alert_object_is_the_spec_alert_contract():
     (alert,) = run([hb(t(0), 1), later(past(t(9)))])
     assert set(alert) == {"schema", "alert_id", "rule", "status", "severity", "cluster_id", "target", "broker_id",
-                          "endpoint", "starts_at", "ends_at", "summary", "details"}
+                          "endpoint", "starts_at", "ends_at", "summary", "details",
+                          # additive fields (issue 43; streaming/detect/README.md, "Alert fields")
+                          "cluster_name", "tags", "broker_host", "rack"}
     assert alert["schema"] == "fleetwatch.alert/v1"
     assert (alert["rule"], alert["severity"], alert["status"]) == (HB_LOST, "critical", "firing")
     assert (alert["cluster_id"], alert["broker_id"], alert["target"], alert["endpoint"]) == (C, 1, None, None)

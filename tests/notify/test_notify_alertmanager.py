@@ -110,17 +110,24 @@ def shipped_alertmanager(tmp_path):
         yield running
 
 
+DASHBOARD, RUNBOOKS = "https://fleetwatch.example.com", "https://wiki.example.com/kafka/runbooks"
+# Issue 43: what detection names a broker alert of payments-eu1's broker 3, and a cluster alert.
+BROKER_3 = {"cluster_name": "payments-eu1", "tags": {"env": "prod"}, "broker_host": "b3.pay:9092", "rack": "a"}
+CLUSTER_NAMES = {"cluster_name": "payments-eu1", "tags": {"env": "prod"}, "broker_host": None, "rack": None}
+
+
 def test_firing_and_resolved_alerts_reach_alertmanager(tmp_path, alertmanager):
     base, am_hook = alertmanager
-    config = write_config(tmp_path, [{"name": "am", "type": "alertmanager", "url": base}])
+    config = write_config(tmp_path, [{"name": "am", "type": "alertmanager", "url": base}],
+                          links={"dashboard_url": DASHBOARD, "runbook_base_url": RUNBOOKS})
     store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
     now = int(time.time() * 1000)
     heartbeat = make_alert("broker.heartbeat_lost", cluster=CLUSTER, target="payments-eu1", broker=3,
-                           starts_at=now - 60_000)
+                           starts_at=now - 60_000, names=BROKER_3)
     partitioned = make_alert("broker.partitioned", cluster=CLUSTER, target="payments-eu1", broker=3,
-                             starts_at=now - 50_000)
+                             starts_at=now - 50_000, names=BROKER_3)
     no_controller = make_alert("cluster.no_controller", cluster=CLUSTER, target="payments-eu1",
-                               starts_at=now - 40_000)
+                               starts_at=now - 40_000, names=CLUSTER_NAMES)
     ours = {a["rule"]: a for a in (heartbeat, partitioned, no_controller)}
     log = tmp_path / "notify.log"
     proc = NotifierProcess(config, log, env_with(), "--group-wait-ms", "500")
@@ -136,12 +143,18 @@ def test_firing_and_resolved_alerts_reach_alertmanager(tmp_path, alertmanager):
         for rule, entry in active.items():
             alert = ours[rule]
             assert entry["status"]["state"] == "active"
-            expected = {"alertname": rule, "rule": rule, "cluster_id": CLUSTER, "target": "payments-eu1",
-                        "severity": alert["severity"]}
+            expected = {"alertname": rule, "rule": rule, "cluster_id": CLUSTER, "cluster_name": "payments-eu1",
+                        "target": "payments-eu1", "severity": alert["severity"]}
             if alert["broker_id"] is not None:
                 expected["broker"] = "3"
             assert entry["labels"] == expected
-            assert entry["annotations"]["alert_id"] == alert["alert_id"]
+            annotations = entry["annotations"]
+            assert annotations["alert_id"] == alert["alert_id"]
+            # Issue 43: the runbook and the alert's page, and where the broker runs.
+            assert annotations["runbook_url"] == f"{RUNBOOKS}/{rule}"
+            assert annotations["dashboard_url"] == f"{DASHBOARD}/alerts?alert={alert['alert_id']}"
+            if alert["broker_id"] is not None:
+                assert (annotations["broker_host"], annotations["rack"]) == ("b3.pay:9092", "a")
             assert iso_ms(entry["startsAt"]) == alert["starts_at"]
             assert iso_ms(entry["endsAt"]) > now  # open: kept alive by the notifier, not expired
         # the storm went out as one POST (storm control), logged once the store has recorded it

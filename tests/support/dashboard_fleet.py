@@ -22,12 +22,13 @@ HOSTILE = "<img src=x onerror=alert(1)>"
 
 def alert(alert_id: str, rule: str, severity: str, cluster_id: str | None, target: str | None, *,
           broker_id: int | None = None, status: str = "firing", ends_at: int | None = None,
-          summary: str = "", endpoint: str | None = None, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    """An alert object as in SPEC section 4."""
+          summary: str = "", endpoint: str | None = None, details: dict[str, Any] | None = None,
+          names: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An alert object as in SPEC section 4; `names`: its issue-43 fields (none: as an older job wrote it)."""
     return {"schema": "fleetwatch.alert/v1", "alert_id": alert_id, "rule": rule, "status": status,
             "severity": severity, "cluster_id": cluster_id, "target": target, "broker_id": broker_id,
             "endpoint": endpoint, "starts_at": T0 - 30_000, "ends_at": ends_at, "summary": summary,
-            "details": details or {}}
+            "details": details or {}, **(names or {})}
 
 
 def broker(cluster_id: str, broker_id: int, state: str, heartbeat_ms: int) -> dict[str, Any]:
@@ -67,8 +68,11 @@ def fill_fleet(store: Store) -> None:
                               for i in range(3)],
     })
     store.record_alerts(map(Alert.from_dict, [
+        # Named as detection names it (issue 43); the resolved one below is as an older job wrote it.
         alert("a-lost", "broker.heartbeat_lost", "critical", PAY, "payments-eu1", broker_id=3,
-              summary="broker 3 sent no heartbeat for 15.0 s"),
+              summary="payments-eu1: broker 3 (b3.mku3:9092, rack a) has sent no heartbeat for 15 s",
+              names={"cluster_name": "payments-eu1", "tags": {"env": "prod", "region": "eu-west-1"},
+                     "broker_host": "b3.mku3:9092", "rack": "a"}),
         alert("a-fenced", "broker.fenced", "warning", ORDERS, "orders-us2", broker_id=2,
               status="resolved", ends_at=T0 - 10_000, summary="broker 2 fenced for 31 s"),
     ]))

@@ -104,12 +104,14 @@ class Hook:
 
 def make_alert(rule: str, *, cluster: str | None = "clusterA", broker: int | None = None, target: str | None = None,
                endpoint: str | None = None, starts_at: int, ends_at: int | None = None,
-               details: dict | None = None) -> dict[str, Any]:
+               details: dict | None = None, names: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An alert object as the job writes it; `names`: its issue-43 fields (cluster_name, tags,
+    broker_host, rack), none by default (an alert as an older job wrote it)."""
     target = target or (f"tgt-{cluster}" if cluster else None)
     alert = {"schema": "fleetwatch.alert/v1", "alert_id": "", "rule": rule, "status": "firing",
              "severity": RULES[rule][0], "cluster_id": cluster, "target": target,
              "broker_id": broker, "endpoint": endpoint, "starts_at": starts_at, "ends_at": None,
-             "summary": f"{rule} on {cluster} broker {broker}", "details": details or {}}
+             "summary": f"{rule} on {cluster} broker {broker}", "details": details or {}, **(names or {})}
     alert["alert_id"] = alert_id(rule, queue_subject_of(alert), starts_at)
     if ends_at is not None:
         return resolved(alert, ends_at)
@@ -131,8 +133,11 @@ def rack_fleet_brokers(now: int) -> list[dict[str, Any]]:
 
 
 def write_config(tmp_path: Path, receivers: list[dict], routes: list[dict] | None = None,
-                 store_url: str | None = None, delivery: dict | None = None, **extra) -> Path:
-    alerting = {"receivers": receivers, "routes": routes or [], **({"delivery": delivery} if delivery else {})}
+                 store_url: str | None = None, delivery: dict | None = None, links: dict | None = None,
+                 **extra) -> Path:
+    """`links`: `alerting.dashboard_url` and `alerting.runbook_base_url`, when given."""
+    alerting = {"receivers": receivers, "routes": routes or [], **({"delivery": delivery} if delivery else {}),
+                **(links or {})}
     cfg = {"store": {"url": store_url or f"sqlite:///{tmp_path / 'fleet.db'}"}, "alerting": alerting, **extra}
     path = tmp_path / "fleetwatch.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -194,7 +194,8 @@ def test_text_colours_are_readable_in_light_and_dark() -> None:
 def test_cli_and_wsgi_pass_the_config_tags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "fleetwatch.yaml"
     config.write_text(f"store: {{url: 'sqlite:///{tmp_path / 's.db'}'}}\n"
-                      "clusters:\n  - {name: orders, tags: {env: prod}}\n  - {name: billing}\n"
+                      "clusters:\n  - {name: orders, tags: {env: prod}, expected_cluster_id: OrdId}\n"
+                      "  - {name: billing}\n"
                       "incidents: {window_ms: 30000}\n", encoding="utf-8")
     seen: list[dict[str, Any]] = []
 
@@ -222,6 +223,8 @@ def test_cli_and_wsgi_pass_the_config_tags(tmp_path: Path, monkeypatch: pytest.M
     tags = {"orders": {"env": "prod"}, "billing": {}}
     url = f"sqlite:///{tmp_path / 's.db'}"
     incidents = IncidentSettings(window_ms=30_000)  # the incidents page groups as the notifier does
+    names = {"OrdId": "orders"}  # a pinned cluster is shown by its configured name (issue 43)
     # The CLI also says where it listens (a dashboard without auth beyond loopback is a warning).
-    assert seen == [{"url": url, "tags": tags, "incidents": incidents, "host": "127.0.0.1", "local_silences": False},
-                    {"url": url, "tags": tags, "incidents": incidents}]
+    assert seen == [{"url": url, "tags": tags, "incidents": incidents, "host": "127.0.0.1", "local_silences": False,
+                     "names": names},
+                    {"url": url, "tags": tags, "incidents": incidents, "names": names}]

@@ -206,6 +206,37 @@ def test_alerts_deep_link_prefilters(dash_duo, store_url: str) -> None:
     assert dash_duo.get_logs() == []
 
 
+@pytest.mark.browser
+def test_a_broker_alert_reads_its_cluster_by_name_and_opens_its_runbook(dash_duo, store_url: str) -> None:
+    """Issue 43: on /alerts a broker alert says its cluster's name (its id second, to copy), where the
+    broker runs, and links its rule's runbook, which opens as a page of its own."""
+    dash_duo.start_server(create_app(store_url, refresh_ms=60_000))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/alerts?cluster=eu-west")  # a tag of the cluster
+    row = '#alerts-firing .alert-row[data-alert="a-lost"]'
+    dash_duo.wait_for_element(row)
+    assert dash_duo.find_element(f"{row} td.cluster .cluster-name").text == "payments-eu1"
+    assert dash_duo.find_element(f"{row} td.cluster .cluster-id").text == PAY
+    assert dash_duo.find_element(f"{row} td.broker").text.split("\n") == ["3", "b3.mku3:9092 · rack a"]
+    link = dash_duo.find_element(f"{row} a.runbook-link")
+    assert link.get_attribute("href") == f"{dash_duo.server_url}/runbooks/broker.heartbeat_lost"
+    # The resolved alert was recorded before names: its cluster by its target's name.
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/alerts?cluster=orders-us2")
+    dash_duo.wait_for_contains_text("#alerts-resolved .cluster-name", "orders-us2")
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/alerts?cluster=payments-eu1")
+    dash_duo.wait_for_element(row)
+    screenshot(dash_duo, "alerts-names")
+    dash_duo.find_element(f"{row} a.runbook-link").click()
+    dash_duo.wait_for_text_to_equal("main.runbook h1", "broker.heartbeat_lost")
+    assert dash_duo.driver.current_url == f"{dash_duo.server_url}/runbooks/broker.heartbeat_lost"
+    headings = [h.text for h in dash_duo.find_elements("main.runbook h2")]
+    assert headings[:2] == ["What it means", "Confirm with Kafka's tools"]
+    assert "kafka-metadata-quorum.sh" in dash_duo.find_element("main.runbook pre").text
+    # Readable on a phone: at 390 px wide nothing but a code block scrolls sideways.
+    dash_duo.driver.set_window_size(390, 844)
+    width = dash_duo.driver.execute_script("return document.documentElement.scrollWidth")
+    assert width <= dash_duo.driver.execute_script("return window.innerWidth")
+
+
 def _rgb(css: str) -> tuple[float, ...]:
     return tuple(float(x) for x in re.findall(r"[\d.]+", css)[:3])
 
