@@ -4,16 +4,11 @@ rounds, gaps, leaving"): its rounds (`collector_round`) and the targets it watch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from streaming.config import RuleBook, RuleSettings
 from streaming.contract import UNREGISTERED, CollectorRound, CollectorTargets
 from streaming.detect.alerts import Emitter
 from streaming.detect.observers import ClusterObservers
 from streaming.detect.shard_output import Position, ShardOutput
-
-if TYPE_CHECKING:
-    from streaming.detect.engine import ShardEngine
 
 __all__ = ["TARGET_PREFIX", "TARGET_REMOVED", "CollectorEvents"]
 
@@ -23,9 +18,10 @@ TARGET_REMOVED = "target removed"
 
 
 class CollectorEvents:
-    """The rounds and the targets of a collector, as `ShardEngine` applies them."""
+    """The rounds and the targets of a collector, as `ShardEngine` applies them (its fields and methods:
+    `self` is a ShardEngine)."""
 
-    def _round(self: ShardEngine, event: CollectorRound, position: Position, rules: RuleSettings, ttl: int,
+    def _round(self, event: CollectorRound, position: Position, rules: RuleSettings, ttl: int,
                out: Emitter, timers: Emitter, result: ShardOutput) -> set[int]:
         """A round of a collector that watches the cluster (observers.py): what fell due before it
         fires first; after more than a session that nobody watched, every broker's session restarts at
@@ -55,7 +51,7 @@ class CollectorEvents:
             result.handoffs += self.advertisements.unregistered(self.cluster_id, gone, event.ts, ttl, position)
         return set(gone)
 
-    def _watching(self: ShardEngine, event: CollectorTargets, position: Position, book: RuleBook, out: Emitter,
+    def _watching(self, event: CollectorTargets, position: Position, book: RuleBook, out: Emitter,
                   result: ShardOutput) -> None:
         """`event.source` watches only `event.targets` from now on. A target it dropped, and the
         cluster it watched through it, that no other collector watches: what fell due before fires,
