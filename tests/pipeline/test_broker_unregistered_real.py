@@ -7,6 +7,10 @@ and stays open. Once the operator unregisters it (Admin.unregisterBroker, what `
 unregister` sends), the controller's registrations no longer hold it, the probe reports it OFFLINE
 (`no longer registered`), and every alert about it resolves at that moment.
 
+A probe restarted after the unregistration remembers nothing of the broker: its first round's whole set
+of registrations (issue 41) makes the broker leave; a probe restarted without the target (its
+configuration no longer lists it) resolves the target's open alerts, `target removed`.
+
 Kafka runs with fast fencing (`broker.session.timeout.ms` 3000), the rules with the same session.
 """
 
@@ -28,6 +32,7 @@ from streaming.detect import detect
 from streaming.jars import classpath
 from streaming.kraft import KRaftCluster, target_of
 from streaming.polling import poll
+from streaming.ports import free_port
 
 pytestmark = [pytest.mark.real_kafka]
 
@@ -124,3 +129,67 @@ def test_a_stopped_broker_unregistered_resolves_its_heartbeat_lost(tmp_path: Pat
     (lost_at,) = [starts for rule, status, starts, _ in down]
     assert alerts == [("broker.heartbeat_lost", "firing", lost_at, None),
                       ("broker.heartbeat_lost", "resolved", lost_at, gone["ts"])]
+
+
+def test_a_broker_unregistered_while_the_probe_was_down_and_a_dropped_target_resolve(tmp_path: Path):
+    """Issue 41.3. The probe keeps registrations in memory: one restarted after a broker was unregistered
+    never reported it OFFLINE, and its `broker.heartbeat_lost` stayed open for good. Its first round now
+    publishes the whole set of registrations (`collector_round.registered`): the broker missing from it
+    leaves, and its alert resolves at that round. And a probe restarted without a target says which
+    targets it watches (`collector_targets`): the dropped target's open alerts resolve, `target removed`."""
+    cluster = KRaftCluster(tmp_path / "leave", brokers=3, controllers=1, session_timeout_ms=SESSION_TIMEOUT_MS)
+    cid = cluster.cluster_id
+    source = tmp_path / "Unregister.java"
+    source.write_text(UNREGISTER_JAVA)
+    events: list[dict[str, Any]] = []
+
+    def rounds_past(recorder: Recorder, since_ms: int, margin_ms: int) -> None:
+        poll(lambda: recorder.last_round_ms > since_ms + margin_ms, 60, "probe rounds past it")
+
+    try:
+        cluster.start()
+        target = target_of("leave", cluster.bootstrap)
+        with Recorder(Prober([target], PROBE)) as first:
+            poll(lambda: {ev["broker_id"] for ev in first.events if ev["type"] == "broker_heartbeat"} == {1, 2, 3},
+                 60, "heartbeats of every broker")
+            cluster.stop_node(3)
+            rounds_past(first, clock.now_ms(), SESSION_TIMEOUT_MS + LATENESS_MS + 2000)
+        events += first.events
+        # The probe is down: broker 3, stopped (Kafka keeps it registered, fenced), is unregistered.
+        subprocess.run(["java", "-cp", classpath(cluster.bundle), str(source), cluster.bootstrap[0], "3"],
+                       check=True, timeout=120, capture_output=True)
+        with Recorder(Prober([target], PROBE)) as second:  # started again: it remembers nothing
+            whole = poll(lambda: next((ev for ev in second.events if ev["type"] == "collector_round"
+                                       and ev["registered"] is not None), None), 60, "a round with the registrations")
+            cluster.stop_node(2)
+            rounds_past(second, clock.now_ms(), SESSION_TIMEOUT_MS + LATENESS_MS + 2000)
+        events += second.events
+        # Started again without the target (its configuration no longer lists it).
+        elsewhere = target_of("elsewhere", [f"127.0.0.1:{free_port()}"])
+        with Recorder(Prober([elsewhere], PROBE)) as third:
+            dropped = poll(lambda: next((ev for ev in third.events if ev["type"] == "collector_targets"), None), 30,
+                           "the restarted probe's targets")
+        events += third.events
+    finally:
+        cluster.stop_all()
+    assert whole["registered"] == [1, 2] and dropped["targets"] == ["elsewhere"]
+    assert not [ev for ev in second.events if ev["type"] == "broker_state" and ev["broker_id"] == 3]
+
+    def alerts_of(evs: list[dict[str, Any]], broker_id: int) -> list[tuple[Any, ...]]:
+        return [(a.rule, a.status, a.starts_at, a.ends_at, a.details.get("reason"))
+                for a in detect([event_from_dict(ev) for ev in evs], BOOK, batch_size=1)
+                if a.cluster_id == cid and a.broker_id == broker_id]
+
+    # What the same events gave before (main 69ef28b): neither set of registrations nor targets read.
+    blind = [{k: v for k, v in ev.items() if k != "registered"} for ev in events if ev["type"] != "collector_targets"]
+    print("broker 3:", alerts_of(events, 3), "\nbroker 2:", alerts_of(events, 2))
+    assert [(rule, status) for rule, status, *_ in alerts_of(blind, 3)] == [("broker.heartbeat_lost", "firing")]
+    assert [(rule, status) for rule, status, *_ in alerts_of(blind, 2)] == [("broker.heartbeat_lost", "firing")]
+    ((_, _, lost_3, _, _),) = alerts_of(blind, 3)
+    ((_, _, lost_2, _, _),) = alerts_of(blind, 2)
+    assert alerts_of(events, 3) == [("broker.heartbeat_lost", "firing", lost_3, None, None),
+                                    ("broker.heartbeat_lost", "resolved", lost_3, whole["ts"], None)]
+    assert alerts_of(events, 2) == [
+        ("broker.heartbeat_lost", "firing", lost_2, None, None),
+        ("broker.heartbeat_lost", "resolved", lost_2, dropped["ts"],
+         f"target removed: {PROBE.source} no longer watches it")]
