@@ -8,7 +8,7 @@ PRODUCT_LOCK := requirements/product.lock
 DEV_LOCK := requirements/dev.lock
 LOCK_OPTIONS := --generate-hashes --python-version 3.11 --python-platform linux
 
-.PHONY: demo test check rehearsal lint lock java jars startup system apt clean help
+.PHONY: demo test check rehearsal lint lock java jars startup system apt clean help promtool
 
 help:
 	@echo "make demo   set up and run the whole product (dashboard on http://127.0.0.1:8050; REAL_KAFKA=0: no real cluster)"
@@ -113,8 +113,12 @@ rehearsal: $(STAMP) system jars startup
 # or a browser (the rules, the contract, the config, the notifier's planning, ...). `integration`
 # tests start a fleetwatch command or a server as a process and wait on it in real time: most of
 # the lane's wall time before they left it. `make test` proves the rest.
-check: $(STAMP) lint
+check: $(STAMP) lint promtool
 	$(BIN)/pytest -p no:cacheprovider -q -m "not spark and not broker and not browser and not real_kafka and not postgres and not integration"
+
+# The fast lane's one outside tool: Prometheus's promtool checks the shipped alerting rules' expressions.
+promtool:
+	@command -v promtool >/dev/null || $(MAKE) -s apt PKGS=prometheus
 
 clean:
 	rm -rf var artifacts .pytest_cache
