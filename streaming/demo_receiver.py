@@ -5,7 +5,8 @@ POST must carry a valid `X-Fleetwatch-Signature` (HMAC-SHA256 with the demo's se
 5 minutes old) whose `v2` covers its `X-Fleetwatch-Delivery-Id`, else it is refused with 401 and
 nothing is recorded: a request replayed with another delivery id (a firing passed off as its
 resolution) is refused. Each accepted alert is appended to a JSONL file (`received.jsonl` in the
-demo's work folder) and answered 200. A notification sent twice (the notifier delivers at least
+demo's work folder) and answered 200; a fleet incident (`fleetwatch.incident/v1`) is recorded as the
+member alerts it tells, each beside its `incident_id`. A notification sent twice (the notifier delivers at least
 once) is recorded twice, marked `duplicate`, as a receiver that drops duplicates by what the
 verified body says (alert_id and status) would see it.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.clock import now_ms
-from streaming.notify import verify_signature
+from streaming.notify import INCIDENT_SCHEMA, verify_signature
 from streaming.receiver import MAX_BODY, Reply, Request, WebhookReceiver
 
 __all__ = ["DemoReceiver"]
@@ -74,17 +75,21 @@ class DemoReceiver:
             log.warning("demo receiver refused a request: missing or invalid signature of its body and delivery id")
             return HTTPStatus.UNAUTHORIZED
         try:
-            alert: dict[str, Any] = json.loads(body)
-            key = (str(alert["alert_id"]), str(alert["status"]))  # deduplicated on the verified body only
-        except (ValueError, KeyError, TypeError):
+            obj: dict[str, Any] = json.loads(body)
+            incident = obj.get("incident_id") if obj.get("schema") == INCIDENT_SCHEMA else None
+            alerts: list[dict[str, Any]] = obj["alerts"] if incident is not None else [obj]
+            # Deduplicated on the verified body only.
+            keys = [(str(alert["alert_id"]), str(alert["status"])) for alert in alerts]
+        except (ValueError, KeyError, TypeError, AttributeError):
             return HTTPStatus.BAD_REQUEST
-        with self._lock:
-            duplicate = key in self._seen
-            self._seen.add(key)
+        with self._lock, self.record_path.open("a", encoding="utf-8") as out:
             self.accepted += 1
-            with self.record_path.open("a", encoding="utf-8") as out:
-                out.write(json.dumps({"received_at": now_ms(), "signature": "verified",
-                                      "duplicate": duplicate, "alert": alert}) + "\n")
-        log.info("demo receiver got an alert", extra={"alert_id": key[0], "status": key[1],
-                                                      "rule": alert.get("rule"), "duplicate": duplicate})
+            for key, alert in zip(keys, alerts, strict=True):
+                duplicate = key in self._seen
+                self._seen.add(key)
+                record = {"received_at": now_ms(), "signature": "verified", "duplicate": duplicate, "alert": alert}
+                out.write(json.dumps(record if incident is None else {**record, "incident_id": incident}) + "\n")
+                log.info("demo receiver got an alert", extra={"alert_id": key[0], "status": key[1],
+                                                              "rule": alert.get("rule"), "duplicate": duplicate,
+                                                              "incident_id": incident})
         return HTTPStatus.OK

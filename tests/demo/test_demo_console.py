@@ -21,6 +21,7 @@ from streaming.console import Status, rate_per_s, render_status
 from streaming.demo import RECEIVER, demo_alerting
 from streaming.demo_receiver import DemoReceiver
 from streaming.logs import LogPipe, group_lines, parse_line
+from streaming.notify import INCIDENT_SCHEMA
 from streaming.notify.delivery import Notifier, NotifyOptions
 from streaming.notify.receivers import sign
 from streaming.polling import poll
@@ -181,3 +182,23 @@ def _fleetwatch_headers(headers: dict[str, str] | object) -> dict[str, str]:
     """A request's X-Fleetwatch-* headers and its Content-Type, as a relay passes them on."""
     return {name: value for name, value in dict(headers).items()  # type: ignore[call-overload]
             if name.startswith("x-fleetwatch-") or name == "content-type"}
+
+
+def test_the_demo_receiver_records_a_fleet_incidents_members(tmp_path: Path) -> None:
+    """A fleet incident is one webhook body of `fleetwatch.incident/v1` (streaming/notify/receivers.py):
+    the demo's receiver answered it 400 (no `alert_id` at its top), so the notifier retried it until
+    it was dead-lettered. It now records each member alert it tells, beside the incident's id."""
+    secret = "demo-secret-41aa"
+    records = tmp_path / "received.jsonl"
+    members = [make_alert("broker.heartbeat_lost", broker=b, starts_at=int(time.time() * 1000) - 5000)
+               for b in (1, 2)]
+    body = json.dumps({"schema": INCIDENT_SCHEMA, "incident_id": "inc-1", "status": "firing",
+                       "delivery_id": "inc-1:firing:abc", "alerts": members}).encode()
+    with DemoReceiver(records, secret) as receiver:
+        answer = httpx.post(receiver.url, content=body, headers={
+            "X-Fleetwatch-Delivery-Id": "inc-1:firing:abc",
+            "X-Fleetwatch-Signature": sign(secret, body, int(time.time()), "inc-1:firing:abc")})
+    assert answer.status_code == 200
+    got = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [(g["incident_id"], g["alert"]["alert_id"], g["duplicate"]) for g in got] == [
+        ("inc-1", members[0]["alert_id"], False), ("inc-1", members[1]["alert_id"], False)]
