@@ -42,6 +42,7 @@ from typing import NamedTuple, TypeVar
 import psutil
 import pytest
 import yaml
+from selenium.common.exceptions import StaleElementReferenceException
 
 from streaming.demo import RECEIVER
 from streaming.polling import poll
@@ -312,7 +313,10 @@ def test_demo_on_a_terminal_shows_a_banner_one_status_line_and_delivers_alerts(d
         row = f'.delivery-row[data-alert="{alert.alert_id}"]'
 
         def delivered_rows() -> list[list[str]]:
-            cells = [[td.text for td in r.find_elements("css selector", "td")] for r in dash_br.find_elements(row)]
+            try:
+                cells = [[td.text for td in r.find_elements("css selector", "td")] for r in dash_br.find_elements(row)]
+            except StaleElementReferenceException:  # the page redrew the table between the two reads: look again
+                return []
             return [c for c in cells if len(c) > 4 and c[3] == "firing" and c[4] == "delivered"]
 
         [cells] = wait_until("the first alert delivered on the deliveries page", delivered_rows, 60, demo,
