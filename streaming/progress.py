@@ -20,13 +20,23 @@ from streaming.metrics import increment
 from streaming.resilience import Throttle, one_line
 from streaming.store import Store
 
-__all__ = ["ProgressRecorder", "QueryStats"]
+__all__ = ["DETECTION_WATERMARK", "ProgressRecorder", "QueryStats"]
+
+# The observed metric (Spark's `observe`) of the pipeline's output that carries detection's watermark
+# after each micro-batch (streaming/pipeline/graph.py): `{"ms": <the largest watermark row>}`.
+DETECTION_WATERMARK = "detection_watermark"
 
 log = logging.getLogger(__name__)
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _400_YEARS_MS = 146_097 * 86_400_000  # the Gregorian calendar repeats every 400 years
+
+
+def _watermark(observed: dict[str, Any]) -> int | None:
+    """Detection's watermark as observed: none yet (no row, or only buckets that know none) is None."""
+    ms = observed.get("ms")
+    return int(ms) if ms is not None and int(ms) >= 0 else None
 
 
 def _iso_ms(text: str | None) -> int | None:
@@ -99,7 +109,10 @@ class ProgressRecorder(StreamingQueryListener):
         state_rows = sum(op.get("numRowsTotal", 0) for op in operators)
         duration = int((p.get("durationMs") or {}).get("triggerExecution", 0))
         rows = messages_read(p)
-        watermark_ms = _iso_ms(event_time.get("watermark"))
+        observed = (p.get("observedMetrics") or {}).get(DETECTION_WATERMARK)
+        # Detection's own watermark after the batch (streaming/detect/bus_clock.py); Spark's (the largest
+        # event time seen) only for a query without detection (a bench's raw reading).
+        watermark_ms = _iso_ms(event_time.get("watermark")) if observed is None else _watermark(observed)
         # In the store first: whoever waits on the stats then finds the batch's row there too.
         if self.store is not None and rows + state_rows > 0:
             self._write_progress(p, name, rows, watermark_ms, duration, state_rows)

@@ -282,7 +282,7 @@ class JobCoordinator:
                 raise TimeoutError(f"replay did not finish within {plan.timeout_s:.0f} s")
 
         try:
-            finished = recording.finished(self.config.rules.allowed_lateness_ms)
+            finished = recording.finished()
             if not job.run_until(finished=finished, poll_s=5, on_poll=within_time):
                 raise RuntimeError(f"replay query failed: {job.query.exception()}")
         finally:

@@ -2,9 +2,10 @@
 
 The file is read by a streaming source that parses as it reads, as the Python Kafka reader does
 (streaming/pipeline/parsing_reader.py), so the same Spark wiring and the same engines run.
-`Recording.finished` says when the query is done: every line read and the batch with the final
-watermark (largest event time minus the allowed lateness) run. The end of the file is not silence:
-timers fire only once that watermark passes them.
+`Recording.finished` says when the query is done: every line read, in batches that are done. The end
+of the file is not silence: a deadline falls due only once detection's watermark (the largest event
+time minus the allowed lateness, once every line is read) passes it, in the batch that reads the
+last line (streaming/detect/bus_clock.py).
 """
 
 from __future__ import annotations
@@ -39,16 +40,11 @@ class Recording:
         with Path(path).open("rb") as fh:
             return cls(Path(path), sum(1 for _ in fh))
 
-    def finished(self, lateness_ms: int) -> Callable[[QueryStats], bool]:
+    def finished(self) -> Callable[[QueryStats], bool]:
         """Whether a replay's progress says it is done (module docstring)."""
 
         def done(stats: QueryStats) -> bool:
-            if stats.input_rows < self.lines:
-                return False
-            if stats.max_event_ms is None:
-                return True  # nothing valid to detect on: no timer can be pending
-            # The batch after the last data batch runs with the final watermark.
-            return not stats.last_batch_rows and (stats.watermark_ms or 0) >= stats.max_event_ms - lateness_ms
+            return stats.input_rows >= self.lines
 
         return done
 

@@ -105,6 +105,11 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
         # big batches ran as fast).
         .config("spark.sql.codegen.wholeStage", "false")
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        # No micro-batch without data: Spark runs one after every batch whose watermark moved, to fire
+        # event-time timers, but detection fires its deadlines by its own watermark in the batch that
+        # moves it (streaming/detect/bus_clock.py), and a batch without data moves nothing: it was
+        # the fixed cost of a micro-batch twice over for nothing (issue 45).
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")

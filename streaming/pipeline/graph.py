@@ -8,7 +8,15 @@ from pyspark.sql import functions as F
 
 from streaming.config import RuleBook
 from streaming.pipeline.parse import counting_messages
-from streaming.pipeline.state import HANDOFF_SCHEMA, HANDOFF_TIME, OUTPUT_SCHEMA, DetectorProcessor, HolderProcessor
+from streaming.pipeline.state import (
+    HANDOFF_SCHEMA,
+    HANDOFF_TIME,
+    OUTPUT_SCHEMA,
+    WATERMARK,
+    DetectorProcessor,
+    HolderProcessor,
+)
+from streaming.progress import DETECTION_WATERMARK
 
 __all__ = ["build_pipeline"]
 
@@ -36,9 +44,11 @@ def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int, cap: int | N
         # The event time Spark checks its rows for the second pass against (just past its watermark).
         eventTimeColumnName=HANDOFF_TIME,
     )
-    return handed_on.groupBy("bucket").transformWithStateInPandas(
+    output = handed_on.groupBy("bucket").transformWithStateInPandas(
         statefulProcessor=HolderProcessor(book, buckets),
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",
     )
+    # Detection's watermark after each batch, for the progress (the pipeline's lag, a replay's end).
+    return output.observe(DETECTION_WATERMARK, F.max(F.when(F.col("kind") == WATERMARK, F.col("ts"))).alias("ms"))

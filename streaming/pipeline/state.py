@@ -49,7 +49,7 @@ from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of, no_cycle_collection
 from streaming.sinks import StateRow, compact_json
 
-__all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "DetectorProcessor", "HolderProcessor"]
+__all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "WATERMARK", "DetectorProcessor", "HolderProcessor"]
 
 # One output row: an alert, a state snapshot for the store (`StateRow.output`: key the
 # snapshot's identity in its table) or a history row, a quarantined message, a source's
@@ -127,13 +127,13 @@ def _rows_of(outputs: list[ShardOutput]) -> list[tuple[Any, ...]]:
     return [row for out in outputs for row in _output_rows(out)]
 
 
-_WATERMARK = "watermark"
+WATERMARK = "watermark"  # the kind of the rows that carry detection's watermark after a batch
 
 
 def _watermark_row(watermark: int) -> tuple[Any, ...]:
     """Detection's watermark after the micro-batch, for the second pass (its watermark) and the sink
     (it tells when a reset state has caught up)."""
-    return (_WATERMARK, None, watermark, None)
+    return (WATERMARK, None, watermark, None)
 
 
 def _quarantine_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
@@ -331,7 +331,7 @@ class HolderProcessor(_BucketsOfShards):
                 else:
                     for change in pickle.loads(data):
                         by_shard[shard_of_handoff(change)].append(((), change))
-        watermarks = [row[2] for row in output if row[0] == _WATERMARK]
+        watermarks = [row[2] for row in output if row[0] == WATERMARK]
         if watermarks or by_shard:
             state = self._load()
             after = max(watermarks, default=_NEVER_LATE)
