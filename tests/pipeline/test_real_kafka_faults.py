@@ -26,10 +26,10 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 from sqlalchemy import select
 from support.healthy_kafka import FAST_LAYOUT, PROBE, HealthyWatch
+from support.supervised import SupervisedJob
 
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig, RuleSettings
-from streaming.job import start_job
 from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
 from streaming.polling import poll
 from streaming.store import Store, alerts, broker_transitions, controller_history
@@ -50,6 +50,7 @@ RESTART_SESSION_TIMEOUT_MS = 30000
 class Watch:
     """The live job and its store, shared by every test of the module."""
 
+    job: SupervisedJob
     store: Store
     bus: str
     workdir: Path
@@ -68,7 +69,7 @@ class Watch:
     def wait(self, what: str, check: Callable[[], Any], timeout_s: float = 90) -> Any:
         def named() -> str:
             now = [(r.rule, r.cluster_id, r.target, r.broker_id, r.endpoint, r.status) for r in self.rows()]
-            return f"{what}; alerts now: {now}"
+            return f"{what}; alerts now: {now}; the job: {self.job.unexpected() or 'running'}"
 
         return poll(check, timeout_s, named, interval_s=0.5)
 
@@ -98,13 +99,13 @@ def watch(spark, test_config, tmp_path_factory, healthy_real_kafka: HealthyWatch
     })
     store = Store(f"sqlite:///{workdir / 'store.db'}")
     bus = healthy_real_kafka.bus.bootstrap  # it holds the healthy cluster's telemetry since the session began
-    job = start_job(spark, config, bus, store)
-    recorder = job.recorder
+    # Supervised, as `fleetwatch run` runs it: at the suite's load a fresh Python worker of Spark can
+    # miss its 10 s to connect back when the query starts (tests/support/supervised.py), and the query
+    # is started again on its checkpoint; any other failure of the job is named by every wait.
     try:
-        yield Watch(store, bus, workdir, config.rules)
+        with SupervisedJob(spark, config, bus, store) as job:
+            yield Watch(job, store, bus, workdir, config.rules)
     finally:
-        job.stop()
-        spark.streams.removeListener(recorder)
         # Its last reader is done: the rest of the session runs without its four JVMs.
         healthy_real_kafka.stop()
 
@@ -441,3 +442,4 @@ def test_a_healthy_real_cluster_watched_for_five_minutes_raises_nothing(watch, h
     # heartbeats come from the voters' entries, so silence here is health, not blindness.
     assert _heartbeating(watch, cid) == {1, 2, 3}
     assert watch.rows(cluster_id=cid) == [] and watch.rows(target="healthy") == []
+    assert watch.job.unexpected() is None  # the job ran all along (but a restart after a missed connect-back)
