@@ -162,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     from dashboard import cli as dashboard_cli
     from streaming.collect import probe, simulate
     from streaming.notify import cli as notify_cli
+    from streaming.ops import alert_commands
 
     simulate.configure_parser(command("simulate", "generate a fleet's telemetry with injected faults",
                                       _simulate))
@@ -174,6 +175,8 @@ def _parser() -> argparse.ArgumentParser:
                                         notify_cli.command))
     notify_cli.configure_silence_parser(command("silence", "add, list and expire silences",
                                                 notify_cli.silence_command))
+    alert_commands.configure_parser(command("alerts", "list alerts; resolve a stuck alert by hand",
+                                            alert_commands.command))
     return parser
 
 

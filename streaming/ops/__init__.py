@@ -1,6 +1,7 @@
-"""Operating fleetwatch in production: `check-config` and the spark-submit driver. The top floor:
-it imports the stages below, none imports it (`/metrics` is the metrics stage's).
+"""Operating fleetwatch in production: `check-config`, `alerts` and the spark-submit driver. The top
+floor: it imports the stages below, none imports it (`/metrics` is the metrics stage's).
 
+- `alert_commands`: `fleetwatch alerts list|resolve` (an alert's id; a stuck alert resolved by hand).
 - `check_config`: the `fleetwatch check-config` command (`configure_parser`, `command`).
 - `whatif`: `fleetwatch replay --what-if` (two replays compared, a Markdown report).
 - `export`: `fleetwatch export` (a time range of the bus's telemetry as a replayable file).
@@ -8,6 +9,6 @@ it imports the stages below, none imports it (`/metrics` is the metrics stage's)
   entry point, not imported by other stages.
 """
 
-from streaming.ops import check_config, export, whatif
+from streaming.ops import alert_commands, check_config, export, whatif
 
-__all__ = ["check_config", "export", "whatif"]
+__all__ = ["alert_commands", "check_config", "export", "whatif"]

@@ -2,7 +2,8 @@
 
 - `Store` (database.py): the connection, schema creation and upgrade, the job's idempotent
   writes (`write_batch`, `record_alerts`), the detection state's reset (`orphan_open_alerts`,
-  `resolve_orphaned_alerts`) and the job's retention (`delete_expired`).
+  `resolve_orphaned_alerts`), the job's retention (`delete_expired`), and an operator's
+  resolution of a stuck alert (`resolve_by_hand`, `alerts_newest_first`: `fleetwatch alerts`).
 - The tables, by the process that writes them: the job's (job_tables.py: alerts and their
   history, the outbox, the fleet's state, quarantine, progress, the collectors' clocks) and the
   notifier's (notifier_tables.py: deliveries, its lease, silences), all in `metadata`. The

@@ -7,7 +7,11 @@ outbox row survives a power loss once Spark has committed its batch.
 
 The job also deletes what is older than its retention (`delete_expired`, deploy/README.md) and
 resolves the alerts a reset detection state left open (`orphan_open_alerts`,
-`resolve_orphaned_alerts`; streaming/detect/README.md, "Checkpoint reset").
+`resolve_orphaned_alerts`; streaming/detect/README.md, "Checkpoint reset"). An operator resolves a
+stuck alert by hand (`resolve_by_hand`, `fleetwatch alerts resolve`), recorded as any resolution.
+
+A resolved alert is final: no later line of it (a replayed firing, detection's resolution after an
+operator's) changes its row, its history or its outbox.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from streaming.alert import Alert
 from streaming.config import RetentionConfig
 from streaming.contract import MAX_TRACKED_SOURCES
 from streaming.detect import is_carried_over
+from streaming.errors import ConfigError
 from streaming.resilience import is_transient
 
 # The notifier's tables join `metadata` when their module is imported: the store creates them too.
@@ -59,6 +64,10 @@ _UPSERT_KEYS: dict[str, tuple[str, ...]] = {
     "job_checkpoints": ("query",),
     "source_clocks": ("source",),
 }
+# An upsert changes an existing row only while this holds of it: a resolved alert is final. The
+# database decides it in the upsert itself (ON CONFLICT ... DO UPDATE ... WHERE), so a writer that
+# read the row as firing before another resolved it cannot overwrite that resolution.
+_UPSERT_WHILE = {"alerts": alerts.c.status != "resolved"}
 _INSERT_ONCE_KEYS: dict[str, tuple[str, ...]] = {
     "alert_history": ("alert_id", "status"),
     "outbox": ("alert_id", "status"),
@@ -151,6 +160,7 @@ class Store:
             stmt = stmt.on_conflict_do_update(
                 index_elements=list(keys),
                 set_={c.name: stmt.excluded[c.name] for c in table.columns if c.name not in keys},
+                where=_UPSERT_WHILE.get(table.name),
             )
         else:
             stmt = stmt.on_conflict_do_nothing(index_elements=list(_INSERT_ONCE_KEYS[table.name]))
@@ -204,18 +214,41 @@ class Store:
                     "orphaned_at": None,
                     "carried_over_at": None,
                 }
-        # Resolved rows must not be turned back into firing by a replayed firing line.
-        resolved_ids = set()
-        ids = list(current)
-        for start in range(0, len(ids), 500):
-            resolved_ids.update(conn.scalars(
-                select(alerts.c.alert_id).where(alerts.c.alert_id.in_(ids[start:start + 500]),
-                                                alerts.c.status == "resolved")))
-        self._write(conn, alerts, [r for r in current.values()
-                                   if r["status"] == "resolved" or r["alert_id"] not in resolved_ids])
+        # A row already resolved stays as it is (`_UPSERT_WHILE`): a replayed firing line does not
+        # reopen it, a second resolution (detection's after an operator's) does not rewrite it.
+        self._write(conn, alerts, list(current.values()))
         self._write(conn, alert_history, history)
         self._write(conn, outbox, box)
         return len(history)
+
+    def resolve_by_hand(self, alert_id: str, at: int, *, reason: str, resolved_by: str | None) -> Alert:
+        """Resolve the firing alert `alert_id` at `at` for an operator: `details.reason` and
+        `details.resolved_by` say why and who; its row, history and outbox are written as any
+        resolution's (the notifier delivers it). A ConfigError (one line) for an id the store does
+        not know or an alert already resolved. The row is locked from the check to the write: a
+        resolution detection records meanwhile waits, then changes nothing (`_UPSERT_WHILE`)."""
+        with self.engine.begin() as conn:
+            if self.engine.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the database's write lock, until commit
+            row = conn.execute(select(alerts).where(alerts.c.alert_id == alert_id).with_for_update()
+                               ).mappings().first()
+            if row is None:
+                raise ConfigError(f"no alert with id {alert_id!r} (see `fleetwatch alerts list`)")
+            if row["status"] == "resolved":
+                ended = clock.iso_ms(row["ends_at"]) if row["ends_at"] is not None else "an unknown time"
+                raise ConfigError(f"alert {alert_id} is already resolved (ended {ended})")
+            resolution = _alert_of(row).resolved_at(at, reason=reason, resolved_by=resolved_by)
+            self._record_alerts(conn, [resolution])
+        return resolution
+
+    def alerts_newest_first(self, *, firing_only: bool, limit: int) -> list[Alert]:
+        """The alerts (their current state), the newest started first, at most `limit`; with
+        `firing_only`, the firing ones only."""
+        stmt = select(alerts).order_by(alerts.c.starts_at.desc(), alerts.c.alert_id).limit(limit)
+        if firing_only:
+            stmt = stmt.where(alerts.c.status == "firing")
+        with self.engine.connect() as conn:
+            return [_alert_of(row) for row in conn.execute(stmt).mappings()]
 
     # -- the detection state's checkpoint ---------------------------------------------------
 

@@ -95,12 +95,15 @@ def alertmanager(tmp_path):
         yield running
 
 
+SHIPPED_TEST_GROUP_WAIT_MS = 1000
+
+
 def _shipped(url: str) -> dict:
     """deploy/alertmanager/alertmanager.yml with the test's webhook and timers of a second."""
     config = yaml.safe_load(SHIPPED.read_text())
     (receiver,) = config["receivers"]
     receiver["webhook_configs"][0]["url"] = url
-    config["route"].update(group_wait="1s", group_interval="1s")
+    config["route"].update(group_wait=f"{SHIPPED_TEST_GROUP_WAIT_MS}ms", group_interval="1s")
     return config
 
 
@@ -220,6 +223,7 @@ def test_a_fleet_incident_is_one_notification_with_the_shipped_route(tmp_path, s
 
     worker.start()
     try:
+        recorded = time.monotonic()  # the members are due notify_wait_ms after they are recorded, not before
         store.record_alerts(map(Alert.from_dict, [*members, other]))
         active = poll(lambda: (got := api_alerts()) and len(got) == 3 and got, 30,
                       "the three alerts in Alertmanager's API", interval_s=0.05)
@@ -244,6 +248,12 @@ def test_a_fleet_incident_is_one_notification_with_the_shipped_route(tmp_path, s
         (fired,) = poll(lambda: incident_notices("firing"), 30, "the incident's notification", interval_s=0.05)
         assert {a["annotations"]["alert_id"] for a in fired["alerts"]} == ids
         assert fired["commonLabels"]["failure_domain"] == "rack:r7"
+        # Alertmanager waited its group_wait after the members came, in one request: it did not flush the
+        # group at once for members that started a minute ago, before it had taken the second one.
+        (arrival,) = [a for a in am_hook.got("/am") if json.loads(a["body"]) == fired]
+        assert arrival["t"] - recorded >= (config.incidents.notify_wait_ms + SHIPPED_TEST_GROUP_WAIT_MS) / 1000
+        assert {a["annotations"]["alert_id"]: iso_ms(a["annotations"]["starts_at"]) for a in fired["alerts"]} == {
+            a["alert_id"]: a["starts_at"] for a in members}  # their true start, beside Alertmanager's startsAt
 
         ended = int(time.time() * 1000)
         store.record_alerts(map(Alert.from_dict, [resolved(a, ended) for a in members]))

@@ -24,6 +24,7 @@ from streaming.notify.receivers import (
     ALERTMANAGER_FIRING_TTL_MS,
     AlertmanagerReceiver,
     HttpRequest,
+    IncidentTag,
     OutgoingAlert,
     PagerDutyReceiver,
     SlackReceiver,
@@ -216,6 +217,14 @@ def test_alertmanager_entry_times():
     # a resolution stamped in the future (clock skew) must not keep it firing
     late = am.alert_entry(Alert.from_dict(resolved(firing, now + 3_600_000)), now)
     assert late["endsAt"] == "2025-11-22T08:28:20.000Z"
+    # a firing member of a fleet incident starts now at Alertmanager (its group waits its group_wait for the
+    # other members); its resolve keeps the true start; the annotation says the true start either way
+    tag = IncidentTag("i1", "rack:r7")
+    member = am.alert_entry(Alert.from_dict(firing), now, tag)
+    ended = am.alert_entry(Alert.from_dict(resolved(firing, now - 1000)), now, tag)
+    assert (member["startsAt"], member["labels"]["fleet_incident"]) == ("2025-11-22T08:28:20.000Z", "i1")
+    assert (ended["startsAt"], ended["endsAt"]) == ("2025-11-22T08:27:20.000Z", "2025-11-22T08:28:19.000Z")
+    assert entry["annotations"]["starts_at"] == member["annotations"]["starts_at"] == "2025-11-22T08:27:20.000Z"
 
 
 def test_planning_dead_letters_an_outbox_body_that_is_not_an_alert(tmp_path):

@@ -84,4 +84,7 @@ class SupervisedJob:
 
     def _run(self) -> None:
         assert self._first is not None
-        self._ended = self._supervisor.run(self._first, self._restart)
+        try:
+            self._ended = self._supervisor.run(self._first, self._restart)
+        except Exception as exc:  # a restart that raised (a ConfigError ends the run): `unexpected()` says it
+            self._ended = exc

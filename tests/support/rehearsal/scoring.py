@@ -1,5 +1,10 @@
 """Scoring a rehearsal row from what a real HTTP receiver got and what the store holds.
 
+A webhook request is one alert object, or a fleet incident notification (`fleetwatch.incident/v1`,
+streaming/detect/README.md "Fleet incidents"): that one tells of its members, the alert objects
+under `alerts` (each listed in `member_ids`; a member told earlier is in `member_ids` only), and
+counts as an arrival of each of those objects.
+
 - expected alerts seen: the fault's expected (rule, subject)s whose firing *and* resolved
   notifications both reached the receiver during the row;
 - false positives: alerts (store or receiver) of the row whose (rule, subject) the open fault
@@ -21,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from streaming.notify.receivers import INCIDENT_SCHEMA
 from streaming.store import Store, alerts, outbox, targets
 from support.notify import Hook
 from support.rehearsal.targets import Fault, subject_of
@@ -50,11 +56,23 @@ class Arrival:
         return self.alert["alert_id"], self.alert["status"]
 
 
+def _told(t: float, body: dict[str, Any]) -> list[Arrival]:
+    """The alerts one webhook request tells of: itself, or an incident notification's members."""
+    if body.get("schema") != INCIDENT_SCHEMA:
+        return [Arrival(t, body)]
+    members = set(body["member_ids"])
+    strangers = [a["alert_id"] for a in body["alerts"] if a["alert_id"] not in members]
+    if strangers:  # the notifier's bug, not the scoring's: say it
+        raise ValueError(f"incident {body['incident_id']} tells of alerts it does not list as members: {strangers}")
+    return [Arrival(t, alert) for alert in body["alerts"]]
+
+
 def arrivals(receiver: Hook, since: int = 0) -> list[Arrival]:
-    """What the receiver accepted, from its `since`-th request on (a webhook body is one alert)."""
+    """The alerts the receiver accepted, from its `since`-th request on (an incident notification
+    is an arrival of each member it tells of)."""
     with receiver.lock:
         got = list(receiver.arrivals[since:])
-    return [Arrival(a["t"], json.loads(a["body"])) for a in got]
+    return [arrival for a in got for arrival in _told(a["t"], json.loads(a["body"]))]
 
 
 @dataclass

@@ -1,0 +1,57 @@
+"""The rehearsal's scoring (tests/support/rehearsal/scoring.py) reads a fleet incident notification
+as the arrival of each member it tells of (issue 41.4: `make rehearsal` crashed on one with
+`KeyError: 'alert_id'`). The notification is the notifier's own: a real Notifier (in process, on a
+fake clock) over a real SQLite store delivers to the project's real HTTP receiver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from support.clock import FakeClock
+from support.notify import SECRET, Hook, make_alert, rack_fleet_brokers, resolved
+from support.rehearsal import Fault
+from support.rehearsal.scoring import now_ms, score_row
+from support.rehearsal.targets import subject_of
+
+from streaming.alert import Alert
+from streaming.config import FleetwatchConfig
+from streaming.notify import Notifier, NotifyOptions
+from streaming.store import Store
+
+
+def test_a_fleet_incident_notification_is_scored_by_its_members(tmp_path):
+    hook = Hook().start()
+    config = FleetwatchConfig.model_validate({
+        "incidents": {"notify_wait_ms": 10_000},
+        "alerting": {"receivers": [{"name": "ops", "type": "webhook", "url": hook.url(), "secret_env": "FW_SECRET"}]}})
+    clock = FakeClock(time.time() + 5)  # a little ahead: rows just recorded are due
+    store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    notifier = Notifier(config, store, NotifyOptions(group_wait_ms=0), env={"FW_SECRET": SECRET}, clock=clock)
+    try:
+        store.write({"brokers": rack_fleet_brokers(clock.ms)})
+        since_ms, opened = now_ms(), time.monotonic()
+        t0 = clock.ms - 60_000
+        members = [make_alert("broker.heartbeat_lost", cluster="c0", broker=1, starts_at=t0),
+                   make_alert("broker.heartbeat_lost", cluster="c1", broker=2, starts_at=t0 + 400)]
+        other = make_alert("broker.heartbeat_lost", cluster="c2", broker=1, starts_at=t0 + 200)
+        store.record_alerts(map(Alert.from_dict, [*members, other]))
+        notifier.run(once=True)  # the unrelated alert; the members wait for their incident
+        clock.advance(10)
+        notifier.run(once=True)  # the incident: one notification telling of both members
+        store.record_alerts(map(Alert.from_dict, [resolved(a, t0 + 90_000) for a in [*members, other]]))
+        notifier.run(once=True)  # every resolve on its own
+        bodies = [json.loads(a["body"]) for a in hook.got()]
+        assert [b["schema"] for b in bodies] == ["fleetwatch.alert/v1", "fleetwatch.incident/v1",
+                                                 *["fleetwatch.alert/v1"] * 3]
+
+        fault = Fault("rack r7", open=lambda: None, close=lambda: None,
+                      expected=frozenset(map(subject_of, members)), allowed=frozenset({subject_of(other)}))
+        row = score_row("incident", fault, None, store=store, receiver=hook, since=0, since_ms=since_ms,
+                        opened=opened, killed=None, failure=None)
+        assert (row.expected, row.seen, row.false_positives, row.lost, row.duplicated) == (2, 2, [], [], 0)
+        assert row.ok and row.alert_s is not None
+    finally:
+        notifier.close()
+        store.close()
+        hook.stop()
