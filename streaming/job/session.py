@@ -151,9 +151,11 @@ def _exists(spark: SparkSession, path: str) -> bool:
 def refuse_one_stage_checkpoint(spark: SparkSession, location: str) -> None:
     """A checkpoint of the job of one detection stage (before the fleet-wide shard was split into
     two passes, 2026-11-26) has state of one stateful operator: Spark refuses to continue it with two, in a
-    Java stack trace. Say instead, in one line, what to do."""
+    Java stack trace. Say instead, in one line, what to do. A two-stage job that died in its first
+    micro-batch, before its second operator wrote any state, committed nothing: it is no such checkpoint."""
     root = location.rstrip("/")
-    if _exists(spark, f"{root}/state/0/_metadata") and not _exists(spark, f"{root}/state/1"):
+    if (_exists(spark, f"{root}/state/0/_metadata") and not _exists(spark, f"{root}/state/1")
+            and _exists(spark, f"{root}/commits/0")):
         raise ConfigError(f"the checkpoint {location} was written by a fleetwatch with one detection stage, which "
                           "this one cannot continue: move it aside (or set spark.checkpoint_dir to a new directory) "
                           "and start again; the open alerts are then resolved or fired again as the new state "

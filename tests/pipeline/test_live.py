@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from streaming.config import ConfigError, RuleSettings
 from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.job import QUERY_NAME, checkpoint_path, replay_file, start_job
+from streaming.job.session import refuse_one_stage_checkpoint
 from streaming.polling import poll
 from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
 
@@ -214,6 +216,11 @@ def test_a_checkpoint_of_the_one_stage_job_is_refused_in_one_line(spark, test_co
                                           "detection stage, which this one cannot continue: move it aside"):
         start_job(spark, config, bus.bootstrap, store)
     assert spark.streams.active == []
+    # A two-stage job that died in its first batch (a Python worker that missed Spark's connect-back,
+    # under load) left the first operator's state and no second's, and committed nothing: not refused.
+    crashed = tmp_path / "crashed"
+    shutil.copytree(location, crashed, ignore=shutil.ignore_patterns("commits"))
+    refuse_one_stage_checkpoint(spark, str(crashed))
 
 
 def _live_fleet(now_ms: int) -> list[tuple[str, dict]]:
