@@ -1,6 +1,6 @@
 """A job restarted onto a backlog bigger than one micro-batch gives the alerts of one batch (issue 41.1),
-with both telemetry sources: the Python reader on the embedded Tansu bus and Spark's kafka connector
-on a real Apache Kafka 4.4 bus (the production path).
+through Spark's kafka connector on a real Apache Kafka 4.4 bus (the production path; the Python reader
+on the embedded Tansu bus: tests/pipeline/test_live.py, a `fleetwatch run` killed -9 and restarted).
 
 The job reads the first minute of a faulty fleet and stops; the next three minutes land on the bus
 meanwhile; it is started again on its checkpoint with `spark.max_records_per_batch` far below that
@@ -20,26 +20,15 @@ import time
 
 import pytest
 from sqlalchemy import func, select
-from support.live_fleet import expected_lines, produce, stored_lines
+from support.live_fleet import CAP, START_MS, capped_fleet, expected_lines, produce, stored_lines
 from support.supervised import SupervisedJob
 
 from streaming import topics
-from streaming.bus import EmbeddedBus
-from streaming.collect.simulate import FleetSpec, Simulation
+from streaming.collect.simulate import Simulation
 from streaming.store import Store, alert_history, quarantine
 
 pytestmark = [pytest.mark.spark]
 
-START_MS = 1_764_000_000_000
-# Far below the restart's backlog (about 3,000 records): a dozen capped batches or more.
-CAP = 200
-
-
-def _fleet() -> Simulation:
-    return Simulation(FleetSpec(clusters=3, brokers=3, start_ms=START_MS, duration_ms=240_000, seed=11,
-                                faults=("broker.heartbeat_lost", "broker.fenced", "broker.flapping",
-                                        "broker.stuck_stopping", "broker.partitioned"),
-                                first_fault_ms=40_000, fault_every_ms=30_000))
 
 
 def _late(store: Store) -> int:
@@ -74,7 +63,7 @@ def _check(source: str, spark, test_config, bootstrap: str, tmp_path) -> None:
         "spark": test_config.spark.model_copy(update={"checkpoint_dir": str(tmp_path / "checkpoint"),
                                                       "trigger_ms": 200})})
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    sim = _fleet()
+    sim = capped_fleet()
     backlog, batches = _restart_onto_a_backlog(spark, config, bootstrap, store, sim)
     assert batches >= backlog // CAP, f"{batches} micro-batches for {backlog} records under a cap of {CAP}"
     stored, expected = stored_lines(store), expected_lines(sim)
@@ -92,13 +81,6 @@ def _described(store: Store, lines: set[tuple[str, str]]) -> list[tuple]:
         bodies = [json.loads(row.body) for row in conn.execute(alert_history.select())]
     return sorted((b["status"], b["rule"], b["cluster_id"], b["broker_id"], b["starts_at"], b["ends_at"])
                   for b in bodies if (b["alert_id"], b["status"]) in lines)
-
-
-@pytest.mark.broker
-def test_the_python_reader_catches_up_in_capped_batches_with_the_alerts_of_one_batch(spark, test_config, tmp_path):
-    partitions = {topics.HEARTBEATS: 2, topics.METADATA: 2}  # broker states: one, and sparse
-    with EmbeddedBus(partitions=partitions, log_path=tmp_path / "tansu.log") as bus:
-        _check("python", spark, test_config, bus.bootstrap, tmp_path)
 
 
 @pytest.mark.real_kafka

@@ -22,8 +22,8 @@ from streaming.kraft import KRaftCluster
 from streaming.polling import poll
 from streaming.store import Store, alert_history
 
-__all__ = ["START_MS", "empty_topics", "expected_lines", "produce", "real_kafka_bus", "simulated_fleet",
-           "stored_lines"]
+__all__ = ["CAP", "START_MS", "capped_fleet", "empty_topics", "expected_lines", "produce", "real_kafka_bus",
+           "simulated_fleet", "stored_lines"]
 
 START_MS = 1_764_000_000_000
 
@@ -31,6 +31,20 @@ START_MS = 1_764_000_000_000
 def simulated_fleet(duration_ms: int = 150_000, clusters: int = 3) -> Simulation:
     return Simulation(FleetSpec(clusters=clusters, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
                                 duration_ms=duration_ms, seed=7, first_fault_ms=30_000, fault_every_ms=60_000))
+
+
+# A restart onto a backlog of `capped_fleet`'s last three minutes (about 1,300 records) under this
+# cap reads it in half a dozen capped micro-batches or more (issue 41).
+CAP = 200
+
+
+def capped_fleet() -> Simulation:
+    """4 minutes of 3 clusters with broker faults that write broker states (a sparse partition) through
+    the backlog: what a restart in capped batches reads out of event-time order (issue 41)."""
+    return Simulation(FleetSpec(clusters=3, brokers=3, start_ms=START_MS, duration_ms=240_000, seed=11,
+                                faults=("broker.heartbeat_lost", "broker.fenced", "broker.flapping",
+                                        "broker.stuck_stopping", "broker.partitioned"),
+                                first_fault_ms=40_000, fault_every_ms=30_000))
 
 
 @contextmanager
