@@ -16,7 +16,11 @@ Per fleet size, in one run and on one embedded Tansu broker per phase:
     offered rate and every event was processed), batch durations, consumer lag, and the
     detection latency of each alert: wall time from the moment its condition became
     detectable (the alert's `starts_at`: the live fleet's event time is wall time) to the
-    moment its row was written to the store (`alert_history.recorded_at`).
+    moment its row was written to the store (`alert_history.recorded_at`);
+(d) the yardstick (issue 45): the reference detector of bench/reference/ (plain Python, one process)
+    and `fleetwatch replay`, each as the whole command, over the backlog's events as a file: their CPU
+    per 100k events, replay's events/s against the reference's, and the live job's CPU per event
+    against the reference's.
 
 `--sources` measures only the ingest of a 1,000 x 12 backlog on a real Apache Kafka 4.4 broker
 (`make jars`): read by Spark's kafka connector (the production source for a configured bus) and
@@ -51,9 +55,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
-from sqlalchemy import select
 
 # bench/ is this script's folder, first on sys.path when it runs.
+from replay_vs_reference import run_command
+from sqlalchemy import select
 from throughput_measures import (
     BatchListener,
     BatchLog,
@@ -71,7 +76,7 @@ from throughput_report import print_table, write_chart
 
 from streaming import topics
 from streaming.bus import EmbeddedBus
-from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live
+from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live, write_events
 from streaming.config import FleetwatchConfig
 from streaming.job import QUERY_NAME, spark_session, start_job, stop_gracefully
 from streaming.kraft import KRaftCluster
@@ -81,6 +86,7 @@ from streaming.sinks import BatchWriter
 from streaming.source import PYTHON_SOURCE, SPARK_SOURCE
 from streaming.store import Store, alert_history
 
+ROOT = Path(__file__).resolve().parents[1]
 # Telemetry topics get several partitions, as in production: one partition per topic would cap
 # the parse stage at one task per topic.
 PARTITIONS = 4
@@ -109,12 +115,17 @@ def preload(spec: FleetSpec, bootstrap: str) -> int:
         return pool.submit(_produce_backlog, spec, bootstrap).result()
 
 
+def backlog_spec(result: FleetResult) -> FleetSpec:
+    """The fleet of the backlog phases (a) and (b), and of the yardstick (d): about BACKLOG_EVENTS events."""
+    seconds = max(20, math.ceil(BACKLOG_EVENTS / events_per_s(result.clusters, result.brokers)))
+    return FleetSpec(clusters=result.clusters, brokers=result.brokers, faults=FAULT_KINDS,
+                     start_ms=1_764_000_000_000, duration_ms=seconds * 1000, fault_every_ms=20_000)
+
+
 def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: FleetResult, workdir: Path,
                     log: BatchLog, rss: RssSampler, progress: Callable[[str], None]) -> None:
-    rate = events_per_s(result.clusters, result.brokers)
-    seconds = max(20, math.ceil(BACKLOG_EVENTS / rate))
-    spec = FleetSpec(clusters=result.clusters, brokers=result.brokers, faults=FAULT_KINDS,
-                     start_ms=1_764_000_000_000, duration_ms=seconds * 1000, fault_every_ms=20_000)
+    spec = backlog_spec(result)
+    seconds = spec.duration_ms // 1000
     with EmbeddedBus(topics=topics.ALL, partitions=PARTITIONS, log_path=workdir / "tansu-backlog.log") as bus:
         progress(f"pre-loading {seconds} s of a {result.fleet} fleet into the broker")
         started = time.monotonic()
@@ -146,6 +157,31 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
         _, result.max_events_per_s = busy_rate(log, "full")
         result.ratio_to_raw = result.max_events_per_s / result.raw_ingest_events_per_s
         progress(f"  {result.max_events_per_s:,.0f} events/s ({result.ratio_to_raw:.2f} x raw)")
+
+
+def _yardstick_phase(spec: FleetSpec, result: FleetResult, workdir: Path, progress: Callable[[str], None]) -> None:
+    """(d) The yardstick (issue 45): the reference detector (bench/reference/, plain Python in one process)
+    and `fleetwatch replay` over the backlog's events as a file, each the whole command a user would type.
+    Their CPU per 100k events, and the ratios against the reference: the live job's CPU per event, and
+    replay's events/s."""
+    events = workdir / "backlog.jsonl"
+    write_events(Simulation(spec), events)
+    with events.open("rb") as fh:
+        lines = sum(1 for _ in fh)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    progress(f"(d) the yardstick: the reference detector and fleetwatch replay over the backlog ({lines:,} events)")
+    reference = run_command("reference", [sys.executable, str(ROOT / "bench/reference_detector.py"), str(events),
+                                          "--alerts-out", str(workdir / "reference.jsonl")], env)
+    replay = run_command("fleetwatch", [sys.executable, "-m", "streaming.cli", "replay", str(events),
+                                        "--alerts-out", str(workdir / "replay.jsonl")], env)
+    result.reference_cpu_s_per_100k = round(reference.cpu_s * 1e5 / lines, 2)
+    result.replay_cpu_s_per_100k = round(replay.cpu_s * 1e5 / lines, 2)
+    result.replay_to_reference = round(reference.wall_s / replay.wall_s, 2)
+    live = result.live_cpu_s_per_100k.get("all")
+    result.live_to_reference_cpu = None if live is None else round(live / result.reference_cpu_s_per_100k, 2)
+    progress(f"  reference {result.reference_cpu_s_per_100k} CPU s per 100k events; replay "
+             f"{result.replay_to_reference} x its events/s (whole command); live job {result.live_to_reference_cpu} x "
+             "its CPU per event")
 
 
 def parsed_read(spark: SparkSession, config: FleetwatchConfig, bootstrap: str,
@@ -295,6 +331,7 @@ def run_fleet(spark: SparkSession, config: FleetwatchConfig, clusters: int, brok
             workdir = Path(tmp)
             _backlog_phases(spark, config, result, workdir, log, rss, progress)
             _live_phase(spark, config, result, workdir, log, rss, live_s, fault_every_s, progress)
+            _yardstick_phase(backlog_spec(result), result, workdir, progress)
             result.peak_rss_mb = round(rss.peak_bytes / 2**20, 1)
             result.peak_rss_parts_mb = {kind: round(n / 2**20, 1) for kind, n in rss.peak_parts.items()}
             result.peak_pss_mb = round(rss.peak_pss_bytes / 2**20, 1)

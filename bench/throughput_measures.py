@@ -75,6 +75,13 @@ class FleetResult:
     # backlog (b) and over the live phase (c), the fleet's processes (broker, simulator) left out.
     full_cpu_s_per_100k: dict[str, float] = field(default_factory=dict)
     live_cpu_s_per_100k: dict[str, float] = field(default_factory=dict)
+    # The yardstick (d), issue 45: the reference detector's CPU per 100k events over the backlog's events
+    # as a file, `fleetwatch replay`'s over the same file, replay's events/s over the reference's (whole
+    # commands), and the live job's CPU per event over the reference's.
+    reference_cpu_s_per_100k: float | None = None
+    replay_cpu_s_per_100k: float | None = None
+    replay_to_reference: float | None = None
+    live_to_reference_cpu: float | None = None
 
     def json_line(self) -> dict[str, Any]:
         keys = ("fleet", "offered_events_per_s", "processed_events_per_s", "max_events_per_s",

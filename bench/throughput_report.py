@@ -27,6 +27,8 @@ def print_table(results: list[FleetResult]) -> None:
         print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
     for r in results:
         print(f"{r.fleet}: {r.limited_by}; sustained={r.sustained}")
+        print(f"{r.fleet}: yardstick (the reference detector, {r.reference_cpu_s_per_100k} CPU s per 100k events): "
+              f"live job {r.live_to_reference_cpu} x its CPU per event, replay {r.replay_to_reference} x its events/s")
         for name, total, parts in (("RSS", r.peak_rss_mb, r.peak_rss_parts_mb),
                                    ("PSS", r.peak_pss_mb, r.peak_pss_parts_mb)):
             shares = ", ".join(f"{kind} {mb:,.0f}" for kind, mb in sorted(parts.items()))
