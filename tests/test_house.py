@@ -36,6 +36,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     # the partition_layout event and a collector's own events, which the contract takes in
     ("a record's part", {"layout_contract", "collector_contract"}),
     ("records", {"contract", "alert", "incident_settings"}),  # incident_settings: a section of config
+    ("the job's output", {"job_output"}),  # what detection hands the sink, by kind: alerts and records above
     ("a config's part", {"alerting_settings"}),  # the alerting section's receivers, routes and links
     ("config", {"config"}),
     ("rules, bus", {"detect", "bus"}),
@@ -269,3 +270,39 @@ if __name__ == "__main__":  # the numbers of the import map, for a note
           + (f"; not on a floor: {unplaced}" if unplaced else ""))
     for line in upward + [" <-> ".join(sorted(group)) for group in [*_circles(rooms), *_circles(modules)]]:
         print(" ", line)
+
+
+def _kind_literals(path: Path, kinds: set[str]) -> list[str]:
+    """String literals of `kinds` where an output row's kind is written or read: a 4-tuple's first
+    element, a comparison, or a lookup in a mapping whose name says it is by kind."""
+    found = []
+    for node in ast.walk(_tree(path)):
+        candidates: list[ast.expr] = []
+        if isinstance(node, ast.Tuple) and len(node.elts) == 4:
+            candidates.append(node.elts[0])
+        elif isinstance(node, ast.Compare):
+            candidates += [node.left, *node.comparators]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and isinstance(node.func.value, ast.Name) and "kind" in node.func.value.id):
+            candidates += node.args[:1]
+        found += [f"{path.relative_to(ROOT)}:{c.lineno}: {c.value!r}" for c in candidates
+                  if isinstance(c, ast.Constant) and c.value in kinds]
+    return found
+
+
+def test_the_kinds_of_the_jobs_output_are_spelled_in_job_output_only():
+    """Issue 46.1: the job's output was 11 string kinds written by the pipeline and read back by the
+    sink by string. streaming/job_output.py is now the one place that spells them: no module writes or
+    reads a kind by its literal (the kinds that are also common words, "broker", "cluster", "target",
+    "controller", only where output rows are made and read: the pipeline and the sinks)."""
+    from streaming.job_output import Kind
+
+    kinds = {value for name, value in vars(Kind).items() if not name.startswith("_")}
+    words = {Kind.BROKER, Kind.CLUSTER, Kind.TARGET, Kind.CONTROLLER}
+    offenders = []
+    for path in SOURCES:
+        if path.name == "job_output.py":
+            continue
+        rows_side = path.parent.name in ("pipeline", "sinks")
+        offenders += _kind_literals(path, kinds if rows_side else kinds - words)
+    assert offenders == []

@@ -71,9 +71,11 @@ class BusClock:
         before the new watermark is known to be read in event-time order)."""
         first: dict[str, int] = {}
         last: dict[str, int] = {}
-        for source, start, end, _, _, largest in runs:
-            first[source] = min(first.get(source, start), start)
-            last[source] = max(last.get(source, end), end)
+        for run in runs:
+            source = run.source
+            first[source] = min(first.get(source, run.first), run.first)
+            last[source] = max(last.get(source, run.last), run.last)
+            largest = run.largest_ts
             if largest is not None and largest > self.reached.get(source, largest - 1):
                 self.reached[source] = largest
         if not first:

@@ -24,13 +24,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["BusGap", "ReadPositions", "Run"]
 
-# A run of consecutive offsets read from one bus partition: (source "topic:partition", first offset,
-# last offset, event time of its first valid event, of its last one, the largest event time among
-# its valid events (bus_clock.py); None without any).
-Run = tuple[str, int, int, int | None, int | None, int | None]
+class Run(NamedTuple):
+    """A run of consecutive offsets read from one bus partition ("topic:partition"), with the event times
+    of its first valid event, of its last one and the largest among them (None without any). The
+    parse stage ships it as a plain tuple (marshal takes no other); `Run._make` reads it back."""
+
+    source: str
+    first: int
+    last: int
+    first_ts: int | None
+    last_ts: int | None
+    largest_ts: int | None
 
 # The fewest missing offsets taken for lost records (see the docstring).
 _MIN_LOST = 2
@@ -58,7 +66,7 @@ class ReadPositions:
     def advance(self, runs: Iterable[Run]) -> list[BusGap]:
         """Take one micro-batch's runs (in any order); the gaps before them."""
         gaps = []
-        for source, first, last, first_ts, last_ts, _ in sorted(runs, key=lambda r: (r[0], r[1])):
+        for source, first, last, first_ts, last_ts, _ in sorted(runs, key=lambda r: (r.source, r.first)):
             known = self.at.get(source)
             if known is None:  # a partition never read, or a state from before positions were kept
                 self.at[source] = (last, last_ts, False)

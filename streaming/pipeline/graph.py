@@ -7,15 +7,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streaming.config import RuleBook
+from streaming.job_output import Kind
 from streaming.pipeline.parse import counting_messages
-from streaming.pipeline.state import (
-    HANDOFF_SCHEMA,
-    HANDOFF_TIME,
-    OUTPUT_SCHEMA,
-    WATERMARK,
-    DetectorProcessor,
-    HolderProcessor,
-)
+from streaming.pipeline.state import HANDOFF_SCHEMA, HANDOFF_TIME, OUTPUT_SCHEMA, DetectorProcessor, HolderProcessor
 from streaming.progress import DETECTION_WATERMARK
 
 __all__ = ["build_pipeline"]
@@ -51,4 +45,4 @@ def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int, cap: int | N
         timeMode="EventTime",
     )
     # Detection's watermark after each batch, for the progress (the pipeline's lag, a replay's end).
-    return output.observe(DETECTION_WATERMARK, F.max(F.when(F.col("kind") == WATERMARK, F.col("ts"))).alias("ms"))
+    return output.observe(DETECTION_WATERMARK, F.max(F.when(F.col("kind") == Kind.WATERMARK, F.col("ts"))).alias("ms"))

@@ -155,8 +155,7 @@ def _parse_chunk(raw: Iterable[tuple[str, int, int, str | None]], buckets: int, 
     valid: list[tuple[Event, str, int]] = []
     # source -> [largest lead, events, refused for being ahead]
     clocks: dict[str, list[int]] = {}
-    # [source, first offset, last offset, first valid event's ts, last one's, the largest]:
-    # streaming.detect.bus_gaps.Run
+    # A streaming.detect.Run, as a list while it grows (marshal-ed as a plain tuple)
     runs: list[list[Any]] = []
     run: list[Any] = [None, 0, 0, None, None, None]
     for topic, partition, offset, value in raw:

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import marshal
 import pickle
 from collections import defaultdict
@@ -29,7 +28,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from streaming.alert import encode_output
 from streaming.config import RuleBook
 from streaming.contract import event_to_dict
 from streaming.detect import (
@@ -45,17 +43,25 @@ from streaming.detect import (
     load_engine,
     shard_of_handoff,
 )
+from streaming.job_output import (
+    ClockReading,
+    Kind,
+    LateEvent,
+    Refused,
+    Row,
+    StateRow,
+    alert_row,
+    compact_json,
+    history_row,
+    mark_row,
+)
 from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of, no_cycle_collection
-from streaming.sinks import StateRow, compact_json
 
-__all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "WATERMARK", "DetectorProcessor", "HolderProcessor"]
+__all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "DetectorProcessor", "HolderProcessor"]
 
-# One output row: an alert, a state snapshot for the store (`StateRow.output`: key the
-# snapshot's identity in its table) or a history row, a quarantined message, a source's
-# clock reading (kind "source_clock": key the source, payload its lead, events and refusals), the
-# watermark a bucket was processed with, or the event time of the oldest event a bucket read in
-# the micro-batch (kind "earliest_event": how far back the telemetry a reset state reads goes).
+# One output row (`streaming.job_output.Row`: kind, key, ts, payload): a fact of the micro-batch, of a
+# kind of streaming/job_output.py, which says how each is spelled.
 OUTPUT_SCHEMA = StructType([
     StructField("kind", StringType()),
     StructField("key", StringType()),
@@ -111,42 +117,30 @@ class _Bucket:
     held: list[tuple[str, Position, Any]] = field(default_factory=list)
 
 
-def _output_rows(out: ShardOutput) -> list[tuple[Any, ...]]:
-    rows = [("alert", a.subject, a.event_ms, encode_output(a)) for a in out.alerts]
-    rows += [("late", f"{src}:{pos}", event.ts, compact_json(event_to_dict(event)))
+def _output_rows(out: ShardOutput) -> list[Row]:
+    rows = [alert_row(a) for a in out.alerts]
+    rows += [LateEvent(f"{src}:{pos}", event.ts, compact_json(event_to_dict(event))).output()
              for (src, pos), event in out.late]
-    for kind, snapshots in (("broker", out.brokers), ("cluster", out.clusters), ("target", out.targets)):
+    for kind, snapshots in ((Kind.BROKER, out.brokers), (Kind.CLUSTER, out.clusters), (Kind.TARGET, out.targets)):
         rows += [StateRow.of(kind, snapshot).output() for snapshot in snapshots]
-    # The histories: each row carries its own time, `ts`.
-    for kind, items in (("transition", out.transitions), ("controller", out.controller_changes)):
-        rows += [(kind, None, item["ts"], compact_json(item)) for item in items]
+    rows += [history_row(Kind.TRANSITION, item) for item in out.transitions]
+    rows += [history_row(Kind.CONTROLLER, item) for item in out.controller_changes]
     return rows
 
 
-def _rows_of(outputs: list[ShardOutput]) -> list[tuple[Any, ...]]:
+def _rows_of(outputs: list[ShardOutput]) -> list[Row]:
     return [row for out in outputs for row in _output_rows(out)]
 
 
-WATERMARK = "watermark"  # the kind of the rows that carry detection's watermark after a batch
-
-
-def _watermark_row(watermark: int) -> tuple[Any, ...]:
-    """Detection's watermark after the micro-batch, for the second pass (its watermark) and the sink
-    (it tells when a reset state has caught up)."""
-    return (WATERMARK, None, watermark, None)
-
-
-def _quarantine_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
+def _quarantine_rows(frame: pd.DataFrame) -> list[Row]:
     rejected = [item for packed in frame["events"].tolist() for item in marshal.loads(packed)]
-    return [("quarantine", f"{src}:{pos}", None,
-             json.dumps({"reason": reason, "detail": detail, "raw": raw, "source": source}))
+    return [Refused(f"{src}:{pos}", reason, detail, raw, source).output()
             for src, pos, raw, reason, detail, source in rejected]
 
 
-def _source_clock_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
+def _source_clock_rows(frame: pd.DataFrame) -> list[Row]:
     readings = [item for packed in frame["events"].tolist() for item in marshal.loads(packed)]
-    return [("source_clock", source, None, json.dumps({"lead_ms": lead, "events": n, "ahead": ahead}))
-            for source, lead, n, ahead in readings]
+    return [ClockReading(*reading).output() for reading in readings]
 
 
 class _BucketsOfShards(StatefulProcessor):
@@ -267,7 +261,7 @@ class DetectorProcessor(_BucketsOfShards):
         for frame in frames:
             for packed, runs in zip(frame["events"].tolist(), frame["reads"].tolist(), strict=True):
                 if runs is not None:
-                    reads += marshal.loads(runs)
+                    reads += map(Run._make, marshal.loads(runs))
                 if packed is None:  # the chunk had none of the bucket's events, only its reads
                     continue
                 for shard, src, pos, event in unpack(packed):
@@ -294,12 +288,13 @@ class DetectorProcessor(_BucketsOfShards):
             by_shard[shard] += every
         outputs = self._run(state.engines, by_shard, before, after)
         self._save(state, clock=True)
-        rows = _rows_of(outputs) + ([] if earliest is None else [("earliest_event", None, earliest, None)])
-        rows.append(_watermark_row(after))
+        rows = _rows_of(outputs) + ([] if earliest is None else [mark_row(Kind.EARLIEST_EVENT, earliest)])
+        # Detection's watermark after the batch: the second pass's, and the sink's (when a reset state caught up).
+        rows.append(mark_row(Kind.WATERMARK, after))
         return self._handing_on(bucket, rows, [change for out in outputs for change in out.handoffs],
                                 spark_watermark)
 
-    def _handing_on(self, bucket: int, rows: list[tuple[Any, ...]], handoffs: list[Handoff],
+    def _handing_on(self, bucket: int, rows: list[Row], handoffs: list[Handoff],
                     spark_watermark: int) -> pd.DataFrame:
         """The rows for the second pass: this bucket's output rows, to the same bucket there, and
         the hand-offs, each to its shard's bucket."""
@@ -317,12 +312,12 @@ class DetectorProcessor(_BucketsOfShards):
 class HolderProcessor(_BucketsOfShards):
     """The second pass: the address and cluster-id shards of a bucket over the hand-offs to them;
     the first pass's output rows go through. Its watermark is the first pass's, which the rows of
-    the first pass's bucket of the same number carry (`_watermark_row`). It keeps no clock: a
+    the first pass's bucket of the same number carry (`Kind.WATERMARK`). It keeps no clock: a
     hand-off is never late (the first pass quarantined the late events), and every deadline the
     watermark before the batch passed fell due in the batch before."""
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-        output: list[tuple[Any, ...]] = []
+        output: list[Row] = []
         by_shard: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
         for frame in rows:
             for kind, data in zip(frame["kind"].tolist(), frame["data"].tolist(), strict=True):
@@ -331,7 +326,7 @@ class HolderProcessor(_BucketsOfShards):
                 else:
                     for change in pickle.loads(data):
                         by_shard[shard_of_handoff(change)].append(((), change))
-        watermarks = [row[2] for row in output if row[0] == WATERMARK]
+        watermarks = [row[2] for row in output if row[0] == Kind.WATERMARK]
         if watermarks or by_shard:
             state = self._load()
             after = max(watermarks, default=_NEVER_LATE)

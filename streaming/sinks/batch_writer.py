@@ -17,7 +17,6 @@ new state read: those are carried over, firing, until the new state ends them
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import threading
 from collections import Counter
@@ -27,15 +26,15 @@ from typing import Any
 from pyspark.sql import DataFrame
 from sqlalchemy.exc import SQLAlchemyError
 
-from streaming.alert import Alert, SortKey, decode_output
+from streaming.alert import Alert, SortKey
 from streaming.clock import now_ms
 from streaming.config import RetentionConfig
 from streaming.contract import MAX_TRACKED_SOURCES
 from streaming.detect import carried_over_ends
+from streaming.job_output import STATE_TABLES, BatchOutput, ClockReading, latest_by_table
 from streaming.metrics import increment
 from streaming.resilience import Throttle, one_line, retry_store
 from streaming.sinks.quarantine_rows import bounded_quarantine, quarantine_rows
-from streaming.sinks.state_rows import STATE_TABLES, StateRow, latest_by_table
 from streaming.store import Store
 
 __all__ = ["RESET_REASON", "BatchWriter", "KeyedAlert"]
@@ -49,20 +48,19 @@ RESET_REASON = ("detection state reset: the job started on a new checkpoint, and
 KeyedAlert = tuple[SortKey, Alert]
 
 
-def _source_clocks(rows: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
+def _source_clocks(readings: list[ClockReading], now: int) -> list[dict[str, Any]]:
     """The batch's clock readings, one row per source (the chunks and partitions that saw it merged:
     the largest lead, the sums), at most MAX_TRACKED_SOURCES: those that lead the most."""
     merged: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        reading = json.loads(row["payload"])
-        have = merged.get(row["key"])
+    for reading in readings:
+        have = merged.get(reading.source)
         if have is None:
-            merged[row["key"]] = {"source": row["key"], "lead_ms": reading["lead_ms"], "events": reading["events"],
-                                  "ahead": reading["ahead"], "updated_ms": now}
+            merged[reading.source] = {"source": reading.source, "lead_ms": reading.lead_ms, "events": reading.events,
+                                      "ahead": reading.ahead, "updated_ms": now}
         else:
-            have["lead_ms"] = max(have["lead_ms"], reading["lead_ms"])
-            have["events"] += reading["events"]
-            have["ahead"] += reading["ahead"]
+            have["lead_ms"] = max(have["lead_ms"], reading.lead_ms)
+            have["events"] += reading.events
+            have["ahead"] += reading.ahead
     return heapq.nlargest(MAX_TRACKED_SOURCES, merged.values(), key=lambda r: r["lead_ms"])
 
 
@@ -111,23 +109,16 @@ class BatchWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         # toPandas moves the batch as Arrow (collect() would pickle a Row per output row).
         frame = batch.toPandas()
-        by_kind: dict[str, list[dict[str, Any]]] = {}
-        for kind, key, ts, payload in zip(frame["kind"], frame["key"], frame["ts"], frame["payload"], strict=True):
-            by_kind.setdefault(kind, []).append({"key": key, "ts": ts, "payload": payload})
-        for row in by_kind.get("watermark", []):
-            self.watermark = max(self.watermark or int(row["ts"]), int(row["ts"]))
-        for row in by_kind.get("earliest_event", []):
-            self.earliest_event = min(self.earliest_event or int(row["ts"]), int(row["ts"]))
-        keyed = sorted((decode_output(r["payload"]) for r in by_kind.get("alert", [])), key=lambda k: k[0])
+        output = BatchOutput.of(zip(frame["kind"], frame["key"], frame["ts"], frame["payload"], strict=True))
+        if output.watermark is not None:
+            self.watermark = max(self.watermark or output.watermark, output.watermark)
+        if output.earliest_event is not None:
+            self.earliest_event = min(self.earliest_event or output.earliest_event, output.earliest_event)
+        keyed = output.alerts
         alerts = [alert for _, alert in keyed]
         now = now_ms()
-        quarantine = quarantine_rows(by_kind.get("quarantine", []), by_kind.get("late", []), now)
-
-        def history(kind: str) -> list[dict[str, Any]]:
-            return [json.loads(r["payload"]) for r in by_kind.get(kind, [])]
-
-        states = [StateRow.from_output(kind, r["key"], r["payload"]) for kind in STATE_TABLES
-                  for r in by_kind.get(kind, [])]
+        quarantine = quarantine_rows(output.refused, output.late, now)
+        states = output.states
         self.quarantined.update(q["reason"] for q in quarantine)
         stored_quarantine, not_stored = bounded_quarantine(quarantine, self._bounds.quarantine_rows_per_reason)
         if not_stored:
@@ -139,10 +130,10 @@ class BatchWriter:
             tables: dict[str, Any] = {
                 **latest_by_table(states),
                 "broker_transitions": {(t["cluster_id"], t["broker_id"], t["ts"], t["state"]): t
-                                       for t in history("transition")}.values(),
-                "controller_history": {(c["cluster_id"], c["ts"]): c for c in history("controller")}.values(),
+                                       for t in output.transitions}.values(),
+                "controller_history": {(c["cluster_id"], c["ts"]): c for c in output.controller_changes}.values(),
                 "quarantine": stored_quarantine,
-                "source_clocks": _source_clocks(by_kind.get("source_clock", []), now),
+                "source_clocks": _source_clocks(output.clocks, now),
             }
             if self._checkpoint_pending:
                 assert self.checkpoint is not None

@@ -10,27 +10,22 @@ the same counts (the store writes each origin once).
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from streaming.job_output import LateEvent, Refused
 from streaming.store import fit_raw, reason_group
 
 __all__ = ["bounded_quarantine", "quarantine_rows"]
 
 
-def quarantine_rows(rejected: Iterable[dict[str, Any]], late: Iterable[dict[str, Any]],
-                    now: int) -> list[dict[str, Any]]:
-    """The `quarantine` rows of a micro-batch's output rows of kind "quarantine" (their payload: the
-    parse stage's reason, detail, raw text and source) and "late" (their payload: the event), whole."""
-    rows = []
-    for r in rejected:
-        q = json.loads(r["payload"])
-        rows.append({"origin": r["key"], "reason": q["reason"], "detail": q.get("detail") or None, "raw": q["raw"],
-                     "source": q.get("source"), "recorded_at": now})
-    rows += [{"origin": r["key"], "reason": "late_event", "detail": None, "raw": r["payload"], "source": None,
-              "recorded_at": now} for r in late]
+def quarantine_rows(refused: Iterable[Refused], late: Iterable[LateEvent], now: int) -> list[dict[str, Any]]:
+    """The `quarantine` rows of a micro-batch's refused messages and late events, whole."""
+    rows = [{"origin": r.origin, "reason": r.reason, "detail": r.detail, "raw": r.raw, "source": r.source,
+             "recorded_at": now} for r in refused]
+    rows += [{"origin": e.origin, "reason": "late_event", "detail": None, "raw": e.text, "source": None,
+              "recorded_at": now} for e in late]
     return rows
 
 

@@ -3,14 +3,14 @@ read to, told from the runs of offsets each micro-batch read and the source's ca
 
 from __future__ import annotations
 
-from streaming.detect import BusClock
+from streaming.detect import BusClock, Run
 
 HB0, HB1, STATES = "fleetwatch.heartbeats:0", "fleetwatch.heartbeats:1", "fleetwatch.broker-states:0"
 L = 5_000
 
 
-def run(source: str, first: int, last: int, largest: int | None) -> tuple:
-    return (source, first, last, None if largest is None else largest - 1, largest, largest)
+def run(source: str, first: int, last: int, largest: int | None) -> Run:
+    return Run(source, first, last, None if largest is None else largest - 1, largest, largest)
 
 
 def test_a_batch_under_the_cap_moves_the_clock_to_the_largest_event_time_read_like_spark():

@@ -11,7 +11,7 @@ from support.rule_events import B1, B2, B3, HB_LOST, LATENESS, SESSION, C, D, F,
 
 from streaming.config import RuleBook
 from streaming.contract import Event
-from streaming.detect import BusGap, ReadPositions, ShardEngine, dump_engine, load_engine
+from streaming.detect import BusGap, ReadPositions, Run, ShardEngine, dump_engine, load_engine
 
 HEARTBEATS = "fleetwatch.heartbeats:0"
 OTHER = "fleetwatch.heartbeats:1"
@@ -34,7 +34,7 @@ def first_pass(batches: list[Segment | list[Segment]]) -> list[tuple]:
     alerts, watermark = [], -(2**62)
     for batch in batches:
         segments = batch if isinstance(batch, list) else [batch]
-        gaps = positions.advance([(source, first, first + len(events) - 1, events[0].ts, events[-1].ts,
+        gaps = positions.advance([Run(source, first, first + len(events) - 1, events[0].ts, events[-1].ts,
                                    max(e.ts for e in events))
                                   for source, first, events in segments])
         items = [((source, first + i), e) for source, first, events in segments
@@ -91,37 +91,38 @@ def test_a_gap_in_a_partition_without_the_clusters_heartbeats_changes_nothing():
 
 def test_one_missing_offset_is_no_loss_it_may_be_a_transaction_marker():
     positions = ReadPositions()
-    assert positions.advance([(HEARTBEATS, 0, 9, t(0), t(9), t(9))]) == []
-    assert positions.advance([(HEARTBEATS, 11, 20, t(40), t(50), t(50))]) == []
-    assert positions.advance([(HEARTBEATS, 23, 30, t(70), t(80), t(80))]) == [BusGap(HEARTBEATS, t(50), t(70), 23)]
+    assert positions.advance([Run(HEARTBEATS, 0, 9, t(0), t(9), t(9))]) == []
+    assert positions.advance([Run(HEARTBEATS, 11, 20, t(40), t(50), t(50))]) == []
+    assert positions.advance([Run(HEARTBEATS, 23, 30, t(70), t(80), t(80))]) == [BusGap(HEARTBEATS, t(50), t(70), 23)]
 
 
 def test_runs_of_one_batch_in_any_order_and_a_gap_between_them():
     positions = ReadPositions()
-    assert positions.advance([(HEARTBEATS, 50, 60, t(50), t(60), t(60)), (HEARTBEATS, 0, 9, t(0), t(9), t(9))]) == [
-        BusGap(HEARTBEATS, t(9), t(50), 50)]
-    assert positions.advance([(HEARTBEATS, 61, 70, t(61), t(70), t(70)), (OTHER, 0, 3, t(61), t(64), t(64))]) == []
+    assert positions.advance([Run(HEARTBEATS, 50, 60, t(50), t(60), t(60)),
+                              Run(HEARTBEATS, 0, 9, t(0), t(9), t(9))]) == [BusGap(HEARTBEATS, t(9), t(50), 50)]
+    assert positions.advance([Run(HEARTBEATS, 61, 70, t(61), t(70), t(70)),
+                              Run(OTHER, 0, 3, t(61), t(64), t(64))]) == []
 
 
 def test_a_partition_that_started_over_lost_what_it_held():
     # Its topic deleted and created again: offsets from 0.
     positions = ReadPositions()
-    positions.advance([(HEARTBEATS, 0, 99, t(0), t(30), t(30))])
-    assert positions.advance([(HEARTBEATS, 0, 9, t(70), t(80), t(80))]) == [BusGap(HEARTBEATS, t(30), t(70), 0)]
+    positions.advance([Run(HEARTBEATS, 0, 99, t(0), t(30), t(30))])
+    assert positions.advance([Run(HEARTBEATS, 0, 9, t(70), t(80), t(80))]) == [BusGap(HEARTBEATS, t(30), t(70), 0)]
 
 
 def test_a_gap_followed_by_no_valid_event_ends_at_the_next_one():
     positions = ReadPositions()
-    positions.advance([(HEARTBEATS, 0, 9, t(0), t(9), t(9))])
-    assert positions.advance([(HEARTBEATS, 20, 25, None, None, None)]) == []  # quarantined records only
-    assert positions.advance([(HEARTBEATS, 26, 30, t(60), t(64), t(64))]) == [BusGap(HEARTBEATS, t(9), t(60), 26)]
-    assert positions.advance([(HEARTBEATS, 31, 31, t(65), t(65), t(65))]) == []
+    positions.advance([Run(HEARTBEATS, 0, 9, t(0), t(9), t(9))])
+    assert positions.advance([Run(HEARTBEATS, 20, 25, None, None, None)]) == []  # quarantined records only
+    assert positions.advance([Run(HEARTBEATS, 26, 30, t(60), t(64), t(64))]) == [BusGap(HEARTBEATS, t(9), t(60), 26)]
+    assert positions.advance([Run(HEARTBEATS, 31, 31, t(65), t(65), t(65))]) == []
 
 
 def test_a_partition_before_its_first_valid_event_has_nothing_to_be_blind_to():
     positions = ReadPositions()
-    positions.advance([(HEARTBEATS, 0, 9, None, None, None)])
-    assert positions.advance([(HEARTBEATS, 50, 59, t(50), t(59), t(59))]) == []
+    positions.advance([Run(HEARTBEATS, 0, 9, None, None, None)])
+    assert positions.advance([Run(HEARTBEATS, 50, 59, t(50), t(59), t(59))]) == []
 
 
 def test_an_engine_pickled_before_it_knew_its_heartbeat_partitions_learns_them():

@@ -14,9 +14,10 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from sqlalchemy import func, select
 
 from streaming import topics
-from streaming.alert import Alert, encode_output
+from streaming.alert import Alert
 from streaming.bus import EmbeddedBus, ensure_topics
 from streaming.job import start_job
+from streaming.job_output import Row, alert_row
 from streaming.metrics import render_metrics
 from streaming.pipeline.state import OUTPUT_SCHEMA
 from streaming.polling import poll
@@ -29,9 +30,9 @@ pytestmark = pytest.mark.spark
 AT = 1_764_000_039_002
 
 
-def _alert_row(broker_id: int, summary: str) -> tuple:
-    alert = Alert.firing("broker.heartbeat_lost", f"c1/{broker_id}", AT, summary, cluster_id="c1", broker_id=broker_id)
-    return ("alert", alert.subject, AT, encode_output(alert))
+def _alert_row(broker_id: int, summary: str) -> Row:
+    return alert_row(Alert.firing("broker.heartbeat_lost", f"c1/{broker_id}", AT, summary, cluster_id="c1",
+                                  broker_id=broker_id))
 
 
 def _published(bootstrap: str, timeout_s: float = 30) -> list[dict]:

@@ -21,6 +21,7 @@ from support.promtool import rules_firing
 
 from dashboard.queries.pipeline import quarantine_reasons
 from streaming.config import ConfigError, RetentionConfig, load_config
+from streaming.job_output import LateEvent, Refused, Row
 from streaming.metrics import render_metrics
 from streaming.metrics.counters import counter_values
 from streaming.sinks import BatchWriter
@@ -39,17 +40,16 @@ def db(store_url):
     s.close()
 
 
-def _rejected(topic_partition: str, offset: int, reason: str, raw: str) -> tuple:
+def _rejected(topic_partition: str, offset: int, reason: str, raw: str) -> Row:
     """An output row of the parse stage's quarantine, as the pipeline's stateful stage hands it on."""
-    payload = json.dumps({"reason": reason, "detail": "Expecting value: line 1 column 1 (char 0)", "raw": raw,
-                          "source": None})
-    return ("quarantine", f"{topic_partition}:{offset}", None, payload)
+    return Refused(f"{topic_partition}:{offset}", reason, "Expecting value: line 1 column 1 (char 0)", raw,
+                   None).output()
 
 
-def _late(offset: int) -> tuple:
+def _late(offset: int) -> Row:
     event = {"schema": "fleetwatch.event/v1", "type": "broker_heartbeat", "ts": 1, "source": "agent",
              "cluster_id": "c1", "broker_id": 1, "kind": "heartbeat", "broker_epoch": 1}
-    return ("late", f"fleetwatch.heartbeats:1:{offset}", 1, json.dumps(event))
+    return LateEvent(f"fleetwatch.heartbeats:1:{offset}", 1, json.dumps(event)).output()
 
 
 def _rows(store: Store) -> list[dict]:

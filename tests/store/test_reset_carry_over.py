@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from streaming.alert import Alert, encode_output
+from streaming.alert import Alert
+from streaming.job_output import Kind, StateRow, alert_row, mark_row
 from streaming.pipeline.state import OUTPUT_SCHEMA
-from streaming.sinks import StateRow
 from streaming.sinks.batch_writer import RESET_REASON, BatchWriter
 from streaming.store import Store, alerts, outbox
 
@@ -32,11 +32,11 @@ def _firing(rule: str, cluster_id: str, broker_id: int, at: int) -> Alert:
 
 
 def _batch(spark, *, alerts_fired=(), brokers=(), earliest=None, watermark=RESET + 1):
-    rows = [("alert", a.subject, a.event_ms, encode_output(a)) for a in alerts_fired]
-    rows += [StateRow.of("broker", b).output() for b in brokers]
+    rows = [alert_row(a) for a in alerts_fired]
+    rows += [StateRow.of(Kind.BROKER, b).output() for b in brokers]
     if earliest is not None:
-        rows.append(("earliest_event", None, earliest, None))
-    rows.append(("watermark", None, watermark, None))
+        rows.append(mark_row(Kind.EARLIEST_EVENT, earliest))
+    rows.append(mark_row(Kind.WATERMARK, watermark))
     return spark.createDataFrame(rows, OUTPUT_SCHEMA)
 
 

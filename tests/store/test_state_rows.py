@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import select
 from support.micro_batch import MicroBatch
 
-from streaming.sinks import BatchWriter, StateRow, compact_json
+from streaming.job_output import Kind, StateRow, compact_json, mark_row
+from streaming.sinks import BatchWriter
 from streaming.store import Store, brokers, clusters, targets
 
 T0 = 1_790_000_000_000
@@ -34,17 +35,17 @@ def _target(target: str, cluster_id: str, at: int) -> dict:
 
 def test_the_latest_snapshot_of_each_key_is_stored(store_url):
     snapshots = [
-        ("broker", _broker("c1", 1, "FENCED", T0 + 2000)),  # a later partition's row first
-        ("broker", _broker("c1", 1, "RUNNING", T0 + 1000)),
-        ("broker", _broker("c1", 2, "RUNNING", T0 + 1000)),
-        ("broker", _broker("c2", 1, "RUNNING", T0 + 1000)),  # same broker id, another cluster
+        (Kind.BROKER, _broker("c1", 1, "FENCED", T0 + 2000)),  # a later partition's row first
+        (Kind.BROKER, _broker("c1", 1, "RUNNING", T0 + 1000)),
+        (Kind.BROKER, _broker("c1", 2, "RUNNING", T0 + 1000)),
+        (Kind.BROKER, _broker("c2", 1, "RUNNING", T0 + 1000)),  # same broker id, another cluster
         ("cluster", _cluster("c1", 1, T0 + 1000)),
         ("cluster", _cluster("c1", 2, T0 + 1000)),  # a tie: the later row wins
         ("target", _target("tgt-c1", "c1", T0 + 3000)),
         ("target", _target("tgt-c1", "c1", T0 + 500)),
     ]
     rows = [StateRow.of(kind, snapshot).output() for kind, snapshot in snapshots]
-    rows.append(("watermark", None, T0 + 5000, None))
+    rows.append(mark_row(Kind.WATERMARK, T0 + 5000))
     store = Store(store_url)
     BatchWriter(store)(MicroBatch(rows), 0)
     with store.engine.connect() as conn:

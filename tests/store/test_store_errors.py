@@ -7,7 +7,6 @@ micro-batch at once with a one-line message instead of stalling the job forever.
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import threading
@@ -17,6 +16,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import OperationalError
 from support.micro_batch import MicroBatch
 
+from streaming.job_output import Refused
 from streaming.ports import free_port
 from streaming.resilience import StoreFailure, is_transient, retry_store
 from streaming.sinks.batch_writer import BatchWriter
@@ -26,8 +26,7 @@ PROMPT_S = 10.0  # a failing write takes milliseconds; retried, it would still b
 
 
 def _quarantined_event() -> MicroBatch:
-    payload = json.dumps({"reason": "bad_json", "detail": None, "raw": "{"})
-    return MicroBatch([("quarantine", "fleetwatch.metadata", 1_700_000_000_000, payload)])
+    return MicroBatch([Refused("fleetwatch.metadata:0:7", "bad_json", None, "{", None).output()])
 
 
 def _write_in_thread(writer: BatchWriter, stop: threading.Event) -> BaseException | None:
