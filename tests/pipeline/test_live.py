@@ -146,10 +146,13 @@ def test_killed_job_restarts_onto_a_capped_backlog_without_losing_repeating_or_m
     job = _run_job(config_path, log_path)
     try:
         assert poll(lambda: _batches_read(store) >= len(first), 240, "the first minute read", interval_s=0.5)
-        # Mid-stream: the rest arrives and the job is killed while it works on it.
-        produce(bus.bootstrap, events[len(first):])
+        # Mid-stream: more arrives and the job is killed while it works on it; the rest (2.5 minutes of the
+        # fleet) lands on the bus while it is down.
+        more = [e for e in events[len(first):] if e[1]["ts"] < START_MS + 80_000]
+        produce(bus.bootstrap, more)
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=30)
+        produce(bus.bootstrap, events[len(first) + len(more):])
         before = stored_lines(store)
         assert before < expected, "the kill came too late to test a restart"
         write_config(max_records_per_batch=CAP)
