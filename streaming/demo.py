@@ -39,6 +39,7 @@ from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produ
 from streaming.config import AlertingConfig, ConfigError, FleetwatchConfig, Receiver
 from streaming.console import Console, JobView, duration_text, open_console, plural
 from streaming.demo_receiver import DemoReceiver
+from streaming.errors import FleetwatchError
 from streaming.logs import LogPipe
 from streaming.ports import nobody_listens_on
 
@@ -171,11 +172,12 @@ def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
         except Exception as exc:
             log.exception("the demo failed")
             console.closing(f"fleetwatch demo failed: {_first_line(exc)}; details in {log_path}")
-            return 1
+            return exc.exit_code if isinstance(exc, FleetwatchError) else 1  # streaming/errors.py's table
         if outcome.failure is not None:
             console.closing(f"fleetwatch demo stopped: the streaming job failed: {first_line(outcome.failure)}; "
                             f"details in {log_path}")
-            return 1
+            failure = outcome.failure
+            return failure.exit_code if isinstance(failure, FleetwatchError) else 1
         final = view.last
         console.closing(f"fleetwatch demo stopped after {duration_text(final.elapsed_s)}: "
                         f"{plural(final.batches, 'micro-batch', 'micro-batches')}, "

@@ -9,7 +9,8 @@
   and who may read it, `metrics_auth_from_env()` (`access`): a command checks it before it starts
   anything (a missing half of a pair, a `change-me…` example secret: a ConfigError).
 
-Below the pipeline, which serves it from `fleetwatch run` and the spark-submit driver; above the store it reads.
+Served by the job's coordinator (streaming/job/coordinator.py) for `fleetwatch run` and the spark-submit
+driver; above the store it reads.
 """
 
 from streaming.metrics.access import add_metrics_arguments, metrics_auth_from_env

@@ -6,13 +6,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from streaming.config import ConfigError
-from streaming.demo import WORKDIR_MARKER, prepare_workdir
+from streaming.config import ConfigError, FleetwatchConfig
+from streaming.demo import WORKDIR_MARKER, DemoOptions, prepare_workdir, run_demo
+from streaming.errors import BusFailure, StoreFailure
 from streaming.ports import free_port
 
 # Runs the real CLI, then says whether Spark's modules were loaded: a refusal must come before.
@@ -91,3 +93,27 @@ def test_a_demo_folder_of_a_version_before_the_marker_is_still_emptied(tmp_path)
         (old / name).write_text("x")
     with pytest.raises(ConfigError, match=r"it holds 'notes\.txt'"):
         prepare_workdir(old)
+
+
+@pytest.mark.parametrize(("error", "code"), [(StoreFailure("the store refused the batch"), 3),
+                                             (BusFailure("the bus could not be read"), 4),
+                                             (RuntimeError("something else"), 1)])
+def test_a_failed_demo_exits_with_the_code_of_its_kind(tmp_path, monkeypatch, capsys, error, code):
+    """Issue 46.6: the demo exited 1 on every failure, against streaming/errors.py's table of exit codes.
+    (The job's coordinator stands in, failing: what is tested is how the demo ends.)"""
+
+    class Failing:
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def run(self):
+            raise error
+
+    monkeypatch.setattr("streaming.job.JobCoordinator", Failing)
+    options = DemoOptions(workdir=tmp_path / "demo", port=free_port(), clusters=1, brokers=1)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        assert run_demo(FleetwatchConfig(), options) == code
+    finally:  # the demo takes the signals over: this test process's are given back
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
