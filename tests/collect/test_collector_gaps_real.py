@@ -64,7 +64,11 @@ def test_a_frozen_probe_pages_no_broker_and_says_it_was_silent(healthy_real_kafk
         time.sleep(FREEZE_S)  # the fault's length, not a synchronisation: the probe is frozen meanwhile
         thawed_ms = clock.now_ms()
         os.kill(probe.pid, signal.SIGCONT)
-        poll(lambda: sum(ts > thawed_ms for ts in _rounds(out)) >= 3, 60, "three rounds after the thaw")
+        # The return is applied once detection's watermark (the newest event less the allowed lateness)
+        # passes the first round after the thaw: the rounds go on until it has.
+        lateness = BOOK.defaults.allowed_lateness_ms
+        poll(lambda: len(after := [ts for ts in _rounds(out) if ts > frozen_ms]) >= 3
+             and max(after) > min(after) + lateness + 1000, 60, "rounds past the allowed lateness after the thaw")
         probe.send_signal(signal.SIGTERM)
         assert probe.wait(timeout=30) == 0
         assert not ready.exists(), "the ready file outlived the probe"
