@@ -205,7 +205,7 @@ class Broker:
             return
         fetched = ts - age
         if (age >= STALL_AFTER and not self.stopped and not self.held
-                and (self.last_hb is None or self.last_hb <= fetched)
+                and (self.last_hb is None or self.last_hb < fetched + STALL_AFTER)
                 and not self.inc.firing("broker.heartbeat_lost", self.subject)):
             self.fire("broker.stalled", fetched + STALL_AFTER,
                       f"broker {self.broker_id} has not fetched from its controller for {age / 1000:.1f} s",
@@ -226,7 +226,9 @@ class Broker:
             self.last_hb, self.counting_since = ts, None
             self.inc.resolve("broker.heartbeat_lost", self.subject, ts)
             self.inc.resolve("broker.heartbeat_late", self.subject, ts)
-            self.inc.resolve("broker.stalled", self.subject, ts)
+            stalled = self.inc.open.get(("broker.stalled", self.subject))
+            if stalled is not None and ts >= stalled["starts_at"]:  # README: a heartbeat at or after its start
+                self.inc.resolve("broker.stalled", self.subject, ts)
         if hb.get("fenced") is not None:
             self.observe_fenced(hb["fenced"], ts)
         if hb.get("rack") is not None:

@@ -276,7 +276,7 @@ class BrokerTracker:
             return
         fetched = at - age
         if (age >= stall and self.stopped_at is None and self.session_held_since is None
-                and (self.last_hb is None or self.last_hb <= fetched)
+                and (self.last_hb is None or self.last_hb < fetched + stall)
                 and not incidents.is_firing(HEARTBEAT_LOST, self.subject)):
             self._fire(incidents, out, STALLED, fetched + stall,
                        f"broker {self.broker_id} has not fetched from its controller for {age / 1000:.1f} s",
@@ -300,7 +300,9 @@ class BrokerTracker:
             self.counting_since = None
             incidents.resolve(out, HEARTBEAT_LOST, s, hb.ts)
             incidents.resolve(out, HEARTBEAT_LATE, s, hb.ts)
-            incidents.resolve(out, STALLED, s, hb.ts)
+            stalled = incidents.started(STALLED, s)
+            if stalled is not None and hb.ts >= stalled:  # a fetch after the stall (not the stalled one again)
+                incidents.resolve(out, STALLED, s, hb.ts)
         if hb.fenced is not None:
             self._observe_fenced(hb.fenced, hb.ts, rules, incidents, out)
         if hb.rack is not None:

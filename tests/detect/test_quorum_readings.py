@@ -1,12 +1,36 @@
-"""Quorum readings (issue 44) beyond the rule scenarios of tests/support/rule_cases/readings.py: what the
-alerts say, and that a reading decides them itself, whatever the watermark."""
+"""Quorum readings (issue 44; streaming/detect/README.md, "Before Kafka knows: quorum readings") on their
+scenarios (tests/support/rule_cases/readings.py), and what the alerts say, and that a reading decides them
+itself, whatever the watermark."""
 
 from __future__ import annotations
 
+import pytest
+from support.rule_cases import readings as reading_cases
 from support.rule_cases.readings import frozen, readings, stopped_at
-from support.rule_events import B1, HB_LOST, SESSION, STALL_AFTER, STALLED, C, merged, run
+from support.rule_events import (
+    B1,
+    HB_LOST,
+    SESSION,
+    STALL_AFTER,
+    STALLED,
+    C,
+    lines,
+    merged,
+    run,
+    same_lines,
+    table,
+    table_ids,
+)
 
 from streaming.contract import QuorumReading, event_from_dict, event_to_dict
+
+SCENARIOS = table(reading_cases.CASES)
+
+
+@pytest.mark.parametrize(("rule", "scenario"), SCENARIOS, ids=table_ids(SCENARIOS))
+def test_rule(rule, scenario):
+    got = lines(scenario.events, scenario.book)
+    same_lines(got, scenario.expected)
 
 
 def _firing(alerts: list[dict], rule: str) -> dict:

@@ -49,12 +49,14 @@ class ProbeOptions:
     max_endpoints: int = _DEFAULTS.max_endpoints_per_target
     max_response_bytes: int = _DEFAULTS.max_response_bytes
     layout: LayoutLimits = field(default_factory=LayoutLimits)
+    # The fast quorum reading's cadence (quorum.py; 0: off): `probe.quorum_interval_ms`.
+    quorum_interval_ms: int = _DEFAULTS.quorum_interval_ms
 
     def __post_init__(self) -> None:
         if min(self.interval_ms, self.timeout_ms, self.concurrency, self.target_concurrency, self.max_endpoints,
-               self.max_response_bytes) <= 0:
+               self.max_response_bytes) <= 0 or self.quorum_interval_ms < 0:
             raise ValueError("interval_ms, timeout_ms, concurrency, target_concurrency, max_endpoints and "
-                             "max_response_bytes must be positive")
+                             "max_response_bytes must be positive, quorum_interval_ms not negative")
 
 
 @dataclass(frozen=True)

@@ -77,9 +77,12 @@ case(STALLED, "a failover: no reading during the election, unknown ages after it
      merged(readings(0, 4, frozen(100)), readings(8, 9, lambda s: (None, False), controller=3001, epoch=2),
             readings(10, 30, frozen(100), controller=3001, epoch=2)),
      [], "quiet")
-case(STALLED, "a newer heartbeat than the reading's fetch (another collector's): no stall",
-     merged(readings(0, 8, frozen(4)), [hb(t(s), 1) for s in (5, 6, 7, 8)]),
+case(STALLED, "a heartbeat after the fetch became stall_after_ms old (an agent's): no stall",
+     merged(readings(0, 8, frozen(4)), [hb(t(s), 1) for s in (5.5, 6.5, 7.5)]),
      [], "quiet")
+case(STALLED, "another probe's reading of the stalled fetch, its time 20 ms off, is no fresh fetch",
+     merged(readings(0, 9, frozen(4)), [reading(7.01, [(1, 3090, False)], source="probe-b")]),
+     [F(STALLED, B1, stopped_at(4) + STALL_AFTER)], "fires")
 case(STALLED, "a broker already fenced when it stops fetching is no stall",
      readings(0, 20, frozen(6, fenced_from=3)),
      [], "quiet")
