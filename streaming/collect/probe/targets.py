@@ -76,6 +76,9 @@ class Target:
     # timeout is the controller's cap, and heartbeats closer than half an interval are one.
     session_timeout_ms: int = RuleSettings().session_timeout_ms
     heartbeat_interval_ms: int = RuleSettings().heartbeat_interval_ms
+    # broker.stalled's fetch age (`rules.stall_after_ms`; 0: off): a quorum reading that shows a broker
+    # close to it is followed by one when it would reach it (quorum.py).
+    stall_after_ms: int = RuleSettings().stall_after_ms
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -164,6 +167,6 @@ def targets_from_config(config: FleetwatchConfig, *, only: Iterable[str] | None 
                           security=_security(cluster, where, environ),
                           forget_after_ms=rules.forget_after_ms, controller_metrics=tuple(cluster.controller_metrics),
                           session_timeout_ms=rules.session_timeout_ms,
-                          heartbeat_interval_ms=rules.heartbeat_interval_ms,
+                          heartbeat_interval_ms=rules.heartbeat_interval_ms, stall_after_ms=rules.stall_after_ms,
                           expected_cluster_id=cluster.expected_cluster_id))
     return out

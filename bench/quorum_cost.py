@@ -1,0 +1,119 @@
+"""What the fast quorum reading (issue 44; streaming/collect/probe/quorum.py) costs, per cluster and for
+1,000 clusters: requests, bytes on the wire and on the bus, and the probe's CPU, per second.
+
+    .venv/bin/python bench/quorum_cost.py [--targets 200] [--seconds 30] [--json]
+
+One real Apache Kafka 4.4 cluster (3 controllers, 3 brokers) and one probe process whose `--targets`
+targets all read it (each its own connection, kept open, as `fleetwatch probe` reads that many clusters),
+a reading of each every second for `--seconds`. Measured over that window: the readings made, the
+requests sent (DescribeQuorum and DescribeCluster per reading), the bytes read and written on the
+connections (answers and requests, size prefixes included), the bytes of the `quorum_reading` events (what
+goes on the bus), and the probe process's CPU time (user + system). Printed per reading and scaled to
+1,000 clusters a second (linear: each cluster is a connection and two requests a second, nothing shared
+but the event loop; the run checks that the readings kept their one-second cadence). A 3-broker cluster's
+answers: a cluster of 12 brokers adds about 40 bytes per broker to each answer and 15 to each event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from streaming.collect.probe import ProbeOptions, Prober
+from streaming.collect.probe.prober import Slots
+from streaming.collect.protocol.client import Connection
+from streaming.collect.protocol.codec import encode_request
+from streaming.kraft import KRaftCluster, target_of
+
+CLUSTERS = 1000
+
+
+class CountingConnection(Connection):
+    """The probe's connection, counting what it writes (it counts what it reads itself)."""
+
+    written = 0
+    read = 0
+
+    async def call(self, api: str, version: int, values: Any = None) -> dict[str, Any]:
+        CountingConnection.written += len(encode_request(f"{api}Request", version, 0, self.client_id, values))
+        before = self.bytes_read
+        try:
+            return await super().call(api, version, values)
+        finally:
+            CountingConnection.read += self.bytes_read - before
+
+
+async def _measure(prober: Prober, seconds: float) -> dict[str, Any]:
+    events: list[dict[str, Any]] = []
+
+    async def emit(batch: list[dict[str, Any]]) -> None:
+        events.extend(batch)
+
+    slots = Slots.of(prober.targets, prober.options)
+    done = asyncio.Event()
+    reader = asyncio.create_task(prober.quorum.run(emit, done, slots))
+    await asyncio.sleep(3)  # connections opened, ApiVersions done: the steady state is measured
+    events.clear()
+    CountingConnection.written = CountingConnection.read = 0
+    cpu, wall = time.process_time(), time.monotonic()
+    await asyncio.sleep(seconds)
+    cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+    counted = {"events": list(events), "written": CountingConnection.written, "read": CountingConnection.read}
+    done.set()
+    await reader
+    slots.close()
+    return {"cpu_s": cpu, "wall_s": wall, **counted}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--targets", type=int, default=200, help="targets reading the cluster (default 200)")
+    parser.add_argument("--seconds", type=float, default=30, help="the measured window (default 30)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="fleetwatch-quorum-cost-"))
+    load = os.getloadavg()[0]
+    with KRaftCluster(workdir / "cluster", brokers=3, controllers=3, session_timeout_ms=9000,
+                      heartbeat_interval_ms=2000) as cluster:
+        targets = [target_of(f"t{i:04d}", cluster.bootstrap) for i in range(args.targets)]
+        prober = Prober(targets, ProbeOptions(source="quorum-cost", concurrency=max(256, args.targets),
+                                              target_concurrency=32), connection=CountingConnection)
+        prober.probe_round()  # what a first round learns: each target's cluster, its brokers
+        got = asyncio.run(_measure(prober, args.seconds))
+    readings = len(got["events"])
+    per = {"requests": 2, "bytes_written": got["written"] / readings, "bytes_read": got["read"] / readings,
+           "event_bytes": sum(len(orjson.dumps(e)) for e in got["events"]) / readings,
+           "cpu_ms": got["cpu_s"] * 1000 / readings}
+    cadence = readings / (args.targets * got["wall_s"])
+    scaled = {"readings": CLUSTERS, "requests": CLUSTERS * per["requests"],
+              "wire_bytes": CLUSTERS * (per["bytes_written"] + per["bytes_read"]),
+              "bus_bytes": CLUSTERS * per["event_bytes"], "cpu_s": CLUSTERS * per["cpu_ms"] / 1000}
+    summary = {"targets": args.targets, "seconds": round(got["wall_s"], 1), "readings": readings,
+               "readings_per_target_per_s": round(cadence, 3), "load_average": load,
+               "per_reading": {k: round(v, 3) for k, v in per.items()},
+               "per_second_for_1000_clusters": {k: round(v, 3) for k, v in scaled.items()}}
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"{args.targets} targets reading one real Kafka 4.4 cluster (3 controllers, 3 brokers) every second "
+          f"for {got['wall_s']:.0f} s: {readings} readings ({cadence:.2f} a target a second); load average "
+          f"{load:.1f} (2 cores)")
+    print(f"per reading: {per['requests']} requests, {per['bytes_written']:.0f} bytes written, {per['bytes_read']:.0f} "
+          f"read, a {per['event_bytes']:.0f}-byte event, {per['cpu_ms']:.3f} ms of the probe's CPU")
+    print(f"for {CLUSTERS:,} clusters, a second: {scaled['requests']:,.0f} requests, "
+          f"{scaled['wire_bytes'] / 1024:,.0f} KiB on the wire, {scaled['bus_bytes'] / 1024:,.0f} KiB on the bus "
+          f"({CLUSTERS:,} events), {scaled['cpu_s']:.2f} s of CPU ({scaled['cpu_s'] * 100:.0f}% of a core)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
