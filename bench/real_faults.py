@@ -240,7 +240,7 @@ def healthy(rig: Rig, minutes: float) -> dict[str, Any]:
     steps: list[tuple[float, str]] = []
 
     def step(what: str) -> None:
-        steps.append((round(time.time() - t0, 1), what))
+        steps.append((round(time.time() - t0, 1), f"{what} (load {os.getloadavg()[0]:.1f})"))
         print(f"{steps[-1][0]:7.1f} s  {what}", file=sys.stderr, flush=True)
 
     def at(offset_s: float) -> None:
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                   "allowed_lateness_ms": args.lateness_ms}})
     store = Store(f"sqlite:///{workdir / 'store.db'}")
     print(f"work folder {workdir}", file=sys.stderr)
-    load = os.getloadavg()
+    loads = [os.getloadavg()[0]]  # the 1-minute load average at the start and at each fault
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in FAULTS}
     quiet: dict[str, Any] | None = None
     with EmbeddedBus(partitions={t: 2 for t in topics.TELEMETRY}, log_path=workdir / "tansu.log") as bus:
@@ -333,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 for run in range(args.runs):
                     for name, (fault, _) in FAULTS.items():
+                        loads.append(os.getloadavg()[0])
                         result = fault(rig)
                         results[name].append(result)
                         print(f"run {run + 1}: {name}: " + ", ".join(
@@ -355,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     with store.engine.connect() as conn:
         late = conn.execute(select(func.count()).select_from(quarantine)
                             .where(quarantine.c.reason == "late_event")).scalar()
-    load = (load, os.getloadavg())
+    loads.append(os.getloadavg()[0])
     table = []
     for name, (_, kafka_what) in FAULTS.items():
         runs = results[name]
@@ -374,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         table.append(row)
     summary = {"lateness_ms": args.lateness_ms, "session_timeout_ms": SESSION_TIMEOUT_MS,
                "probe_interval_ms": args.probe_interval_ms, "quorum_interval_ms": args.quorum_interval_ms,
-               "controller_view": args.controller_view, "load_average": [load[0][0], load[1][0]],
+               "controller_view": args.controller_view,
+               "load_average": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
                "probe_disorder": probe_disorder, "late_events": late, "cluster_start_s": round(boot_s, 1),
                "nodes": {str(k): {"start_s": v[0], "rss_mb": v[1]} for k, v in nodes.items()}, "faults": table,
                "healthy": quiet}
@@ -386,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Kafka's defaults (session {SESSION_TIMEOUT_MS} ms, heartbeats every {HEARTBEAT_INTERVAL_MS} ms); the probe "
           f"at rounds of {args.probe_interval_ms} ms, quorum readings every {args.quorum_interval_ms} ms"
           f"{', controller view on' if args.controller_view else ''}; fleetwatch's default rules, lateness "
-          f"{args.lateness_ms} ms; load average {load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end (2 cores)")
+          f"{args.lateness_ms} ms; load average (1 min, at each fault) {min(loads):.1f} to {max(loads):.1f}, median "
+          f"{statistics.median(loads):.1f} (2 cores)")
     if quiet is not None:
         print(f"{quiet['minutes']:g} minutes of a healthy cluster: "
               + "; ".join(f"{s} s {w}" for s, w in quiet["steps"]))

@@ -87,7 +87,7 @@ class LiveProbe:
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KRaftCluster]:
-    cluster = KRaftCluster(Path(tmp_path_factory.mktemp("stalls")), brokers=2, controllers=3,
+    cluster = KRaftCluster(Path(tmp_path_factory.mktemp("stalls")), brokers=2, controllers=3, partitionable=[2],
                            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
     cluster.start()
     try:
@@ -154,6 +154,25 @@ def test_a_frozen_broker_is_warned_before_kafka_fences_it_and_paged_with_the_fen
     # Both end at its first fetch after the thaw.
     assert stalled[1].ends_at == lost[1].ends_at
     assert probe.broker_alerts(frozen_ms, broker=1) == []
+
+
+def test_a_broker_cut_off_from_the_controllers_is_warned_and_paged_likewise(kafka: KRaftCluster, probe: LiveProbe):
+    cut_ms = time.time() * 1000
+    kafka.cut_from_quorum(2)  # it still answers clients: readings through it time out, the next address answers
+    try:
+        fenced_ms = kafka.wait_fenced(2, 60) * 1000
+        probe.read_past(fenced_ms)
+        poll(lambda: any(_fetch(r, 2)[2] for r in probe.readings(cut_ms)), 30, "a reading of broker 2 fenced")
+    finally:
+        kafka.heal(2)
+    kafka.wait_unfenced([2], 60)
+    probe.read_past(time.time() * 1000 + 1000)
+    fenced_reading = next(r for r in probe.readings(cut_ms) if _fetch(r, 2)[2])
+    stalled = probe.broker_alerts(cut_ms, "broker.stalled", 2)
+    lost = probe.broker_alerts(cut_ms, "broker.heartbeat_lost", 2)
+    assert [a.status for a in stalled] == ["firing", "resolved"] and [a.status for a in lost] == ["firing", "resolved"]
+    assert stalled[0].starts_at < fenced_reading["ts"] and lost[0].starts_at <= fenced_reading["ts"]
+    assert lost[0].details["escalates"] == stalled[0].alert_id
 
 
 def test_a_jvm_pause_under_the_threshold_warns_nothing(kafka: KRaftCluster, probe: LiveProbe):
