@@ -12,6 +12,10 @@ goes on the bus), and the probe process's CPU time (user + system). Printed per 
 1,000 clusters a second (linear: each cluster is a connection and two requests a second, nothing shared
 but the event loop; the run checks that the readings kept their one-second cadence). A 3-broker cluster's
 answers: a cluster of 12 brokers adds about 40 bytes per broker to each answer and 15 to each event.
+
+And the detection's side: the engines the Spark job runs (`streaming.detect.detect`, pure Python, no Spark)
+over a simulated fleet of `--sim-clusters` clusters of 3 brokers for 60 s, with the simulated probe's
+readings (and the rounds it then says) and without: the events and the engines' CPU time, per reading.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from streaming.collect.probe import ProbeOptions, Prober
 from streaming.collect.probe.prober import Slots
 from streaming.collect.protocol.client import Connection
 from streaming.collect.protocol.codec import encode_request
+from streaming.collect.simulate import DEFAULT_START_MS, FleetSpec, Simulation
+from streaming.contract import event_from_dict
+from streaming.detect import detect
 from streaming.kraft import KRaftCluster, target_of
 
 CLUSTERS = 1000
@@ -74,10 +81,25 @@ async def _measure(prober: Prober, seconds: float) -> dict[str, Any]:
     return {"cpu_s": cpu, "wall_s": wall, **counted}
 
 
+def engine_cost(clusters: int) -> dict[str, float]:
+    """The engines' CPU time over a simulated fleet's minute, with the probe's readings and without."""
+    out: dict[str, float] = {}
+    for name, interval in (("with", 1000), ("without", 0)):
+        spec = FleetSpec(clusters=clusters, brokers=3, faults=(), start_ms=DEFAULT_START_MS, duration_ms=60_000,
+                         quorum_interval_ms=interval)
+        events = [event_from_dict(e) for _, e in Simulation(spec).events()]
+        cpu = time.process_time()
+        detect(events)
+        out[f"{name}_cpu_s"], out[f"{name}_events"] = time.process_time() - cpu, len(events)
+        out[f"{name}_readings"] = sum(e.type == "quorum_reading" for e in events)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--targets", type=int, default=200, help="targets reading the cluster (default 200)")
     parser.add_argument("--seconds", type=float, default=30, help="the measured window (default 30)")
+    parser.add_argument("--sim-clusters", type=int, default=200, help="the simulated fleet's clusters (default 200)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="fleetwatch-quorum-cost-"))
@@ -89,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                                               target_concurrency=32), connection=CountingConnection)
         prober.probe_round()  # what a first round learns: each target's cluster, its brokers
         got = asyncio.run(_measure(prober, args.seconds))
+    engines = engine_cost(args.sim_clusters)
     readings = len(got["events"])
     per = {"requests": 2, "bytes_written": got["written"] / readings, "bytes_read": got["read"] / readings,
            "event_bytes": sum(len(orjson.dumps(e)) for e in got["events"]) / readings,
@@ -100,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"targets": args.targets, "seconds": round(got["wall_s"], 1), "readings": readings,
                "readings_per_target_per_s": round(cadence, 3), "load_average": load,
                "per_reading": {k: round(v, 3) for k, v in per.items()},
-               "per_second_for_1000_clusters": {k: round(v, 3) for k, v in scaled.items()}}
+               "per_second_for_1000_clusters": {k: round(v, 3) for k, v in scaled.items()},
+               "engines": {k: round(v, 3) for k, v in engines.items()}}
     if args.json:
         print(json.dumps(summary))
         return 0
@@ -112,6 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"for {CLUSTERS:,} clusters, a second: {scaled['requests']:,.0f} requests, "
           f"{scaled['wire_bytes'] / 1024:,.0f} KiB on the wire, {scaled['bus_bytes'] / 1024:,.0f} KiB on the bus "
           f"({CLUSTERS:,} events), {scaled['cpu_s']:.2f} s of CPU ({scaled['cpu_s'] * 100:.0f}% of a core)")
+    extra = engines["with_cpu_s"] - engines["without_cpu_s"]
+    per_reading_ms = extra * 1000 / max(1, engines["with_readings"])
+    print(f"detection ({args.sim_clusters} simulated clusters x 3 brokers, 60 s, the engines without Spark): "
+          f"{engines['without_events']:,.0f} events in {engines['without_cpu_s']:.2f} s of CPU without readings, "
+          f"{engines['with_events']:,.0f} ({engines['with_readings']:,.0f} readings) in {engines['with_cpu_s']:.2f} s "
+          f"with them: {per_reading_ms:.3f} ms a reading, {CLUSTERS * per_reading_ms / 1000:.2f} s of CPU a second "
+          f"for {CLUSTERS:,} clusters")
     return 0
 
 
