@@ -9,7 +9,7 @@ import asyncio
 import time
 from typing import Any
 
-from support.probe_doubles import HOST, FakeCluster, FakeKafka, refused_port, target
+from support.probe_doubles import HOST, Blackhole, FakeCluster, FakeKafka, refused_port, target
 
 from streaming.collect.probe import ProbeOptions, Prober
 from streaming.collect.probe.exchange import Answer, Quorum
@@ -113,3 +113,48 @@ def test_the_reader_keeps_one_connection_and_moves_to_the_next_address_when_one_
             for expected in [{1: 200, 2: 2700}[node]]] == [(1, True, False), (2, True, False)]
     readings_on = [c for c in broker.connections if not any(api == "Metadata" for api, _ in c)]
     assert len(readings_on) == 1 and readings_on[0].count(("DescribeQuorum", 2)) == 3  # one connection kept
+
+
+def test_a_rounds_slow_exchanges_never_delay_a_reading():
+    # Two of the cluster's advertised brokers are black holes: each of the round's exchanges with them
+    # holds the target's one slot for the whole timeout. The reading, on its own connection, is not queued
+    # behind them.
+    holes = [Blackhole(), Blackhole()]
+
+    async def scenario() -> tuple[float, dict[str, Any] | None, bool]:
+        cluster = FakeCluster("Cs", last_fetch=lambda: {1: int(time.time() * 1000) - 100})
+        broker = await FakeKafka(cluster, 1).start()
+        cluster.brokers = [{"node_id": 1, "port": broker.port, "fenced": False},
+                           *({"node_id": 2 + i, "port": hole.port, "fenced": False} for i, hole in enumerate(holes))]
+        prober = Prober([target("s", f"{HOST}:{broker.port}")],
+                        ProbeOptions(timeout_ms=1500, source="p", target_concurrency=1, quorum_interval_ms=1000))
+        loop = asyncio.get_running_loop()
+        slots = Slots.of(prober.targets, prober.options)
+        await prober.probe_target(prober.targets[0], int(time.time() * 1000), loop.time(), slots)  # learns them
+        await prober.quorum.read(prober.targets[0], slots)  # its connection opened
+        served = len(broker.connections)
+        round_ = loop.create_task(prober.probe_target(prober.targets[0], int(time.time() * 1000), loop.time(),
+                                                      slots))
+        # Until the round's bootstrap and its exchange with broker 1 are done: its black holes hold the slot.
+        deadline = loop.time() + 10
+        while len(broker.connections) < served + 2 and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert slots.per_target["s"].locked()
+        begun = loop.time()
+        event = await prober.quorum.read(prober.targets[0], slots)
+        took = loop.time() - begun
+        busy = not round_.done()
+        await round_
+        slots.close()
+        for link in prober.quorum.links.values():
+            link.close()
+        await broker.stop()
+        return took, event, busy
+
+    try:
+        took, event, busy = asyncio.run(scenario())
+    finally:
+        for hole in holes:
+            hole.close()
+    assert busy  # the round was still waiting on its black holes
+    assert event is not None and took < 0.5  # a round trip on loopback, not a place in the round's queue

@@ -15,7 +15,9 @@ A broker is a quorum observer, a voter that DescribeCluster (or the rounds) list
 combined layout), or a registered broker the quorum does not list (its age unknown). A reading that fails
 (a timeout, an error, no leader, another cluster) publishes nothing and closes the connection; the next
 one tries the next bootstrap address. Each reading is bounded by the exchange timeout and by its interval,
-whichever is shorter. Failing and answering again are logged once each.
+whichever is shorter. Failing and answering again are logged once each. Readings take none of the rounds'
+slots (`target_concurrency`, `concurrency`): one connection per target, one reading at a time, so a
+round's slow exchanges never delay a reading (name lookups and big answers still use the target's threads).
 
 A reading that shows a broker unfenced whose fetch will be `stall_after_ms` old (the target's rule) before
 the next reading is followed by one at that moment (`FOLLOW_UP_MARGIN_MS` after it): the stall is shown
@@ -177,20 +179,20 @@ class QuorumReader:
             link.index = view.preferred % len(target.bootstrap)
         host, port = target.bootstrap[link.index]
         try:
-            async with slots.per_target[target.name], slots.shared:
-                if link.conn is None:
-                    link.conn = self.connection(host, port, deadline=started + bound,
-                                                client_id=self.options.client_id, security=target.security,
-                                                max_frame=self.options.max_response_bytes,
-                                                **slots.of_target(target))
-                    await link.conn.open()
-                    await link.conn.negotiate()
-                    if target.security.sasl:
-                        await link.conn.authenticate()
-                conn = link.conn
-                conn.deadline = loop.time() + bound
-                quorum, received = await _describe_quorum(conn), loop.time()
-                registered, cluster_id = await _describe_cluster(conn)
+            # Not in the rounds' slots: a round's slow exchanges (a target's black holes) never delay a
+            # reading. A reading is one connection per target, open for good, and one request at a time.
+            if link.conn is None:
+                link.conn = self.connection(host, port, deadline=started + bound, client_id=self.options.client_id,
+                                            security=target.security, max_frame=self.options.max_response_bytes,
+                                            **slots.of_target(target))
+                await link.conn.open()
+                await link.conn.negotiate()
+                if target.security.sasl:
+                    await link.conn.authenticate()
+            conn = link.conn
+            conn.deadline = loop.time() + bound
+            quorum, received = await _describe_quorum(conn), loop.time()
+            registered, cluster_id = await _describe_cluster(conn)
             if cluster_id is not None and cluster_id != view.cluster_id:
                 raise ProbeFailure("ANOTHER_CLUSTER", f"cluster {cluster_id}, not {view.cluster_id}")
             ts = clock.now_ms() - int((loop.time() - received) * 1000)
