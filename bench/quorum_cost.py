@@ -33,9 +33,7 @@ from typing import Any
 import orjson
 
 from streaming.collect.probe import ProbeOptions, Prober
-from streaming.collect.probe.prober import Slots
-from streaming.collect.protocol.client import Connection
-from streaming.collect.protocol.codec import encode_request
+from streaming.collect.protocol import Connection, encode_request
 from streaming.collect.simulate import DEFAULT_START_MS, FleetSpec, Simulation
 from streaming.contract import event_from_dict
 from streaming.detect import detect
@@ -60,24 +58,23 @@ class CountingConnection(Connection):
 
 
 async def _measure(prober: Prober, seconds: float) -> dict[str, Any]:
+    """`fleetwatch probe`'s live loop with one round at its start (the next one is an hour away): the
+    readings alone over the window, once each target's reading connection is open."""
     events: list[dict[str, Any]] = []
-
-    async def emit(batch: list[dict[str, Any]]) -> None:
-        events.extend(batch)
-
-    slots = Slots.of(prober.targets, prober.options)
-    done = asyncio.Event()
-    reader = asyncio.create_task(prober.quorum.run(emit, done, slots))
-    await asyncio.sleep(3)  # connections opened, ApiVersions done: the steady state is measured
+    stop = asyncio.Event()
+    probe = asyncio.create_task(prober.run(events.extend, stop=stop))
+    while prober.quorum.readings < len(prober.targets) and not probe.done():
+        await asyncio.sleep(0.1)  # the first round, then a first reading of each target
+    await asyncio.sleep(2)
     events.clear()
     CountingConnection.written = CountingConnection.read = 0
     cpu, wall = time.process_time(), time.monotonic()
     await asyncio.sleep(seconds)
     cpu, wall = time.process_time() - cpu, time.monotonic() - wall
-    counted = {"events": list(events), "written": CountingConnection.written, "read": CountingConnection.read}
-    done.set()
-    await reader
-    slots.close()
+    counted = {"events": [e for e in events if e["type"] == "quorum_reading"],
+               "written": CountingConnection.written, "read": CountingConnection.read}
+    stop.set()
+    await probe
     return {"cpu_s": cpu, "wall_s": wall, **counted}
 
 
@@ -108,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                       heartbeat_interval_ms=2000) as cluster:
         targets = [target_of(f"t{i:04d}", cluster.bootstrap) for i in range(args.targets)]
         prober = Prober(targets, ProbeOptions(source="quorum-cost", concurrency=max(256, args.targets),
-                                              target_concurrency=32), connection=CountingConnection)
-        prober.probe_round()  # what a first round learns: each target's cluster, its brokers
+                                              interval_ms=3_600_000, quorum_interval_ms=1000),
+                        connection=CountingConnection)
         got = asyncio.run(_measure(prober, args.seconds))
     engines = engine_cost(args.sim_clusters)
     readings = len(got["events"])
