@@ -53,6 +53,8 @@ class RuleKind(NamedTuple):
 RULES: dict[str, RuleKind] = {
     "broker.heartbeat_lost": RuleKind("critical", "broker"),
     "broker.heartbeat_late": RuleKind("warning", "broker"),
+    # Issue 44: a quorum reading shows the broker's last fetch from the controller stall_after_ms old.
+    "broker.stalled": RuleKind("warning", "broker"),
     "broker.fenced": RuleKind("warning", "broker"),
     "broker.partitioned": RuleKind("critical", "broker"),
     "broker.stuck_stopping": RuleKind("warning", "broker"),

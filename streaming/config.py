@@ -9,13 +9,23 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails
 
 from streaming.alerting_settings import DEFAULT_DASHBOARD_URL, HttpUrl, Receiver, Route, route_match_problems
 from streaming.contract import DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_MAX_SOURCE_LEAD_MS
 from streaming.errors import ConfigError
 from streaming.incident_settings import IncidentSettings
+from streaming.probe_settings import ProbeConfig
 
 __all__ = [
     "AlertingConfig",
@@ -51,6 +61,21 @@ MAX_FLAP_THRESHOLD = 10_000
 MAX_DAYS = 3650  # retention, in days: ten years
 
 
+# broker.stalled (issue 44): how old a broker's last fetch from the KRaft leader is, in one reading, when it
+# warns. A healthy broker fetches at least every 500 ms (the leader's fetch wait): under 1000 ms a healthy
+# broker would warn; 0 turns the rule off.
+MIN_STALL_AFTER_MS = 1000
+
+
+def _stall_after(value: int | None) -> int | None:
+    if value is not None and 0 < value < MIN_STALL_AFTER_MS:
+        raise ValueError(f"must be 0 (off) or at least {MIN_STALL_AFTER_MS}: a healthy broker fetches every 500 ms")
+    return value
+
+
+StallAfter = Annotated[int, Field(ge=0, le=MAX_DURATION_MS), AfterValidator(_stall_after)]
+
+
 class _Strict(BaseModel):
     # strict: a wrong type is an error, never coerced (`session_timeout_ms: true` would be 1 ms).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -73,6 +98,9 @@ class RuleSettings(_Strict):
     # session_timeout_ms old, before the controller fences it. Off (None) unless set: the SPEC's
     # worked examples and the simulator's ground truth predate it.
     heartbeat_late_ratio: float | None = Field(None, ge=0.1, le=0.95, allow_inf_nan=False)
+    # broker.stalled (issue 44): a warning at a quorum reading that shows a broker's last fetch from the
+    # active controller this old (`MIN_STALL_AFTER_MS` up; 0: off). Kafka fences it 7-9 s after it stops.
+    stall_after_ms: StallAfter = 2500
     # Kafka's broker.heartbeat.interval.ms: an answer this long after the last heartbeat shows a
     # broker that serves clients but missed a heartbeat (broker.partitioned, streaming/detect/README.md).
     heartbeat_interval_ms: int = Field(2000, gt=0, le=MAX_DURATION_MS)
@@ -103,6 +131,7 @@ class RuleOverrides(_Strict):
 
     session_timeout_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
     heartbeat_late_ratio: float | None = Field(None, ge=0.1, le=0.95, allow_inf_nan=False)
+    stall_after_ms: StallAfter | None = None
     heartbeat_interval_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
     fenced_grace_ms: int | None = Field(None, ge=0, le=MAX_DURATION_MS)
     partition_window_ms: int | None = Field(None, gt=0, le=MAX_DURATION_MS)
@@ -297,21 +326,6 @@ class SparkConfig(_Strict):
     driver_java_options: str = "-XX:TieredStopAtLevel=1"
     executor_java_options: str = "-XX:TieredStopAtLevel=1"
     restarts: RestartSettings = Field(default_factory=RestartSettings)
-
-
-class ProbeConfig(_Strict):
-    """What `fleetwatch probe` may take per target; layout_*: the partition layout's cadence (0: off), bytes, time."""
-
-    # Exchanges of one target in flight at once (the probe's --concurrency, for all, is at least this).
-    target_concurrency: int = Field(32, ge=1, le=4096)
-    # Endpoints probed per target and round: the bootstrap addresses first, then the latest advertised.
-    max_endpoints_per_target: int = Field(256, ge=1, le=65_536)
-    # The largest answer read (bytes of one response frame); a bigger one fails that exchange with
-    # RESPONSE_TOO_LARGE. 1 MiB: a Metadata answer of ~2,000 brokers with 255-character names.
-    max_response_bytes: int = Field(1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
-    layout_interval_ms: int = Field(60_000, ge=0, le=86_400_000)
-    layout_max_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024, le=256 * 1024 * 1024)
-    layout_timeout_ms: int = Field(10_000, ge=100, le=600_000)
 
 
 class FleetwatchConfig(_Strict):

@@ -26,7 +26,8 @@ with their meaning in streaming/detect/README.md, "Contract additions": `control
 `partition_layout` (issue 30): where a cluster's partitions live and each topic's
 `min.insync.replicas` ("Contract additions" there; bounded by `MAX_LAYOUT_PARTITIONS`);
 `collector_round` and `collector_targets` (issue 41): a collector's rounds and the targets it watches
-(streaming/collector_contract.py).
+(streaming/collector_contract.py); `quorum_reading` (issue 44): each broker's fetch age from the KRaft
+quorum, read apart from the rounds (streaming/quorum_contract.py).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from streaming.layout_contract import (
     layout_from_dict,
     layout_to_dict,
 )
+from streaming.quorum_contract import QuorumReading, reading_from_dict, reading_to_dict
 
 __all__ = [
     "AHEAD_REASONS",
@@ -78,6 +80,7 @@ __all__ = [
     "Expected",
     "MetadataResponse",
     "PartitionLayout",
+    "QuorumReading",
     "Rejected",
     "TopicLayout",
     "event_from_dict",
@@ -121,6 +124,7 @@ _TYPE_TOPIC = {
     "partition_layout": topics.METADATA,
     "collector_round": topics.METADATA,
     "collector_targets": topics.METADATA,
+    "quorum_reading": topics.METADATA,
     "broker_state": topics.BROKER_STATES,
     "broker_heartbeat": topics.HEARTBEATS,
 }
@@ -211,7 +215,8 @@ class BrokerHeartbeat:
     type: Literal["broker_heartbeat"] = "broker_heartbeat"
 
 
-Event = MetadataResponse | BrokerState | BrokerHeartbeat | PartitionLayout | CollectorRound | CollectorTargets
+Event = (MetadataResponse | BrokerState | BrokerHeartbeat | PartitionLayout | CollectorRound | CollectorTargets
+         | QuorumReading)
 
 def latest_valid_ts(max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS, now_ms: int | None = None) -> int:
     """The latest event time the contract accepts now: the wall clock + the allowed clock skew."""
@@ -368,6 +373,8 @@ def event_from_dict(obj: Any, latest_ts_ms: int | None = None) -> Event:
         raise Rejected("missing_cluster_id", f"a {kind} must name the cluster of its broker")
     if kind == "partition_layout":
         return layout_from_dict(obj, ts, source, cluster_id)
+    if kind == "quorum_reading":
+        return reading_from_dict(obj, ts, source, cluster_id)
     if kind == "broker_state":
         return BrokerState(
             ts=ts, source=source, cluster_id=cluster_id,
@@ -441,6 +448,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         return layout_to_dict(event)
     if event.__class__ in (CollectorRound, CollectorTargets):
         return collector_event_to_dict(event)
+    if event.__class__ is QuorumReading:
+        return reading_to_dict(event)
     if event.__class__ is BrokerState:
         return {"schema": SCHEMA, "type": event.type, "ts": event.ts, "source": event.source,
                 "cluster_id": event.cluster_id, "broker_id": event.broker_id, "state": event.state,

@@ -33,9 +33,10 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
     # contract_checks: the contract's field checks; secret_checks: the shipped example secrets refused
     ("tools that fail", {"jars", "resilience", "contract_checks", "secret_checks"}),
-    # the partition_layout event and a collector's own events, which the contract takes in
-    ("a record's part", {"layout_contract", "collector_contract"}),
-    ("records", {"contract", "alert", "incident_settings"}),  # incident_settings: a section of config
+    # the partition_layout event, a collector's own events and its quorum readings, which the contract takes in
+    ("a record's part", {"layout_contract", "collector_contract", "quorum_contract"}),
+    # incident_settings, probe_settings: sections of config
+    ("records", {"contract", "alert", "incident_settings", "probe_settings"}),
     ("the job's output", {"job_output"}),  # what detection hands the sink, by kind: alerts and records above
     ("a config's part", {"alerting_settings"}),  # the alerting section's receivers, routes and links
     ("config", {"config"}),

@@ -15,6 +15,7 @@ from .defaults import (
     RESOLVE_AFTER,
     SESSION_TIMEOUT,
     SEVERITY,
+    STALL_AFTER,
     STATE_TTL,
     STOPPING_TIMEOUT,
 )
@@ -43,6 +44,9 @@ class Broker:
         self.last_hb: int | None = None
         self.takeover: int | None = None  # a new active controller's first report, for every known broker
         self.held = False  # the cluster reports no active controller: the session deadline waits
+        # README "Broker rules", *stopped*: a reading showed it fenced while it still fetched; no session runs
+        # until it is seen unfenced.
+        self.stopped = False
         self.max_epoch: int | None = None
         self.fenced: bool | None = None
         self.fenced_since: int | None = None
@@ -79,7 +83,7 @@ class Broker:
     def session_due(self, after: int | None) -> int | None:
         """The heartbeat deadline `after` ms into the session, when it can fall due (not held, observed)."""
         start = self.session_start()
-        if after is None or start is None or self.held or not self.observed(start + after):
+        if after is None or start is None or self.held or self.stopped or not self.observed(start + after):
             return None
         return start + after
 
@@ -120,9 +124,7 @@ class Broker:
             if self.replaced(self, now):
                 self.leave(now)  # stopped, and another node took its place: nothing fires
                 return
-            self.fire("broker.heartbeat_lost", now,
-                      f"broker {self.broker_id} has sent no heartbeat for {seconds(SESSION_TIMEOUT)}",
-                      last_heartbeat_ms=self.last_hb)
+            self.lost(now, f"broker {self.broker_id} has sent no heartbeat for {seconds(SESSION_TIMEOUT)}")
         if self.session_due(self.late_after) == now and not self.inc.firing("broker.heartbeat_late", self.subject):
             self.fire("broker.heartbeat_late", now,
                       f"broker {self.broker_id} has sent no heartbeat for {seconds(self.late_after)} "
@@ -169,13 +171,45 @@ class Broker:
         else:
             self.inc.resolve("broker.partitioned", self.subject, now)
 
+    def lost(self, at: int, summary: str) -> None:
+        """broker.heartbeat_lost; README: fired while broker.stalled is open, it names it (`escalates`)."""
+        stalled = self.inc.open.get(("broker.stalled", self.subject))
+        escalates = {} if stalled is None else {"escalates": stalled["alert_id"]}
+        self.fire("broker.heartbeat_lost", at, summary, last_heartbeat_ms=self.last_hb, **escalates)
+
     def observe_fenced(self, fenced: bool, at: int) -> None:
         if fenced and not self.fenced:
             self.fenced_since = at
+            # README: a fencing observation while broker.stalled fires is Kafka ending a session that ran out.
+            if (self.inc.firing("broker.stalled", self.subject)
+                    and not self.inc.firing("broker.heartbeat_lost", self.subject)):
+                since = at - (self.last_hb if self.last_hb is not None else at)
+                self.lost(at, f"broker {self.broker_id} was fenced by its controller after no heartbeat "
+                              f"for {since / 1000:.1f} s")
         elif not fenced:
             self.fenced_since = None
+            self.stopped = False  # seen unfenced: its session runs again
             self.inc.resolve("broker.fenced", self.subject, at)
         self.fenced = fenced
+
+    def on_reading(self, ts: int, age: int | None, fenced: bool | None) -> None:
+        """README "Before Kafka knows", step 4: one broker of a quorum reading (its newer fetch was a heartbeat)."""
+        if fenced is not None:
+            self.observe_fenced(fenced, ts)
+        if age is None:
+            return
+        stalled = self.inc.firing("broker.stalled", self.subject)
+        if self.fenced:
+            if fenced and age < STALL_AFTER and not stalled:
+                self.stopped = True  # fenced while fetching: a controlled shutdown done, or a start not caught up
+            return
+        fetched = ts - age
+        if (age >= STALL_AFTER and not self.stopped and not self.held
+                and (self.last_hb is None or self.last_hb < fetched + STALL_AFTER)
+                and not self.inc.firing("broker.heartbeat_lost", self.subject)):
+            self.fire("broker.stalled", fetched + STALL_AFTER,
+                      f"broker {self.broker_id} has not fetched from its controller for {age / 1000:.1f} s",
+                      last_fetch_ms=fetched, fetch_age_ms=age)
 
     def on_heartbeat(self, hb: dict[str, Any]) -> None:
         ts, epoch = hb["ts"], hb["broker_epoch"]
@@ -192,6 +226,9 @@ class Broker:
             self.last_hb, self.counting_since = ts, None
             self.inc.resolve("broker.heartbeat_lost", self.subject, ts)
             self.inc.resolve("broker.heartbeat_late", self.subject, ts)
+            stalled = self.inc.open.get(("broker.stalled", self.subject))
+            if stalled is not None and ts >= stalled["starts_at"]:  # README: a heartbeat at or after its start
+                self.inc.resolve("broker.stalled", self.subject, ts)
         if hb.get("fenced") is not None:
             self.observe_fenced(hb["fenced"], ts)
         if hb.get("rack") is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from .broker import Broker
 from .controller import Controller
+from .defaults import SESSION_TIMEOUT
 from .fleet import Fleet
 from .incidents import Alerts, Incidents
 from .partitions import Layout
@@ -88,6 +89,16 @@ class Cluster:
         if r["target"] != self.last_target:
             self.advance_brokers(ts)  # what fell due before it is named after the target that reported it then
             self.last_target = r["target"]
+        self.controller_reported(r)
+        for entry in r.get("brokers") or ():
+            self.broker(entry["node_id"], ts).on_listed(entry, r)
+        if r.get("responder_node_id") is not None:
+            self.broker(r["responder_node_id"], ts).on_answer(r)
+
+    def controller_reported(self, r: dict[str, Any]) -> None:
+        """The controller a response (or a quorum reading) names: a takeover restarts every session, no
+        controller holds them, a controller named again releases them."""
+        ts = r["ts"]
         held = self.controller.none_since is not None
         takeover = self.controller.on_response(r)
         holds = self.controller.none_since is not None
@@ -102,20 +113,39 @@ class Cluster:
                     broker.restart_session(ts)  # a new active controller gives every registered broker a full session
                 else:
                     broker.advance(ts)  # released by the same controller: a held deadline stands
-        for entry in r.get("brokers") or ():
-            self.broker(entry["node_id"], ts).on_listed(entry, r)
-        if r.get("responder_node_id") is not None:
-            self.broker(r["responder_node_id"], ts).on_answer(r)
 
-    def on_round(self, ev: dict[str, Any]) -> list[int]:
+    def on_reading(self, ev: dict[str, Any]) -> None:
+        """README "Before Kafka knows: quorum readings", steps 1, 2 and 4 (the detector makes step 3 a round)."""
+        ts = ev["ts"]
+        self.controller.advance(ts)
+        # 1. each fetch under a session old, after the broker's last heartbeat, is a heartbeat at its own time
+        for at, node in sorted((ts - age, node) for node, age, _ in ev["fetches"]
+                               if age is not None and age < SESSION_TIMEOUT):
+            known = self.brokers.get(node)
+            if known is None or known.last_hb is None or at > known.last_hb:
+                self.broker(node, at).on_heartbeat({"ts": at, "broker_epoch": -1, "source": ev["source"]})
+        # 2. the controller it names, as a response of its target without a responder
+        if ev["target"] != self.last_target:
+            self.advance_brokers(ts)
+            self.last_target = ev["target"]
+        self.controller_reported({"ts": ts, "target": ev["target"], "controller_id": ev["controller_id"],
+                                  "controller_epoch": ev.get("controller_epoch"), "responder_node_id": None})
+
+    def on_reading_brokers(self, ev: dict[str, Any]) -> None:
+        """Step 4: each broker's age and registration, in the order listed."""
+        for node, age, fenced in ev["fetches"]:
+            self.broker(node, ev["ts"]).on_reading(ev["ts"], age, fenced)
+
+    def on_round(self, ev: dict[str, Any], exact: frozenset[int] = frozenset()) -> list[int]:
         """A collector's round of the cluster (README "Collectors: rounds, gaps, leaving"): the brokers'
         heartbeat deadlines up to it fall due; after a gap nobody watched, every session restarts at it; a
         whole set of registrations (`registered`) that misses a broker makes it leave. The ids that left."""
         ts = ev["ts"]
         self.advance_brokers(ts)  # observed as it was before the round
         if self.rounds.on_round(ev["source"], ev["target"], ts):
-            for broker in self.brokers.values():
-                broker.restart_session(ts)
+            for broker_id, broker in self.brokers.items():
+                if broker_id not in exact:  # README: a reading's age tells what the gap hid
+                    broker.restart_session(ts)
         self.advance_brokers(ts)  # with the cluster observed up to `ts`
         registered = ev.get("registered")
         if registered is None:

@@ -74,6 +74,9 @@ class Detector:
         if ev["type"] == "collector_targets":
             self.on_targets(ev["source"], set(ev["targets"]), ts)
             return
+        if ev["type"] == "quorum_reading":
+            self.on_reading(ev)
+            return
         if ev["type"] == "partition_layout":
             cluster = self.cluster(ev["cluster_id"], ts)
             cluster.advance_brokers(ts)  # a deadline before the layout sees the layout before it
@@ -107,15 +110,27 @@ class Detector:
         else:
             fleet.confirmed(cluster_id, broker_id, ts)
 
-    def on_round(self, ev: dict[str, Any]) -> None:
+    def on_round(self, ev: dict[str, Any], exact: frozenset[int] = frozenset()) -> None:
         ts, cluster_id = ev["ts"], ev["cluster_id"]
         cluster = self.cluster(cluster_id, ts)
-        left = cluster.on_round(ev)
+        left = cluster.on_round(ev, exact)
         if left:
             fleet = self.fleet.heard(ts)
             for broker_id in left:
                 fleet.unregistered(cluster_id, broker_id, ts)  # as at an OFFLINE `no longer registered`
         self.collector(ev["source"], ts).on_round(cluster_id, ev["target"], ts)
+
+    def on_reading(self, ev: dict[str, Any]) -> None:
+        """README "Before Kafka knows: quorum readings": heartbeats, the controller, a round, each broker."""
+        ts, cluster_id = ev["ts"], ev["cluster_id"]
+        cluster = self.cluster(cluster_id, ts)
+        cluster.on_reading(ev)
+        self.on_round({"ts": ts, "cluster_id": cluster_id, "source": ev["source"], "target": ev["target"]},
+                      frozenset(node for node, age, _ in ev["fetches"] if age is not None))
+        cluster.on_reading_brokers(ev)
+        fleet = self.fleet.heard(ts)
+        for node, _, _ in ev["fetches"]:
+            fleet.confirmed(cluster_id, node, ts)  # heard of, as by a heartbeat
 
     def on_targets(self, source: str, watched: set[str], ts: int) -> None:
         """README "Collectors": `source` watches exactly `watched` from `ts` on. A cluster or a target that no

@@ -29,6 +29,7 @@ LEGAL_TRANSITIONS = frozenset({
 
 HEARTBEAT_LOST = "broker.heartbeat_lost"
 HEARTBEAT_LATE = "broker.heartbeat_late"
+STALLED = "broker.stalled"
 FENCED = "broker.fenced"
 PARTITIONED = "broker.partitioned"
 STUCK = "broker.stuck_stopping"
@@ -37,7 +38,7 @@ FLAPPING = "broker.flapping"
 ILLEGAL = "broker.illegal_transition"
 _RULES = (HEARTBEAT_LOST, FENCED, PARTITIONED, STUCK, EPOCH, FLAPPING, ILLEGAL)
 # Every rule about one broker: all of them end when the broker leaves its cluster.
-_ALL_RULES = (*_RULES, HEARTBEAT_LATE)
+_ALL_RULES = (*_RULES, HEARTBEAT_LATE, STALLED)
 
 
 @dataclass
@@ -56,6 +57,10 @@ class BrokerTracker:
     # Up to when a collector that says its rounds (observers.py) watched the broker's cluster: a
     # heartbeat deadline after it is not known to have passed unheard yet (None: no such collector).
     observed_until: int | None = None
+    # Since when a quorum reading showed the broker fenced while it was still fetching (issue 44): its
+    # controller took it out itself (a controlled shutdown done, a start not caught up yet), so no session
+    # runs and no heartbeat deadline falls due, until it is seen unfenced (README "Broker rules").
+    stopped_at: int | None = None
     max_epoch: int | None = None
     fenced: bool | None = None
     fenced_since: int | None = None
@@ -107,6 +112,13 @@ class BrokerTracker:
         incidents.fire(out, rule, self.subject, at, summary, cluster_id=self.cluster_id,
                        broker_id=self.broker_id, target=target, details=details)
 
+    def _lost(self, incidents: Incidents, out: Emitter, at: int, summary: str) -> None:
+        """broker.heartbeat_lost; one that follows an open broker.stalled names it (`escalates`): the
+        warning's page, one incident (README "Broker rules")."""
+        stalled = incidents.open.get((STALLED, self.subject))
+        extra = {} if stalled is None else {"escalates": stalled.alert_id}
+        self._fire(incidents, out, HEARTBEAT_LOST, at, summary, last_heartbeat_ms=self.last_hb, **extra)
+
     @property
     def session_start(self) -> int | None:
         """Where the broker's controller session runs from: its last heartbeat, or a later new
@@ -126,11 +138,11 @@ class BrokerTracker:
         out = []
         # Each test looks at the tracker's own fields before the open incidents: this runs
         # before every event of the broker, and most brokers have nothing open.
-        if self.last_hb is not None and self.session_held_since is None and (HEARTBEAT_LOST, s) not in firing:
+        running = self.last_hb is not None and self.session_held_since is None and self.stopped_at is None
+        if running and (HEARTBEAT_LOST, s) not in firing:
             out.append(self.session_start + rules.session_timeout_ms)
         late_ms = rules.heartbeat_late_ms
-        if (late_ms is not None and self.last_hb is not None and self.session_held_since is None
-                and (HEARTBEAT_LATE, s) not in firing):
+        if late_ms is not None and running and (HEARTBEAT_LATE, s) not in firing:
             out.append(self.session_start + late_ms)
         if self.observed_until is not None:  # a heartbeat deadline falls due once a round after it is known
             out = [t for t in out if t <= self.observed_until]
@@ -156,17 +168,17 @@ class BrokerTracker:
         """Apply every condition due at `now` (called for each deadline, in time order)."""
         self._quiet_until = None
         s = self.subject
-        if (self.last_hb is not None and now == self.session_start + rules.session_timeout_ms
-                and self.session_held_since is None and not incidents.is_firing(HEARTBEAT_LOST, s)):
+        running = self.last_hb is not None and self.session_held_since is None and self.stopped_at is None
+        if (running and now == self.session_start + rules.session_timeout_ms
+                and not incidents.is_firing(HEARTBEAT_LOST, s)):
             if self.replaced is not None and self.replaced(self, now):
                 self.leave(now, incidents, out)  # stopped, and another node took its place: no page
                 return
-            self._fire(incidents, out, HEARTBEAT_LOST, now,
-                       f"broker {self.broker_id} has sent no heartbeat for {duration_text(rules.session_timeout_ms)}",
-                       last_heartbeat_ms=self.last_hb)
+            self._lost(incidents, out, now,
+                       f"broker {self.broker_id} has sent no heartbeat for {duration_text(rules.session_timeout_ms)}")
         late_ms = rules.heartbeat_late_ms
-        if (late_ms is not None and self.last_hb is not None and now == self.session_start + late_ms
-                and self.session_held_since is None and not incidents.is_firing(HEARTBEAT_LATE, s)):
+        if (late_ms is not None and running and now == self.session_start + late_ms
+                and not incidents.is_firing(HEARTBEAT_LATE, s)):
             self._fire(incidents, out, HEARTBEAT_LATE, now,
                        f"broker {self.broker_id} has sent no heartbeat for {duration_text(late_ms)} "
                        f"({rules.heartbeat_late_ratio:g} of the {duration_text(rules.session_timeout_ms)} session)",
@@ -237,10 +249,38 @@ class BrokerTracker:
                         out: Emitter) -> None:
         if fenced and not self.fenced:
             self.fenced_since = at
+            if incidents.is_firing(STALLED, self.subject) and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
+                # Its controller fenced a broker that had stopped fetching: Kafka's own session ran out.
+                self._quiet_until = None
+                self._lost(incidents, out, at, f"broker {self.broker_id} was fenced by its controller after no "
+                                               f"heartbeat for {(at - (self.last_hb or at)) / 1000:.1f} s")
         elif not fenced:
             self.fenced_since = None
+            self.stopped_at = None
             incidents.resolve(out, FENCED, self.subject, at)
         self.fenced = fenced
+
+    def on_reading(self, at: int, age: int | None, fenced: bool | None, rules: RuleSettings,
+                   incidents: Incidents, out: Emitter) -> None:
+        """One quorum reading of the broker at `at` (issue 44): its last fetch `age` ms old (None: unknown),
+        its registration `fenced` (None: not read). Its fetch, when new, was applied as a heartbeat first."""
+        self._quiet_until = None
+        if fenced is not None:
+            self._observe_fenced(fenced, at, rules, incidents, out)
+        stall = rules.stall_after_ms
+        if age is None or not stall:
+            return
+        if self.fenced:
+            if fenced and age < stall and not incidents.is_firing(STALLED, self.subject) and self.stopped_at is None:
+                self.stopped_at = at  # fenced while fetching: its controller took it out itself
+            return
+        fetched = at - age
+        if (age >= stall and self.stopped_at is None and self.session_held_since is None
+                and (self.last_hb is None or self.last_hb < fetched + stall)
+                and not incidents.is_firing(HEARTBEAT_LOST, self.subject)):
+            self._fire(incidents, out, STALLED, fetched + stall,
+                       f"broker {self.broker_id} has not fetched from its controller for {age / 1000:.1f} s",
+                       last_fetch_ms=fetched, fetch_age_ms=age)
 
     def on_heartbeat(self, hb: BrokerHeartbeat, rules: RuleSettings, incidents: Incidents,
                      out: Emitter) -> None:
@@ -260,6 +300,9 @@ class BrokerTracker:
             self.counting_since = None
             incidents.resolve(out, HEARTBEAT_LOST, s, hb.ts)
             incidents.resolve(out, HEARTBEAT_LATE, s, hb.ts)
+            stalled = incidents.started(STALLED, s)
+            if stalled is not None and hb.ts >= stalled:  # a fetch after the stall (not the stalled one again)
+                incidents.resolve(out, STALLED, s, hb.ts)
         if hb.fenced is not None:
             self._observe_fenced(hb.fenced, hb.ts, rules, incidents, out)
         if hb.rack is not None:

@@ -22,11 +22,11 @@ class CollectorEvents:
     `self` is a ShardEngine)."""
 
     def _round(self, event: CollectorRound, position: Position, rules: RuleSettings, ttl: int,
-               out: Emitter, timers: Emitter, result: ShardOutput) -> set[int]:
+               out: Emitter, timers: Emitter, result: ShardOutput, exact: frozenset[int] = frozenset()) -> set[int]:
         """A round of a collector that watches the cluster (observers.py): what fell due before it
         fires first; after more than a session that nobody watched, every broker's session restarts at
-        it (blindness, not silence); brokers missing from a whole set of registrations leave. The ids
-        of the brokers it touched."""
+        it (blindness, not silence), but those of `exact`, whose last fetch the round (a quorum reading)
+        showed; brokers missing from a whole set of registrations leave. The ids of the brokers it touched."""
         if self.observers is None:
             self.observers = ClusterObservers(self.cluster_id)
         observers = self.observers
@@ -34,8 +34,8 @@ class CollectorEvents:
         self._advance_brokers(event.ts, rules, timers)
         before = observers.until
         observers.on_round(event, position)
-        for broker in self.brokers.values():
-            if before is not None and event.ts - before > rules.session_timeout_ms:
+        for broker_id, broker in self.brokers.items():
+            if before is not None and event.ts - before > rules.session_timeout_ms and broker_id not in exact:
                 broker.restart_session(event.ts, self.incidents)
             broker.observe_until(observers.until)
         self._advance_brokers(event.ts, rules, timers)

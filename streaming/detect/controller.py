@@ -103,23 +103,7 @@ class ClusterTracker:
         if not r.controller_known:
             return False  # the collector could not tell: neither "no controller" nor a responder's view
         controller = r.controller_id if r.controller_id is not None and r.controller_id >= 0 else None
-        self.controller_id = controller
-        if controller is None:
-            if self.none_since is None:
-                self.none_since = r.ts
-                self._record(r.ts, None)
-        else:
-            if self.none_since is not None:
-                self._record(r.ts, controller)
-            self.none_since = None
-            incidents.resolve(out, NO_CONTROLLER, self.subject, r.ts)
-        # A leader epoch above every one reported is a new term of the active controller: of another
-        # node, or of the same node restarted or re-elected. Like a new node, it starts every broker's
-        # session afresh (Kafka's ClusterControlManager.activate runs at every new term).
-        epoch = r.controller_epoch if controller is not None else None
-        new_term = epoch is not None and self.leader_epoch is not None and epoch > self.leader_epoch
-        if epoch is not None and (self.leader_epoch is None or epoch > self.leader_epoch):
-            self.leader_epoch = epoch
+        new_term = self.report(r.ts, controller, r.controller_epoch, incidents, out)
         if r.responder_node_id is None:
             return new_term
         if self.disagree_since is not None and len(self._controllers_named(r.ts, rules)) < 2:
@@ -152,6 +136,28 @@ class ClusterTracker:
         elif len(named) > 1 and self.disagree_since is None:
             self.disagree_since = r.ts
         return takeover
+
+    def report(self, ts: int, controller: int | None, epoch: int | None, incidents: Incidents, out: Emitter) -> bool:
+        """The active controller `controller` (None: none) reported at `ts`, in term `epoch` (None: not
+        told), by a response or a quorum reading: True when the term is new (a *takeover*)."""
+        self.controller_id = controller
+        if controller is None:
+            if self.none_since is None:
+                self.none_since = ts
+                self._record(ts, None)
+        else:
+            if self.none_since is not None:
+                self._record(ts, controller)
+            self.none_since = None
+            incidents.resolve(out, NO_CONTROLLER, self.subject, ts)
+        # A leader epoch above every one reported is a new term of the active controller: of another
+        # node, or of the same node restarted or re-elected. Like a new node, it starts every broker's
+        # session afresh (Kafka's ClusterControlManager.activate runs at every new term).
+        epoch = epoch if controller is not None else None
+        new_term = epoch is not None and self.leader_epoch is not None and epoch > self.leader_epoch
+        if epoch is not None and (self.leader_epoch is None or epoch > self.leader_epoch):
+            self.leader_epoch = epoch
+        return new_term
 
     def _record(self, ts: int, controller: int | None) -> None:
         if controller != self.last_recorded:

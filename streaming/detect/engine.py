@@ -32,6 +32,7 @@ from streaming.contract import (
     Event,
     MetadataResponse,
     PartitionLayout,
+    QuorumReading,
 )
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.brokers import HEARTBEAT_LOST, BrokerTracker
@@ -44,6 +45,7 @@ from streaming.detect.misroutes import Advertisements, check_misrouted
 from streaming.detect.naming import NO_CONFIG, AlertNames, alert_names
 from streaming.detect.observers import ClusterObservers
 from streaming.detect.partitions import LayoutTracker
+from streaming.detect.quorum_events import QuorumEvents
 from streaming.detect.shard_output import Forgettable, Position, ShardOutput
 from streaming.detect.tracker import Tracker
 
@@ -56,7 +58,7 @@ CLUSTER_PREFIX = "cluster:"
 _DEFAULT_TTL_MS = RuleSettings().state_ttl_ms
 
 
-class ShardEngine(CollectorEvents, Forgettable):
+class ShardEngine(CollectorEvents, QuorumEvents, Forgettable):
     # The cluster's partition layout (issue 30). A class default: a state pickled before it has none.
     layout: LayoutTracker | None = None
     # The bus partitions ("topic:partition") the shard's heartbeats were read from: a gap in one of
@@ -293,6 +295,8 @@ class ShardEngine(CollectorEvents, Forgettable):
         ttl = book.defaults.state_ttl_ms
         if event.__class__ is CollectorRound:
             return self._round(event, position, rules, ttl, out, timers, result), False  # type: ignore[arg-type]
+        if event.__class__ is QuorumReading:
+            return self._reading(event, position, rules, ttl, out, timers, result), True  # type: ignore[arg-type]
         if event.__class__ is PartitionLayout:
             # What fell due before it fires with the layout of its own moment, whatever the micro-batches.
             self._advance_brokers(event.ts, rules, timers)
@@ -310,25 +314,7 @@ class ShardEngine(CollectorEvents, Forgettable):
             touched: set[int] = set()
             held = self.cluster.none_since is not None
             takeover = self.cluster.on_response(event, rules, inc, out)
-            holds = self.cluster.none_since is not None
-            if takeover or held != holds:
-                # What fell due before this moment fires first (held deadlines stay held).
-                for broker_id, broker in list(self.brokers.items()):
-                    broker.advance_to(event.ts, rules, inc, timers)
-                    if broker.forgettable(event.ts, ttl, rules, inc):
-                        del self.brokers[broker_id]  # as if its last event had dropped it: it starts over
-                        self._forget_listing()
-                        continue
-                    if holds:
-                        # No active controller reported: nobody holds the brokers' sessions.
-                        broker.hold_session(event.ts)
-                        continue
-                    broker.release_session()
-                    if takeover:
-                        # A new active controller: Kafka's starts every broker's session afresh.
-                        broker.on_new_controller(event.ts, inc)
-                    else:
-                        broker.advance_to(event.ts, rules, inc, timers)  # the held deadline stands
+            self._controller_moment(event.ts, takeover, held, rules, ttl, timers)
             if event.brokers:
                 self._advance_brokers(event.ts, rules, timers)
                 touched |= self._listed(event, rules, ttl, out, timers)

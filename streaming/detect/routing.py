@@ -33,7 +33,7 @@ def shards_of(event: Event) -> list[str]:
         return [EVERY_SHARD]
     if isinstance(event, CollectorRound):  # a target that never answered has no cluster to observe
         return [CLUSTER_PREFIX + event.cluster_id] if event.cluster_id else []
-    return [CLUSTER_PREFIX + event.cluster_id]
+    return [CLUSTER_PREFIX + event.cluster_id]  # a broker event, a layout, a quorum reading
 
 
 def shard_of_handoff(change: Handoff) -> str:

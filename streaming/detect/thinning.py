@@ -18,7 +18,14 @@ below) and every rule decides as before:
   epoch, later, and the highest epoch only grows), and that next one moves the last regression
   on past it, so the alert resolves at the same moment; the last of a run of equal heartbeats is
   never dropped, nor is any change of content (fenced, rack, endpoints), nor a registration (it
-  bumps the epoch); the first and the last heartbeat of each broker in a chunk are always kept.
+  bumps the epoch); the first and the last heartbeat of each broker in a chunk are always kept;
+- stalled (issue 44) is decided by quorum readings, which are no heartbeats here: their fetches are
+  heartbeats inside the engine, never dropped. A heartbeat event matters to it as one at or after
+  the moment a reading shows the fetch became `stall_after_ms` old: it keeps the stall from firing,
+  or resolves it. The probe's heartbeats are the same fetches the readings show, so none comes in
+  that span; a source whose heartbeats go on while the readings show the broker's fetches stalled
+  (an agent whose broker heartbeats its controller but does not fetch) could see the stall resolve
+  at a dropped heartbeat unthinned and at the next kept one (at most `max_gap_ms` later) thinned.
 
 Event-time order, not arrival order: with heartbeats of two processes of one broker (a stale
 one and its successor) interleaved by a bus's jitter, arrival order showed the stale process's

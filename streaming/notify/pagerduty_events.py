@@ -1,6 +1,9 @@
 """The events the `pagerduty` receiver sends (Events API v2), as plain dicts.
 
-- An alert on its own: `trigger`, then `resolve`, with `dedup_key` = its alert_id.
+- An alert on its own: `trigger`, then `resolve`, with `dedup_key` = its alert_id; one that escalates
+  another (`details.escalates`: a `broker.heartbeat_lost` of a broker whose `broker.stalled` was open,
+  streaming/detect/README.md) with that alert's id instead: PagerDuty raises the open alert's severity
+  rather than paging a second time, and both resolve at the same heartbeat (`dedup_key`).
 - A fleet incident (streaming/notify/incidents.py) is ONE PagerDuty alert, `dedup_key` =
   `fleet-incident:<incident_id>` (`incident_dedup_key`). Its first notification is a `trigger` whose
   summary names the shared domain and the number of clusters, its `custom_details` listing every
@@ -24,7 +27,7 @@ from streaming.detect import FleetIncident
 from streaming.notify.links import Links
 from streaming.notify.wording import headline, impact_text, where, worst_severity
 
-__all__ = ["alert_event", "incident_dedup_key", "incident_trigger", "member_resolved"]
+__all__ = ["alert_event", "dedup_key", "incident_dedup_key", "incident_trigger", "member_resolved"]
 
 SUMMARY_MAX = 1024  # PagerDuty's limit on payload.summary
 
@@ -33,11 +36,17 @@ def incident_dedup_key(incident_id: str) -> str:
     return f"fleet-incident:{incident_id}"
 
 
-def _trigger(routing_key: str, dedup_key: str, payload: dict[str, Any],
-             links: list[dict[str, str]]) -> dict[str, Any]:
+def dedup_key(alert: Alert) -> str:
+    """The PagerDuty alert an alert on its own is: its id, or the id of the alert it escalates (one
+    incident: the stall's warning raised to the page)."""
+    escalates = alert.details.get("escalates")
+    return escalates if isinstance(escalates, str) and escalates else alert.alert_id
+
+
+def _trigger(routing_key: str, key: str, payload: dict[str, Any], links: list[dict[str, str]]) -> dict[str, Any]:
     payload = {k: v for k, v in payload.items() if v is not None}
     payload["summary"] = payload["summary"][:SUMMARY_MAX]
-    return {"routing_key": routing_key, "dedup_key": dedup_key, "event_action": "trigger", "payload": payload,
+    return {"routing_key": routing_key, "dedup_key": key, "event_action": "trigger", "payload": payload,
             "client": "fleetwatch", "links": links}
 
 
@@ -52,11 +61,11 @@ def _broker(alert: Alert) -> str | None:
 
 
 def alert_event(alert: Alert, routing_key: str, links: Links, stored: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One alert's trigger or resolve (dedup_key: its alert_id). `stored`: the alert object as the store
-    holds it (an older job's has no names), for the custom details; else the alert's own."""
+    """One alert's trigger or resolve (`dedup_key`). `stored`: the alert object as the store holds it (an
+    older job's has no names), for the custom details; else the alert's own."""
     if alert.status == "resolved":
-        return {"routing_key": routing_key, "dedup_key": alert.alert_id, "event_action": "resolve"}
-    return _trigger(routing_key, alert.alert_id, {
+        return {"routing_key": routing_key, "dedup_key": dedup_key(alert), "event_action": "resolve"}
+    return _trigger(routing_key, dedup_key(alert), {
         "summary": f"[{alert.rule}] {headline(alert)}",
         "source": alert.cluster_name or alert.target or alert.cluster_id or alert.endpoint or "fleetwatch",
         "severity": worst_severity([alert]),

@@ -16,7 +16,7 @@
   <digest of the ids of the alerts it tells>`) and the alert objects of the members this notification
   is the first to tell, under `alerts`), with `X-Fleetwatch-Incident-Id`, `X-Fleetwatch-Alert-Ids`
   and that `X-Fleetwatch-Delivery-Id`, signed like an alert; to `slack` as one message listing them.
-- `pagerduty`: Events API v2, `dedup_key` = alert_id, `trigger` / `resolve`; the routing key
+- `pagerduty`: Events API v2, `dedup_key` = alert_id (of the stall it escalates, if any), `trigger` / `resolve`; the key
   comes from `routing_key_env`; `url` overrides the public endpoint. A fleet incident's members are
   one PagerDuty alert, `dedup_key` = `fleet-incident:<incident_id>`: its trigger, a joiner's
   trigger, a member's resolve (`MemberResolved`: an update while others sent under it still fire,

@@ -151,6 +151,9 @@ def _deploy_problems(config: SimpleNamespace, file: str, root: yaml.Node | None,
             "the other collectors' events, which then arrive late (streaming/detect/README.md, \"Input bounds\")",
             "warning")
 
+    if rules is not None:
+        _stall_problems(rules, config.clusters or [], config.probe, add)
+
     for i, cluster in enumerate(config.clusters or []):
         if not cluster.bootstrap:
             add(f"clusters[{i}].bootstrap", "empty: the probe has no address to poll", "warning")
@@ -185,6 +188,22 @@ def _deploy_problems(config: SimpleNamespace, file: str, root: yaml.Node | None,
     if connect:
         problems += _connect_problems(config, file, root)
     return problems
+
+
+def _stall_problems(rules: Any, clusters: list[Any], probe: Any, add: Callable[..., None]) -> None:
+    """broker.stalled (issue 44) needs the probe's quorum readings, and a fetch age well under the session."""
+    if rules.stall_after_ms and probe is not None and not probe.quorum_interval_ms:
+        add("probe.quorum_interval_ms", "0: no quorum reading, so rules.stall_after_ms warns of nothing and a "
+            "broker's page waits for its session's deadline (streaming/detect/README.md, \"Before Kafka knows\")",
+            "warning")
+    settings = [("rules", rules.stall_after_ms, rules.session_timeout_ms)]
+    settings += [(f"clusters[{i}].rules", c.rules.stall_after_ms if c.rules.stall_after_ms is not None
+                  else rules.stall_after_ms, c.rules.session_timeout_ms or rules.session_timeout_ms)
+                 for i, c in enumerate(clusters)]
+    for where, stall, session in settings:
+        if stall and stall >= session:
+            add(f"{where}.stall_after_ms", f"{stall} is not under the session ({session} ms): broker.stalled would "
+                "come no earlier than broker.heartbeat_lost", "warning")
 
 
 def _store_url_problems(text: str, add: Callable[..., None]) -> URL | None:

@@ -30,6 +30,7 @@ from streaming.contract import (
     Expected,
     MetadataResponse,
     PartitionLayout,
+    QuorumReading,
     TopicLayout,
     known_broker,
 )
@@ -39,7 +40,7 @@ __all__ = ["pack", "unpack"]
 PackedItem = tuple[str, str, int, Event]
 
 # The first value of an event's tuple says its type.
-_RESPONSE, _STATE, _HEARTBEAT, _LAYOUT, _ROUND, _TARGETS = 0, 1, 2, 3, 4, 5
+_RESPONSE, _STATE, _HEARTBEAT, _LAYOUT, _ROUND, _TARGETS, _READING = 0, 1, 2, 3, 4, 5, 6
 
 
 def pack(items: Sequence[PackedItem]) -> bytes:
@@ -79,6 +80,9 @@ def pack(items: Sequence[PackedItem]) -> bytes:
             row = (_ROUND, event.ts, event.source, event.cluster_id, event.target, event.registered)
         elif event.__class__ is CollectorTargets:
             row = (_TARGETS, event.ts, event.source, tuple(sorted(event.targets)))
+        elif event.__class__ is QuorumReading:
+            row = (_READING, event.ts, event.source, event.cluster_id, event.target, event.controller_id,
+                   event.controller_epoch, event.fetches)
         else:
             assert event.__class__ is BrokerState
             row = (_STATE, event.ts, event.source, event.cluster_id, event.broker_id, event.state,
@@ -115,6 +119,8 @@ def unpack(packed: bytes) -> list[PackedItem]:
         elif kind == _TARGETS:
             _, ts, src, targets = row
             event = CollectorTargets(ts, src, frozenset(targets))
+        elif kind == _READING:
+            event = QuorumReading(*row[1:])
         else:
             event = BrokerState(*row[1:])
         items.append((shard, source, offset, event))

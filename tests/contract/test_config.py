@@ -13,6 +13,7 @@ SPEC_DEFAULTS = {
     "allowed_lateness_ms": 5000,
     "session_timeout_ms": 9000,
     "heartbeat_late_ratio": None,  # issue 31: broker.heartbeat_late is off unless set
+    "stall_after_ms": 2500,  # issue 44: broker.stalled, on by default
     "heartbeat_interval_ms": 2000,  # SPEC section 1: Kafka's broker.heartbeat.interval.ms default
     "fenced_grace_ms": 30000,
     "partition_window_ms": 15000,

@@ -128,6 +128,24 @@ def test_check_config_warns_of_a_source_lead_that_eats_the_allowed_lateness(tmp_
 
 
 @pytest.mark.integration
+def test_check_config_warns_of_a_stall_age_no_earlier_than_the_session_and_of_no_quorum_reading(tmp_path):
+    config = tmp_path / "fleetwatch.yaml"
+    config.write_text("rules: {session_timeout_ms: 3000}\nprobe: {quorum_interval_ms: 0}\n"
+                      "clusters:\n  - {name: a, bootstrap: ['b1:9092'], rules: {stall_after_ms: 3000}}\n")
+    result = _check(str(config))
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        f"{config}:2: warning: probe.quorum_interval_ms: 0: no quorum reading, so rules.stall_after_ms warns of "
+        "nothing and a broker's page waits for its session's deadline (streaming/detect/README.md, \"Before Kafka "
+        "knows\")",
+        f"{config}:4: warning: clusters[0].rules.stall_after_ms: 3000 is not under the session (3000 ms): "
+        "broker.stalled would come no earlier than broker.heartbeat_lost",
+        f"{config}: OK (2 warnings)"]
+    config.write_text("rules: {session_timeout_ms: 3000}\n")  # the default 2500 under a 3 s session: fine
+    assert _check(str(config)).stdout.splitlines() == [f"{config}: OK"]
+
+
+@pytest.mark.integration
 def test_check_config_connect_reports_an_unreachable_store_and_bus(tmp_path):
     dead = free_port()
     config = tmp_path / "fleetwatch.yaml"

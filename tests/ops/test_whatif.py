@@ -54,8 +54,10 @@ def test_a_bad_what_if_is_one_line_and_exit_2_before_any_replay(tmp_path, capsys
 def test_a_longer_session_timeout_removes_the_heartbeat_lost_alert_of_a_shorter_outage(spark, tmp_path, capsys):
     # Broker 3 stops at ~30 s and registers again at 48 s: silent ~18 s, longer than today's 9 s
     # session timeout (broker.heartbeat_lost fires) and shorter than 20 s (it would not have).
+    # (A probe without quorum readings: the session timeout alone decides; with them broker.stalled would
+    # fire as well, unchanged by the session.)
     sim = Simulation(FleetSpec(clusters=1, brokers=3, faults=("broker.heartbeat_lost",), start_ms=START_MS,
-                               duration_ms=70_000, seed=7, first_fault_ms=30_000))
+                               duration_ms=70_000, seed=7, first_fault_ms=30_000, quorum_interval_ms=0))
     events, plain, today = tmp_path / "events.jsonl", tmp_path / "plain.jsonl", tmp_path / "today.jsonl"
     events.write_text("".join(json.dumps(e) + "\n" for _, e in sim.events()))
     config = tmp_path / "fleetwatch.yaml"

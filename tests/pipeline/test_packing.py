@@ -15,6 +15,7 @@ from streaming.contract import (
     Expected,
     MetadataResponse,
     PartitionLayout,
+    QuorumReading,
     TopicLayout,
     parse_message,
 )
@@ -33,6 +34,8 @@ EDGE_CASES = [
     PartitionLayout(8, "probe-a", "c1", "t1", False, 2,
                     (TopicLayout("orders", None, ((0, 1, (1, 2, 3), (1, 2)), (1, -1, (2,), ()))),
                      TopicLayout("empty", 3, ()))),
+    QuorumReading(9, "probe-a", "c1", "t1", 3000, 7, ((1, 120, False), (2, None, None), (3, 2630, True))),
+    QuorumReading(10, "probe-a", "c1", "t1", 3001, None, ()),
 ]
 
 

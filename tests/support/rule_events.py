@@ -26,6 +26,7 @@ from streaming.detect import detect
 
 LATENESS = 5000
 SESSION = 9000
+STALL_AFTER = 2500  # issue 44
 FENCED_GRACE = 30000
 PARTITION_WINDOW = 15000
 STOPPING = 120000
@@ -39,6 +40,7 @@ UNREACHABLE = 30000
 SPEC_RULES = {
     "broker.heartbeat_lost": ("critical", "broker"),
     "broker.heartbeat_late": ("warning", "broker"),  # issue 31
+    "broker.stalled": ("warning", "broker"),  # issue 44
     "broker.fenced": ("warning", "broker"),
     "broker.partitioned": ("critical", "broker"),
     "broker.stuck_stopping": ("warning", "broker"),
@@ -61,6 +63,7 @@ SPEC_RULES = {
 
 HB_LOST = "broker.heartbeat_lost"
 HB_LATE = "broker.heartbeat_late"
+STALLED = "broker.stalled"
 FENCED = "broker.fenced"
 PARTITIONED = "broker.partitioned"
 STUCK = "broker.stuck_stopping"
@@ -179,6 +182,14 @@ def rnd(s: float, source: str = "probe", target: str = "pay", cluster: str | Non
     if registered is not None:
         obj["registered"] = registered
     return contract_event(obj)
+
+
+def reading(s: float, fetches: list[tuple[int, int | None, bool | None]], controller: int = 3000, epoch: int = 1,
+            source: str = "probe", target: str = "pay", cluster: str = C) -> Event:
+    """A `quorum_reading` of `source` at `s` seconds: [(broker, fetch age in ms or None, fenced or None)]."""
+    return contract_event({"type": "quorum_reading", "ts": t(s), "cluster_id": cluster, "target": target,
+                           "source": source, "controller_id": controller, "controller_epoch": epoch,
+                           "fetches": [list(f) for f in fetches]})
 
 
 def watching(s: float, targets: list[str], source: str = "probe") -> Event:

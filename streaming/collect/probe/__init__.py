@@ -103,10 +103,17 @@ that the answer itself lists at the address we connected to (null when none or s
    DescribeConfigs for min.insync.replicas, bounded in bytes and time per cluster, from where the
    last bootstrap answered; one `partition_layout` event per reading. See layout.py.
 
+7. The fast quorum reading (issue 44), on its own faster cadence (`probe.quorum_interval_ms`, 1 s; 0:
+   off), apart from the rounds, once a round reached the cluster: DescribeQuorum and DescribeCluster v2
+   on one connection per cluster kept open between readings, to the bootstrap address where the cluster
+   last answered (the next one after a failure); one `quorum_reading` event per reading: each broker's
+   fetch age (the leader's now minus its LastFetchTimestamp, on the leader's clock; `ts` the probe's
+   receive time) and registration. See quorum.py, and `bench/quorum_cost.py` for what it costs.
+
 The rooms: targets (configured clusters, addresses, options), exchange (one connection's
 requests and what they answer), kraft_readings (DescribeQuorum heartbeats and registrations as
 events), controller_view (the controllers' Prometheus metrics as events), layout (the partition
-layout), prober (rounds and
+layout), quorum (the fast quorum readings), prober (rounds and
 the live loop), publish (JSONL file or the bus) and cli
 (`fleetwatch probe`).
 """

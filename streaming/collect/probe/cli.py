@@ -70,7 +70,8 @@ def command(args: argparse.Namespace) -> int:
                            max_endpoints=limits.max_endpoints_per_target,
                            max_response_bytes=limits.max_response_bytes,
                            layout=LayoutLimits(limits.layout_interval_ms, limits.layout_max_bytes,
-                                               limits.layout_timeout_ms))
+                                               limits.layout_timeout_ms),
+                           quorum_interval_ms=limits.quorum_interval_ms)
     rounds = 1 if args.once else args.rounds
     sink: JsonlWriter | BusPublisher | _ReadyOnFirst
     if args.out:
@@ -89,7 +90,8 @@ def command(args: argparse.Namespace) -> int:
         sink = _ReadyOnFirst(sink, Path(args.ready_file))
     prober = Prober(targets, options)
     log.info("probe started", extra={"targets": len(targets), "interval_ms": options.interval_ms,
-                                     "timeout_ms": options.timeout_ms, "to": where})
+                                     "timeout_ms": options.timeout_ms, "quorum_interval_ms": options.quorum_interval_ms,
+                                     "to": where})
     try:
         asyncio.run(_run_until_signalled(prober, sink, rounds))
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 from streaming.collect.probe.exchange import Answer
 from streaming.contract import UNREGISTERED, BrokerHeartbeat, BrokerState, event_to_dict
 
-__all__ = ["LastReadings", "heartbeats", "registered", "registrations"]
+__all__ = ["LastReadings", "fetch_time", "heartbeats", "registered", "registrations"]
 
 UNKNOWN_EPOCH = -1  # Kafka's "no broker epoch"; DescribeQuorum does not report one
 
@@ -25,11 +25,27 @@ class LastReadings:
     """What earlier rounds read of a target's brokers, keyed by (cluster id, node id): the last
     fetch already reported, as (leader epoch, LastFetchTimestamp on that leader's clock), and the
     registration (ONLINE or FENCED; STOPPING from the controller's view) last published, and the latest
-    heartbeat `ts` published, by either reading (controller_view.py deduplicates against both)."""
+    heartbeat `ts` published, by either reading (controller_view.py deduplicates against both); and the
+    probe-clock time each broker's latest fetch was first given (`fetch_time`)."""
 
     last_fetch: dict[tuple[str | None, int], tuple[int, int]] = field(default_factory=dict)
     registrations: dict[tuple[str | None, int], str] = field(default_factory=dict)
     last_heartbeat: dict[tuple[str | None, int], int] = field(default_factory=dict)
+    fetched_at: dict[tuple[str | None, int], tuple[tuple[int, int], int]] = field(default_factory=dict)
+
+
+def fetch_time(seen: LastReadings, key: tuple[str | None, int], mark: tuple[int, int], ts: int) -> int:
+    """The probe-clock time of the fetch `mark` (leader epoch, LastFetchTimestamp) of broker `key`: the time
+    it was first given, whichever reading gave it (a round's heartbeat, a quorum reading's age), else `ts`.
+    One fetch has one time: converted anew at each reading (the receive time minus the age) it moves by
+    the readings' delays, and a round's heartbeat of a fetch a quorum reading already dated a few ms later
+    would read as a newer heartbeat (a stall resolved by the fetch that started it)."""
+    known = seen.fetched_at.get(key)
+    if known is not None and known[0] == mark:
+        return known[1]
+    if known is None or mark > known[0]:
+        seen.fetched_at[key] = (mark, ts)
+    return ts
 
 
 def heartbeats(boot: Answer, answers: list[Answer], seen: LastReadings, source: str,
@@ -68,6 +84,7 @@ def heartbeats(boot: Answer, answers: list[Answer], seen: LastReadings, source: 
     out = []
     for replica, (mark, ts, offset) in sorted(latest.items()):
         key = (boot.cluster_id, replica)
+        ts = fetch_time(seen, key, mark, ts)
         if seen.last_fetch.get(key, (-1, -1)) >= mark:
             continue  # no fetch since the last round: not a new heartbeat
         seen.last_fetch[key] = mark

@@ -15,6 +15,7 @@ from streaming.collect.probe.controller_view import ViewMemory, read_controllers
 from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registered, registrations
 from streaming.collect.probe.layout import layout_event, layout_frame_limit, read_layout
+from streaming.collect.probe.quorum import QuorumReader, TargetView
 from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
 from streaming.collect.protocol.client import LOOKUPS_PER_TARGET, Connection, ProbeFailure, classify
 from streaming.contract import REBOOTSTRAP_REQUIRED, CollectorRound, CollectorTargets, Expected, event_to_dict
@@ -130,6 +131,14 @@ class Prober:
         self._no_identity_check: dict[str, float] = {}
         self.events_emitted = 0
         self.rounds = 0
+        self.quorum = QuorumReader(self.targets, self.options, self._view, connection)
+
+    def _view(self, target: Target) -> TargetView:
+        """What the rounds know of `target` that its quorum readings need (quorum.py)."""
+        state = self._state[target.name]
+        brokers = {a.node_id for a in state.endpoints.values() if a.cluster_id == state.cluster_id}
+        brokers |= {node for cluster, node in state.seen.registrations if cluster == state.cluster_id}
+        return TargetView(state.cluster_id, state.preferred, frozenset(brokers), state.seen)
 
     @property
     def _timeout_s(self) -> float:
@@ -184,6 +193,14 @@ class Prober:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-emit") as executor, contextlib.closing(slots):
             await loop.run_in_executor(executor, emit, [self.targets_event(clock.now_ms())])
 
+            async def emit_reading(events: list[dict[str, Any]]) -> None:  # in order with the rounds' events
+                await loop.run_in_executor(executor, emit, events)
+                self.events_emitted += len(events)
+
+            done = asyncio.Event()  # the quorum readings (quorum.py) run until the rounds stop
+            reading_quorums = ([loop.create_task(self.quorum.run(emit_reading, done, slots))]
+                               if self.options.quorum_interval_ms else [])
+
             async def probe_and_emit(target: Target, now_ms: int, started: float, layout: bool = False) -> None:
                 try:
                     events = await (self.probe_layout if layout else self.probe_target)(target, now_ms, started, slots)
@@ -212,7 +229,8 @@ class Prober:
                 next_tick = max(next_tick + interval, loop.time())
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), next_tick - loop.time())
-            pending = [t for t in (*busy.values(), *reading.values()) if not t.done()]
+            done.set()
+            pending = [t for t in (*busy.values(), *reading.values(), *reading_quorums) if not t.done()]
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
 

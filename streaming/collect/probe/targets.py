@@ -49,12 +49,14 @@ class ProbeOptions:
     max_endpoints: int = _DEFAULTS.max_endpoints_per_target
     max_response_bytes: int = _DEFAULTS.max_response_bytes
     layout: LayoutLimits = field(default_factory=LayoutLimits)
+    # The fast quorum reading's cadence (quorum.py; 0: off): `probe.quorum_interval_ms`.
+    quorum_interval_ms: int = _DEFAULTS.quorum_interval_ms
 
     def __post_init__(self) -> None:
         if min(self.interval_ms, self.timeout_ms, self.concurrency, self.target_concurrency, self.max_endpoints,
-               self.max_response_bytes) <= 0:
+               self.max_response_bytes) <= 0 or self.quorum_interval_ms < 0:
             raise ValueError("interval_ms, timeout_ms, concurrency, target_concurrency, max_endpoints and "
-                             "max_response_bytes must be positive")
+                             "max_response_bytes must be positive, quorum_interval_ms not negative")
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,9 @@ class Target:
     # timeout is the controller's cap, and heartbeats closer than half an interval are one.
     session_timeout_ms: int = RuleSettings().session_timeout_ms
     heartbeat_interval_ms: int = RuleSettings().heartbeat_interval_ms
+    # broker.stalled's fetch age (`rules.stall_after_ms`; 0: off): a quorum reading that shows a broker
+    # close to it is followed by one when it would reach it (quorum.py).
+    stall_after_ms: int = RuleSettings().stall_after_ms
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -162,6 +167,6 @@ def targets_from_config(config: FleetwatchConfig, *, only: Iterable[str] | None 
                           security=_security(cluster, where, environ),
                           forget_after_ms=rules.forget_after_ms, controller_metrics=tuple(cluster.controller_metrics),
                           session_timeout_ms=rules.session_timeout_ms,
-                          heartbeat_interval_ms=rules.heartbeat_interval_ms,
+                          heartbeat_interval_ms=rules.heartbeat_interval_ms, stall_after_ms=rules.stall_after_ms,
                           expected_cluster_id=cluster.expected_cluster_id))
     return out

@@ -17,10 +17,12 @@ from streaming.contract import (
     Broker,
     BrokerHeartbeat,
     BrokerState,
+    CollectorRound,
     Endpoint,
     Expected,
     MetadataResponse,
     PartitionLayout,
+    QuorumReading,
     event_to_dict,
     topic_of,
 )
@@ -35,6 +37,9 @@ _LISTED_STATES = ("ONLINE", "STOPPING")  # the controller omits fenced brokers f
 _LAYOUT_AFTER_MS = 3  # a layout reading starts once the round's bootstrap answered
 # The brokers' own min.insync.replicas, which the probe reads as the default: Kafka's.
 _BROKER_MIN_ISR = 1
+# A running broker fetches from the KRaft leader at least every 500 ms: a reading sees its last fetch
+# up to this old (real Kafka 4.4 on loopback: 30-330 ms).
+_FETCH_AGE_MAX_MS = 400
 
 
 def _first_round(spec: FleetSpec, index: int) -> int:
@@ -67,6 +72,10 @@ class SimBroker:
     want_fence: bool = False
     want_shutdown: bool = False
     view: int | None = None  # a controller this broker names instead of the cluster's
+    # Its metadata fetches from the KRaft leader: running since `fetching_since`, or stopped at `stopped_at`
+    # (the moment its process stopped, or lost its path to the controller).
+    fetching_since: int = 0
+    stopped_at: int | None = None
 
     @property
     def address(self) -> str:
@@ -99,8 +108,11 @@ class ClusterSim:
         self.index = index
         self.info = info
         self.rng = random.Random(f"fleetwatch-sim:{spec.seed}:{index}")
+        # The readings' fetch ages draw from their own: the rest of the stream is as without readings.
+        self.fetch_rng = random.Random(f"fleetwatch-sim-fetches:{spec.seed}:{index}")
         self.queue: list[TimedAction] = []
         self.seq = 0
+        self.now = spec.start_ms  # the time of the action being run
         self.out: list[dict[str, Any]] = []
         self.offset_base = 10_000 + self.rng.randrange(90_000)
         self.controller: int | None = info.controller
@@ -118,6 +130,8 @@ class ClusterSim:
         self.at(_first_round(spec, index), self._probe_round)
         first_layout = layout_reading_after(spec, index, spec.start_ms)
         self.at(first_layout, self._read_layout)
+        if spec.quorum_interval_ms:
+            self.at(_first_round(spec, index) + spec.quorum_interval_ms, self._read_quorum)
         self.at(spec.start_ms + PREFERRED_ELECTION_MS, self._elect_preferred)
 
     # -- machinery ---------------------------------------------------------------------------------
@@ -131,6 +145,7 @@ class ClusterSim:
         emitted = 0
         while self.queue and self.queue[0][0] < end:
             at, _, action = heapq.heappop(self.queue)
+            self.now = at
             action(at)
             for ev in self.out:
                 emitted += 1
@@ -167,6 +182,7 @@ class ClusterSim:
         b.epoch = self.offset(at) + b.node
         b.probe_error = None
         b.last_hb = at
+        b.fetching_since, b.stopped_at = at, None
         advertised = endpoints or (b.address,)
         self.emit(BrokerHeartbeat(
             ts=at, source=b.source, cluster_id=self.info.cluster_id, broker_id=b.node, kind="registration",
@@ -202,6 +218,8 @@ class ClusterSim:
     def heartbeat_loop(self, b: SimBroker, chain: int, at: int) -> None:
         if chain != b.chain:
             return
+        if b.stopped_at is not None:  # its path to the controller healed
+            b.fetching_since, b.stopped_at = at, None
         self._regular_heartbeat(at, b)
         self.at(at + self._beat_gap(b), partial(self.heartbeat_loop, b, chain))
 
@@ -209,6 +227,8 @@ class ClusterSim:
         """The process stops heartbeating (and answers probes with `error`, if any); returns its
         last heartbeat."""
         b.chain += 1
+        if b.stopped_at is None:
+            b.stopped_at = self.now
         if error is not None:
             b.probe_error = error
         return b.last_hb
@@ -221,13 +241,24 @@ class ClusterSim:
         step = _PROBE_STEP_MS
         for n in self.brokers:
             self.at(at + step * n, partial(self._probe_broker, n))
+        last = at + step * len(self.brokers)
         if self.alias is not None:
             base = at + step * (len(self.brokers) + 1)
             self.at(base, self._alias_bootstrap)
+            last = base
             if self.alias == "clone":
                 for n in self.brokers:
                     self.at(base + step * n, partial(self._clone_probe, n))
+                last = base + step * len(self.brokers)
+        if self.spec.quorum_interval_ms:
+            # A probe that reads quorums says its rounds too (issue 41): it observes the cluster whatever a
+            # round found, and a reading that fails (an election) is no silence of the probe.
+            self.at(last + 1, self._round_done)
         self.at(at + self.spec.probe_interval_ms, self._probe_round)
+
+    def _round_done(self, at: int) -> None:
+        self.out.append(event_to_dict(CollectorRound(at, f"probe-{self.index % 4 + 1}", self.info.cluster_id,
+                                                     self.info.target, None)))
 
     def _probe_broker(self, node: int, at: int) -> None:
         address = self.info.address(node)
@@ -286,6 +317,25 @@ class ClusterSim:
         self.out.append(event_to_dict(PartitionLayout(
             ts=at, source=f"probe-{self.index % 4 + 1}", cluster_id=self.info.cluster_id, target=self.info.target,
             complete=True, default_min_insync=_BROKER_MIN_ISR, topics=self.placement.reading())))
+
+    # -- the quorum reading (issue 44) -------------------------------------------------------------------
+
+    def _read_quorum(self, at: int) -> None:
+        """One quorum reading, through broker 1 (where the bootstrap answers), of every broker's fetch age and
+        registration. Nothing is published when it cannot be read as this cluster's: cut off, broker 1 down,
+        its name reaching another cluster, no cluster id, or no active controller (the real probe's
+        DescribeQuorum fails: during an election no reading is published)."""
+        self.at(at + self.spec.quorum_interval_ms, self._read_quorum)
+        if (self.unreachable or self.no_id or self.controller is None or self.info.address(1) in self.redirects
+                or self.brokers[1].probe_error is not None):
+            return
+        fetches = tuple((b.node, at - b.stopped_at if b.stopped_at is not None
+                         else min(self.fetch_rng.randint(0, _FETCH_AGE_MAX_MS), at - b.fetching_since),
+                         b.state == "FENCED")
+                        for b in self.brokers.values())
+        self.out.append(event_to_dict(QuorumReading(
+            ts=at, source=f"probe-{self.index % 4 + 1}", cluster_id=self.info.cluster_id, target=self.info.target,
+            controller_id=self.controller, controller_epoch=None, fetches=fetches)))
 
     def _elect_preferred(self, at: int) -> None:
         self.placement.elect_preferred()

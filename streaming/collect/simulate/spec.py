@@ -90,6 +90,9 @@ class FleetSpec:
     first_fault_ms: int = 30_000
     heartbeat_interval_ms: int = 2000
     probe_interval_ms: int = 5000
+    # The simulated probe's quorum readings (issue 44): each broker's fetch age every this often, as the
+    # real probe's default (`probe.quorum_interval_ms`); 0: none (the stream of an older probe).
+    quorum_interval_ms: int = ProbeConfig().quorum_interval_ms
     jitter_ms: int = 0
     # CORRELATED_KINDS to inject besides `faults`; with any, racks are named fleet-wide
     # (identities.shared_racks) and clusters carry a release.
@@ -114,6 +117,9 @@ class FleetSpec:
         # Controller views only count responders heard within 15 s: several rounds must fit.
         if not 1000 <= self.probe_interval_ms <= 10_000:
             problems.append("probe_interval_ms must be within 1000..10000")
+        # A broker stopped for 3 s (a quick restart) may or may not be read stalled: no slower cadence.
+        if self.quorum_interval_ms and not 200 <= self.quorum_interval_ms <= 2000:
+            problems.append("quorum_interval_ms must be 0 or within 200..2000")
         if not 0 <= self.jitter_ms < RULES.allowed_lateness_ms:
             problems.append(f"jitter_ms must be within 0..{RULES.allowed_lateness_ms - 1} "
                             "(more would make events late)")

@@ -1,0 +1,247 @@
+"""The fast quorum reading (issue 44; streaming/detect/README.md, "Before Kafka knows: quorum readings"):
+each cluster's KRaft quorum every `quorum_interval_ms` (1 s), apart from the rounds, as one
+`quorum_reading` event (streaming/quorum_contract.py).
+
+A healthy broker fetches the metadata log from the KRaft leader at least every 500 ms. One reading is two
+requests on one connection per cluster, kept open between readings (no connect, ApiVersions or SASL per
+reading), to the bootstrap address where the cluster last answered:
+- DescribeQuorum v1+ (forwarded to the active controller): the leader, its epoch, and every replica's
+  LastFetchTimestamp; the leader lists itself with its own now, so each fetch's age is the leader's now
+  minus it, both on the leader's clock, and the event's `ts` is the probe's receive time (SPEC section 3's
+  one clock: a remote time is never a `ts`);
+- DescribeCluster v2 with fenced brokers: each broker's registration, and the cluster id, which must be
+  the target's (an address that leads elsewhere gives no reading).
+A broker is a quorum observer, a voter that DescribeCluster (or the rounds) lists as a broker (the
+combined layout), or a registered broker the quorum does not list (its age unknown). A reading that fails
+(a timeout, an error, no leader, another cluster) publishes nothing and closes the connection; the next
+one tries the next bootstrap address. Each reading is bounded by the exchange timeout and by its interval,
+whichever is shorter. Failing and answering again are logged once each. Readings take none of the rounds'
+slots (`target_concurrency`, `concurrency`): one connection per target, one reading at a time, so a
+round's slow exchanges never delay a reading (name lookups and big answers still use the target's threads).
+
+A reading that shows a broker unfenced whose fetch will be `stall_after_ms` old (the target's rule) before
+the next reading is followed by one at that moment (`FOLLOW_UP_MARGIN_MS` after it): the stall is shown
+when it happens, not up to an interval later (a frozen broker warned 0.5 s sooner on average, 1 s at
+worst). It costs a request only while a broker is stalling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streaming import clock
+from streaming.collect.probe.exchange import METADATA_LOG
+from streaming.collect.probe.kraft_readings import LastReadings, fetch_time
+from streaming.collect.probe.targets import ProbeOptions, Target, format_address
+from streaming.collect.protocol.client import Connection, KafkaErrorResponse, ProbeFailure, classify
+from streaming.contract import QuorumReading, event_to_dict
+
+__all__ = ["DESCRIBE_QUORUM", "FOLLOW_UP_MARGIN_MS", "QuorumLink", "QuorumReader", "TargetView", "follow_up_in",
+           "reading_of"]
+
+log = logging.getLogger(__name__)
+
+DESCRIBE_CLUSTER = 60
+DESCRIBE_QUORUM = 55
+_AGE_MAX = 2**31 - 1  # the contract's bound on a fetch age (about 25 days)
+# A follow-up reading comes this long after a fetch would reach the stall age: the leader's and the
+# probe's delays on both readings, so that it does not read the age a few ms short.
+FOLLOW_UP_MARGIN_MS = 50
+
+
+@dataclass(frozen=True)
+class TargetView:
+    """What the rounds know of a target that a reading needs: the cluster its last bootstrap reached, the
+    bootstrap address tried first, the node ids its rounds know as brokers, and the times they gave each
+    broker's fetches (one fetch, one time: kraft_readings.fetch_time)."""
+
+    cluster_id: str | None
+    preferred: int
+    brokers: frozenset[int]
+    seen: LastReadings
+
+
+@dataclass
+class QuorumLink:
+    """A target's connection for its readings, kept open between them."""
+
+    index: int | None = None  # the bootstrap address in use
+    conn: Connection | None = None
+    failing: bool = False
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+
+
+def reading_of(quorum: dict[str, Any], registered: dict[int, bool] | None, brokers: frozenset[int], seen: LastReadings,
+               *, ts: int, source: str, cluster_id: str, target: str) -> dict[str, Any] | None:
+    """The `quorum_reading` event of one DescribeQuorum partition answer (`quorum`) and the registrations
+    DescribeCluster listed (node id -> fenced; None: not read), or None when it shows no leader with its
+    own time. `brokers`: node ids known as brokers besides the registrations (a voter that is one). A fetch
+    already given a time (`seen`) keeps it: its age is `ts` minus that time."""
+    leader = quorum["LeaderId"]
+    voters = {r["ReplicaId"]: r["LastFetchTimestamp"] for r in quorum["CurrentVoters"]}
+    observers = {r["ReplicaId"]: r["LastFetchTimestamp"] for r in quorum["Observers"]}
+    leader_now = voters.get(leader, observers.get(leader, -1))
+    if leader < 0 or leader_now < 0:
+        return None
+    known = brokers | set(registered or ())
+    fetched = {**{r: f for r, f in voters.items() if r in known}, **observers}
+    fetches = []
+    for node in sorted(set(fetched) | set(registered or ())):
+        last = fetched.get(node, -1)
+        at = None if last < 0 else fetch_time(seen, (cluster_id, node), (quorum["LeaderEpoch"], last),
+                                              ts - max(0, leader_now - last))
+        age = None if at is None else min(max(0, ts - at), _AGE_MAX)
+        fetches.append((node, age, None if registered is None else registered.get(node)))
+    return event_to_dict(QuorumReading(ts, source, cluster_id, target, leader, quorum["LeaderEpoch"],
+                                       tuple(fetches)))
+
+
+def follow_up_in(event: dict[str, Any], stall_after_ms: int, interval_ms: int) -> float | None:
+    """Seconds until a reading should follow `event` (a `quorum_reading`): when an unfenced broker's fetch
+    reaches `stall_after_ms` before the next regular reading (module docstring); None otherwise."""
+    if not stall_after_ms:
+        return None
+    due = [stall_after_ms - age for _, age, fenced in event["fetches"]
+           if age is not None and not fenced and 0 < stall_after_ms - age < interval_ms - FOLLOW_UP_MARGIN_MS]
+    return (min(due) + FOLLOW_UP_MARGIN_MS) / 1000 if due else None
+
+
+class QuorumReader:
+    """Reads every target's quorum every `options.quorum_interval_ms` while the rounds run (`run`)."""
+
+    def __init__(self, targets: Sequence[Target], options: ProbeOptions, view: Callable[[Target], TargetView],
+                 connection: type[Connection] = Connection) -> None:
+        self.targets = list(targets)
+        self.options = options
+        self.view = view
+        self.connection = connection
+        self.links = {t.name: QuorumLink() for t in self.targets}
+        self.readings = 0
+
+    async def run(self, emit: Callable[[list[dict[str, Any]]], Awaitable[None]], done: asyncio.Event,
+                  slots: Any) -> None:
+        """A tick every interval until `done`: a reading of each target whose rounds reached a cluster and
+        whose last reading is over (`slots`: the prober's, prober.Slots)."""
+        loop = asyncio.get_running_loop()
+        interval = self.options.quorum_interval_ms / 1000
+        busy: dict[str, asyncio.Task[None]] = {}
+        next_tick = loop.time()
+        try:
+            while not done.is_set():
+                for target in self.targets:
+                    task = busy.get(target.name)
+                    if task is None or task.done():
+                        busy[target.name] = loop.create_task(self._read_and_emit(target, emit, slots))
+                next_tick = max(next_tick + interval, loop.time())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), next_tick - loop.time())
+            await asyncio.gather(*busy.values(), return_exceptions=True)
+        finally:
+            for link in self.links.values():
+                link.close()
+
+    async def _read_and_emit(self, target: Target, emit: Callable[[list[dict[str, Any]]], Awaitable[None]],
+                             slots: Any) -> None:
+        try:
+            event = await self.read(target, slots)
+            if event is not None:
+                self.readings += 1
+                await emit([event])
+                follow = follow_up_in(event, target.stall_after_ms, self.options.quorum_interval_ms)
+                if follow is not None:
+                    await asyncio.sleep(follow)
+                    event = await self.read(target, slots)
+                    if event is not None:
+                        self.readings += 1
+                        await emit([event])
+        except Exception:  # one target's failure must not end the loop
+            log.exception("quorum reading failed unexpectedly", extra={"target": target.name})
+
+    async def read(self, target: Target, slots: Any) -> dict[str, Any] | None:
+        """One reading of `target` (module docstring), or None."""
+        view = self.view(target)
+        if view.cluster_id is None:
+            return None  # no round reached a cluster yet: nothing to compare an answer with
+        link = self.links[target.name]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        bound = min(self.options.timeout_ms, self.options.quorum_interval_ms) / 1000
+        if link.index is None:
+            link.index = view.preferred % len(target.bootstrap)
+        host, port = target.bootstrap[link.index]
+        try:
+            # Not in the rounds' slots: a round's slow exchanges (a target's black holes) never delay a
+            # reading. A reading is one connection per target, open for good, and one request at a time.
+            if link.conn is None:
+                link.conn = self.connection(host, port, deadline=started + bound, client_id=self.options.client_id,
+                                            security=target.security, max_frame=self.options.max_response_bytes,
+                                            **slots.of_target(target))
+                await link.conn.open()
+                await link.conn.negotiate()
+                if target.security.sasl:
+                    await link.conn.authenticate()
+            conn = link.conn
+            conn.deadline = loop.time() + bound
+            quorum, received = await _describe_quorum(conn), loop.time()
+            registered, cluster_id = await _describe_cluster(conn)
+            if cluster_id is not None and cluster_id != view.cluster_id:
+                raise ProbeFailure("ANOTHER_CLUSTER", f"cluster {cluster_id}, not {view.cluster_id}")
+            ts = clock.now_ms() - int((loop.time() - received) * 1000)
+            event = reading_of(quorum, registered, view.brokers, view.seen, ts=ts, source=self.options.source,
+                               cluster_id=view.cluster_id, target=target.name)
+            if event is None:
+                raise ProbeFailure("NO_LEADER", "DescribeQuorum names no leader with its time")
+        except (ProbeFailure, TimeoutError, OSError) as exc:
+            failure = classify(exc)
+            link.close()
+            link.index = (link.index + 1) % len(target.bootstrap)  # the next address, next time
+            if not link.failing:
+                log.warning("quorum reading failed; trying the next bootstrap address", extra={
+                    "target": target.name, "endpoint": format_address(host, port), "error": str(failure)})
+            link.failing = True
+            return None
+        if link.failing:
+            log.info("quorum reading answers again", extra={"target": target.name,
+                                                            "endpoint": format_address(host, port)})
+        link.failing = False
+        return event
+
+
+async def _describe_quorum(conn: Connection) -> dict[str, Any]:
+    version = conn.supported(DESCRIBE_QUORUM, 1, 2)
+    if version is None:
+        raise ProbeFailure("UNSUPPORTED_VERSION", "no DescribeQuorum v1+ (last fetch times)")
+    body = await conn.call("DescribeQuorum", version, {
+        "Topics": [{"TopicName": METADATA_LOG, "Partitions": [{"PartitionIndex": 0}]}]})
+    partition = next((p for t in body["Topics"] if t["TopicName"] == METADATA_LOG
+                      for p in t["Partitions"] if p["PartitionIndex"] == 0), None)
+    code = body["ErrorCode"] or (partition["ErrorCode"] if partition else 0)
+    if code:
+        raise KafkaErrorResponse("DescribeQuorum", code)
+    if partition is None:
+        raise ProbeFailure("NO_PARTITION", "DescribeQuorum without the metadata log's partition")
+    return partition
+
+
+async def _describe_cluster(conn: Connection) -> tuple[dict[int, bool] | None, str | None]:
+    """(node id -> fenced, cluster id), or (None, None) when the broker does not offer DescribeCluster v2
+    (Kafka before 4.0) or refuses it: the reading then carries no registration."""
+    if conn.supported(DESCRIBE_CLUSTER, 2, 2) is None:
+        return None, None
+    try:
+        body = await conn.call("DescribeCluster", 2, {
+            "IncludeClusterAuthorizedOperations": False, "EndpointType": 1, "IncludeFencedBrokers": True})
+    except KafkaErrorResponse:
+        return None, None
+    if body["ErrorCode"]:
+        return None, None
+    return {b["BrokerId"]: b["IsFenced"] for b in body["Brokers"]}, body["ClusterId"]

@@ -1,0 +1,160 @@
+"""The probe's fast quorum reading (issue 44; streaming/collect/probe/quorum.py) against a Kafka 4.4-like
+fake broker (tests/support/probe_doubles.py) whose leader's clock is not the probe's, and its pure parts:
+what a reading says, one time per fetch whichever reading gives it, and when a reading follows another.
+The real thing on real Kafka 4.4: tests/collect/test_quorum_reading_real.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from support.probe_doubles import HOST, Blackhole, FakeCluster, FakeKafka, refused_port, target
+
+from streaming.collect.probe import ProbeOptions, Prober
+from streaming.collect.probe.exchange import Answer, Quorum
+from streaming.collect.probe.kraft_readings import LastReadings, heartbeats
+from streaming.collect.probe.prober import Slots
+from streaming.collect.probe.quorum import follow_up_in, reading_of
+from streaming.contract import QuorumReading, event_from_dict
+
+T0 = 1_764_000_000_000
+SKEW_MS = 7000  # the leader's clock runs this far ahead of the probe's
+
+
+def _partition(leader_now: int, voters: dict[int, int], observers: dict[int, int], epoch: int = 4) -> dict[str, Any]:
+    def entries(fetches: dict[int, int]) -> list[dict[str, Any]]:
+        return [{"ReplicaId": node, "LastFetchTimestamp": ts} for node, ts in fetches.items()]
+    return {"LeaderId": 3001, "LeaderEpoch": epoch, "CurrentVoters": entries({3001: leader_now, **voters}),
+            "Observers": entries(observers)}
+
+
+def test_a_reading_says_each_brokers_fetch_age_on_the_leaders_clock_and_its_registration():
+    leader_now = T0 + SKEW_MS
+    quorum = _partition(leader_now, {3000: leader_now - 50, 3002: -1},
+                        {1: leader_now - 120, 2: -1, 3: leader_now - 3000})
+    event = reading_of(quorum, {1: False, 2: False, 3: True, 4: True}, frozenset(), LastReadings(),
+                       ts=T0, source="probe-a", cluster_id="C", target="pay")
+    reading = event_from_dict(event)
+    assert isinstance(reading, QuorumReading)
+    assert (reading.ts, reading.controller_id, reading.controller_epoch) == (T0, 3001, 4)
+    # Controllers (voters that are no broker) are left out; a broker the leader has no fetch of in its
+    # term (Kafka's -1) and a registered broker the quorum does not list have no age.
+    assert reading.fetches == ((1, 120, False), (2, None, False), (3, 3000, True), (4, None, True))
+
+
+def test_in_the_combined_layout_voters_are_the_brokers_and_without_registrations_no_flag():
+    leader_now = 50_000
+    quorum = _partition(leader_now, {1: leader_now - 80, 2: leader_now - 2600}, {})
+    quorum["LeaderId"] = 3  # a combined node leads: it lists itself with its own now
+    quorum["CurrentVoters"].append({"ReplicaId": 3, "LastFetchTimestamp": leader_now})
+    quorum["CurrentVoters"] = [v for v in quorum["CurrentVoters"] if v["ReplicaId"] != 3001]
+    event = reading_of(quorum, None, frozenset({1, 2, 3}), LastReadings(), ts=9, source="p", cluster_id="C",
+                       target="pay")
+    assert event is not None and event["fetches"] == [[1, 80, None], [2, 2600, None], [3, 0, None]]
+
+
+def test_no_reading_without_a_leader_or_its_own_time():
+    assert reading_of(_partition(5000, {}, {1: 4900}) | {"LeaderId": -1}, None, frozenset(), LastReadings(),
+                      ts=1, source="p", cluster_id="C", target="pay") is None
+    no_time = _partition(5000, {}, {1: 4900})
+    no_time["CurrentVoters"] = []
+    assert reading_of(no_time, None, frozenset(), LastReadings(), ts=1, source="p", cluster_id="C",
+                      target="pay") is None
+
+
+def test_one_fetch_has_one_time_whichever_reading_gives_it():
+    # A round's heartbeat dated the fetch first; a reading 400 ms later on the probe's clock (its answer
+    # received 30 ms later than the leader's now: another delay) reports the age from that same time,
+    # so detection never takes the same fetch, dated twice, for a newer heartbeat.
+    seen, leader_now = LastReadings(), 700_000
+    boot = Answer(endpoint="b1:9092", expected=None, cluster_id="C", brokers=(),
+                  quorum=Quorum(3001, {3001: (leader_now, 9)}, {1: (leader_now - 100, 9)}, leader_epoch=4))
+    (heartbeat,) = heartbeats(boot, [boot], seen, "p", lambda _: 2_000_000)
+    assert heartbeat["ts"] == 2_000_000 - 100
+    later = _partition(leader_now + 400, {}, {1: leader_now - 100})
+    event = reading_of(later, None, frozenset(), seen, ts=2_000_430, source="p", cluster_id="C", target="pay")
+    assert event is not None and event["fetches"] == [[1, 530, None]]
+    assert event["ts"] - event["fetches"][0][1] == heartbeat["ts"]
+
+
+def test_a_reading_that_shows_a_stall_coming_is_followed_when_it_comes():
+    assert follow_up_in({"fetches": [[1, 100, False], [3, 1600, False]]}, 2500, 1000) == 0.95
+    assert follow_up_in({"fetches": [[3, 1400, False]]}, 2500, 1000) is None  # the next reading shows it
+    assert follow_up_in({"fetches": [[3, 2600, False]]}, 2500, 1000) is None  # this one did
+    assert follow_up_in({"fetches": [[3, 1600, True]]}, 2500, 1000) is None  # fenced: no stall to show
+    assert follow_up_in({"fetches": [[3, 1600, False]]}, 0, 1000) is None  # the rule is off
+
+
+def test_the_reader_keeps_one_connection_and_moves_to_the_next_address_when_one_fails():
+    now = {"ms": int(time.time() * 1000) + SKEW_MS}
+
+    async def scenario() -> tuple[list[dict[str, Any]], FakeKafka]:
+        cluster = FakeCluster("Cq", last_fetch=lambda: {1: now["ms"] - 200, 2: now["ms"] - 2700},
+                              leader_clock=lambda: now["ms"])
+        broker = await FakeKafka(cluster, 1).start()
+        cluster.brokers = [{"node_id": 1, "port": broker.port, "fenced": False},
+                           {"node_id": 2, "port": refused_port(), "fenced": False}]
+        # The first bootstrap address refuses: the round answers through the second, the readings too.
+        prober = Prober([target("q", f"{HOST}:{refused_port()}", f"{HOST}:{broker.port}")],
+                        ProbeOptions(timeout_ms=1000, source="p", quorum_interval_ms=1000))
+        await prober.probe_round_async()
+        slots = Slots.of(prober.targets, prober.options)
+        events = [await prober.quorum.read(prober.targets[0], slots) for _ in range(3)]
+        slots.close()
+        for link in prober.quorum.links.values():
+            link.close()
+        await broker.stop()
+        return [e for e in events if e is not None], broker
+
+    events, broker = asyncio.run(scenario())
+    assert len(events) == 3 and {e["cluster_id"] for e in events} == {"Cq"}
+    assert [(node, age is not None and abs(age - expected) < 500, fenced) for node, age, fenced in events[-1]["fetches"]
+            for expected in [{1: 200, 2: 2700}[node]]] == [(1, True, False), (2, True, False)]
+    readings_on = [c for c in broker.connections if not any(api == "Metadata" for api, _ in c)]
+    assert len(readings_on) == 1 and readings_on[0].count(("DescribeQuorum", 2)) == 3  # one connection kept
+
+
+def test_a_rounds_slow_exchanges_never_delay_a_reading():
+    # Two of the cluster's advertised brokers are black holes: each of the round's exchanges with them
+    # holds the target's one slot for the whole timeout. The reading, on its own connection, is not queued
+    # behind them.
+    holes = [Blackhole(), Blackhole()]
+
+    async def scenario() -> tuple[float, dict[str, Any] | None, bool]:
+        cluster = FakeCluster("Cs", last_fetch=lambda: {1: int(time.time() * 1000) - 100})
+        broker = await FakeKafka(cluster, 1).start()
+        cluster.brokers = [{"node_id": 1, "port": broker.port, "fenced": False},
+                           *({"node_id": 2 + i, "port": hole.port, "fenced": False} for i, hole in enumerate(holes))]
+        prober = Prober([target("s", f"{HOST}:{broker.port}")],
+                        ProbeOptions(timeout_ms=1500, source="p", target_concurrency=1, quorum_interval_ms=1000))
+        loop = asyncio.get_running_loop()
+        slots = Slots.of(prober.targets, prober.options)
+        await prober.probe_target(prober.targets[0], int(time.time() * 1000), loop.time(), slots)  # learns them
+        await prober.quorum.read(prober.targets[0], slots)  # its connection opened
+        served = len(broker.connections)
+        round_ = loop.create_task(prober.probe_target(prober.targets[0], int(time.time() * 1000), loop.time(),
+                                                      slots))
+        # Until the round's bootstrap and its exchange with broker 1 are done: its black holes hold the slot.
+        deadline = loop.time() + 10
+        while len(broker.connections) < served + 2 and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert slots.per_target["s"].locked()
+        begun = loop.time()
+        event = await prober.quorum.read(prober.targets[0], slots)
+        took = loop.time() - begun
+        busy = not round_.done()
+        await round_
+        slots.close()
+        for link in prober.quorum.links.values():
+            link.close()
+        await broker.stop()
+        return took, event, busy
+
+    try:
+        took, event, busy = asyncio.run(scenario())
+    finally:
+        for hole in holes:
+            hole.close()
+    assert busy  # the round was still waiting on its black holes
+    assert event is not None and took < 0.5  # a round trip on loopback, not a place in the round's queue
