@@ -11,7 +11,8 @@ takes over; the killed one comes back as the standby), one probe (the other goes
 then (issue 41):
 - `job down`: the driver killed and held down `JOB_DOWN_S` (the service restarts a unit after 2 s),
   then started again onto the backlog, which it reads in micro-batches capped by the topology's
-  `spark.max_records_per_batch` (the row's note: how many, how many the cap cut);
+  `spark.max_records_per_batch` (bench/rehearsal.py sets one below that backlog; the row's note: how
+  many micro-batches, how many the cap cut);
 - `probes frozen`: both probes stopped (SIGSTOP) `PROBES_FROZEN_S`, then thawed: nobody watches the
   targets meanwhile, so no broker may be paged for that time, and each probe raises one
   `collector.silent` (expected, fired and resolved);
@@ -244,8 +245,7 @@ class Rehearsal:
         restarted = next((ms for ms in top.job.started_ms if ms >= killed_ms), None)
         if restarted is None:
             return "the job did not start again"
-        return catch_up(top.store, restarted, self._planned, top.plan.max_records_per_batch,
-                        top.telemetry_partitions)
+        return catch_up(top.store, restarted, self._planned, top.batch_cap, top.telemetry_partitions)
 
     def run_removal_row(self, name: str, target: str) -> RowScore:
         """Open `target`'s fault; once its alerts fire, restart the probes (one after the other, each

@@ -6,7 +6,7 @@ stopped here, for `bench/rehearsal.py` and tests/ops/test_deploy_standalone.py.
 - the store: PostgreSQL (a server of the rehearsal's own, which it can kill, or a given URL);
 - the job: `deploy/spark/submit.sh` to a Spark standalone cluster (a master and 2 workers) or to
   `local[2]`, which gives spark-submit the connector's verified jars (`--jars`); its micro-batches
-  capped below the backlog of a minute's outage (`Plan.max_records_per_batch`);
+  capped by `Plan.max_records_per_batch` (the bench's: below the backlog of a minute's outage);
 - two probes (`fleetwatch probe`, different source ids, the same targets, each with a `--ready-file` as
   the Kubernetes Deployment's, so it can be rolled as that one rolls), two notifiers (one
   sends, by the store's lease), the dashboard under gunicorn, a simulated healthy fleet
@@ -31,6 +31,7 @@ import yaml
 
 from streaming import topics
 from streaming.bus import ensure_topics
+from streaming.config import FleetwatchConfig
 from streaming.jars import connector_jars
 from streaming.kraft import KRaftCluster
 from streaming.polling import poll
@@ -70,12 +71,9 @@ class Plan:
     store_url: str | None = None  # None: a PostgreSQL server of the rehearsal's own (it can be killed)
     # More spark-submit options (after submit.sh's `--`), e.g. a bigger stack for the driver's threads.
     submit_options: tuple[str, ...] = ()
-    # The job's `spark.max_records_per_batch`: below the backlog of a job down 60 s, so that its
-    # catch-up takes several capped micro-batches (issue 41). Measured on the full topology (20
-    # simulated clusters of 3 brokers, two probes of three targets, a round a second): the bus takes
-    # about 90 records/s, and a micro-batch of the running job reads 150 to 300 (2 s each); 60 s down
-    # and the driver's start make about 9,000.
-    max_records_per_batch: int = 1000
+    # The job's `spark.max_records_per_batch` (None: the job's own, 200,000); bench/rehearsal.py sets
+    # one below the backlog of a job down 60 s.
+    max_records_per_batch: int | None = None
 
 
 class Topology:
@@ -156,6 +154,11 @@ class Topology:
         return ",".join(self.bus.bootstrap)
 
     @property
+    def batch_cap(self) -> int:
+        """The job's `spark.max_records_per_batch`."""
+        return self.plan.max_records_per_batch or FleetwatchConfig().spark.max_records_per_batch
+
+    @property
     def telemetry_partitions(self) -> int:
         """The bus partitions the job reads."""
         return BUS_PARTITIONS * len(topics.TELEMETRY)
@@ -166,7 +169,7 @@ class Topology:
             "store": {"url": self.store_url},
             "spark": {"master": "local[2]", "checkpoint_dir": str(self.workdir / "checkpoint"),
                       "shuffle_partitions": 2, "restarts": {"first_delay_ms": 1000, "max_delay_ms": 10_000},
-                      "max_records_per_batch": self.plan.max_records_per_batch},
+                      "max_records_per_batch": self.batch_cap},
             "clusters": self.targets.cluster_configs(TARGET_RULES),
             "alerting": {"receivers": [{"name": "ops", "type": "webhook", "url": self.receiver.url()}]},
         }
