@@ -1,12 +1,12 @@
 """A rehearsal of the production topology on one machine (issue 26): `topology.py` starts and stops
-it, `targets.py` holds the real target clusters and their faults, `rows.py` kills one part while a
-fault is open, `scoring.py` counts what a real receiver got. Used by bench/rehearsal.py and
-tests/ops/test_deploy_standalone.py (no tests here)."""
+it, `targets.py` holds the real target clusters and their faults, `rows.py` kills or disrupts one part
+while a fault is open (or removes the target), `scoring.py` counts what a real receiver got. Used by
+bench/rehearsal.py and tests/ops/test_deploy_standalone.py (no tests here)."""
 
-from support.rehearsal.rows import KILLS, POSTGRES_DOWN_S, Rehearsal, describe
+from support.rehearsal.rows import DISRUPTIONS, KILLS, POSTGRES_DOWN_S, TARGET_REMOVED, Rehearsal, describe
 from support.rehearsal.scoring import RowScore
 from support.rehearsal.targets import Fault, Targets, subject
 from support.rehearsal.topology import Plan, Topology
 
-__all__ = ["KILLS", "POSTGRES_DOWN_S", "Fault", "Plan", "Rehearsal", "RowScore", "Targets", "Topology", "describe",
-           "subject"]
+__all__ = ["DISRUPTIONS", "KILLS", "POSTGRES_DOWN_S", "TARGET_REMOVED", "Fault", "Plan", "Rehearsal", "RowScore",
+           "Targets", "Topology", "describe", "subject"]

@@ -37,9 +37,10 @@ Subject = str  # "<rule> <subject>", e.g. "broker.fenced broker:<cluster id>:3"
 
 
 def subject(rule: str, *, cluster_id: str | None = None, broker_id: int | None = None, target: str | None = None,
-            endpoint: str | None = None) -> Subject:
+            endpoint: str | None = None, source: str | None = None) -> Subject:
+    """`source`: a collector's (the subject of `collector.silent`, "collector:<source>")."""
     return subject_of({"rule": rule, "cluster_id": cluster_id, "broker_id": broker_id, "target": target,
-                       "endpoint": endpoint})
+                       "endpoint": endpoint, "source": source})
 
 
 def subject_of(alert: dict) -> Subject:

@@ -5,8 +5,10 @@ stopped here, for `bench/rehearsal.py` and tests/ops/test_deploy_standalone.py.
   (`min.insync.replicas` 2), read by Spark's kafka connector (`bus.source: spark`);
 - the store: PostgreSQL (a server of the rehearsal's own, which it can kill, or a given URL);
 - the job: `deploy/spark/submit.sh` to a Spark standalone cluster (a master and 2 workers) or to
-  `local[2]`, which gives spark-submit the connector's verified jars (`--jars`);
-- two probes (`fleetwatch probe`, different source ids, the same targets), two notifiers (one
+  `local[2]`, which gives spark-submit the connector's verified jars (`--jars`); its micro-batches
+  capped by `Plan.max_records_per_batch` (the bench's: below the backlog of a minute's outage);
+- two probes (`fleetwatch probe`, different source ids, the same targets, each with a `--ready-file` as
+  the Kubernetes Deployment's, so it can be rolled as that one rolls), two notifiers (one
   sends, by the store's lease), the dashboard under gunicorn, a simulated healthy fleet
   (`fleetwatch simulate --faults none`, live) for load;
 - the real target clusters of `targets.py`; a real HTTP receiver that records every notification.
@@ -29,6 +31,7 @@ import yaml
 
 from streaming import topics
 from streaming.bus import ensure_topics
+from streaming.config import FleetwatchConfig
 from streaming.jars import connector_jars
 from streaming.kraft import KRaftCluster
 from streaming.polling import poll
@@ -42,6 +45,8 @@ from support.rehearsal.targets import Targets
 from support.spark_standalone import SPARK_HOME, Standalone
 
 __all__ = ["Plan", "Topology"]
+
+BUS_PARTITIONS = 2  # of each topic
 
 # The targets' rules: fast fencing, as Kafka's (KRaftCluster's 3000 ms session, heartbeats every 500 ms).
 TARGET_RULES = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 500, "fenced_grace_ms": 5000,
@@ -66,6 +71,9 @@ class Plan:
     store_url: str | None = None  # None: a PostgreSQL server of the rehearsal's own (it can be killed)
     # More spark-submit options (after submit.sh's `--`), e.g. a bigger stack for the driver's threads.
     submit_options: tuple[str, ...] = ()
+    # The job's `spark.max_records_per_batch` (None: the job's own, 200,000); bench/rehearsal.py sets
+    # one below the backlog of a job down 60 s.
+    max_records_per_batch: int | None = None
 
 
 class Topology:
@@ -115,8 +123,8 @@ class Topology:
             thread.join()
         if failures:
             raise failures[0]
-        ensure_topics(",".join(self.bus.bootstrap), [*topics.TELEMETRY, topics.ALERTS], 2, replication_factor=3,
-                      timeout_s=60)
+        ensure_topics(",".join(self.bus.bootstrap), [*topics.TELEMETRY, topics.ALERTS], BUS_PARTITIONS,
+                      replication_factor=3, timeout_s=60)
         self._write_config()
         self.store = Store(self.store_url)
         self._start_services()
@@ -145,22 +153,52 @@ class Topology:
     def bus_bootstrap(self) -> str:
         return ",".join(self.bus.bootstrap)
 
+    @property
+    def batch_cap(self) -> int:
+        """The job's `spark.max_records_per_batch`."""
+        return self.plan.max_records_per_batch or FleetwatchConfig().spark.max_records_per_batch
+
+    @property
+    def telemetry_partitions(self) -> int:
+        """The bus partitions the job reads."""
+        return BUS_PARTITIONS * len(topics.TELEMETRY)
+
     def _write_config(self) -> None:
         config = {
-            "bus": {"bootstrap_servers": self.bus_bootstrap, "source": "spark", "partitions": 2},
+            "bus": {"bootstrap_servers": self.bus_bootstrap, "source": "spark", "partitions": BUS_PARTITIONS},
             "store": {"url": self.store_url},
             "spark": {"master": "local[2]", "checkpoint_dir": str(self.workdir / "checkpoint"),
-                      "shuffle_partitions": 2, "restarts": {"first_delay_ms": 1000, "max_delay_ms": 10_000}},
+                      "shuffle_partitions": 2, "restarts": {"first_delay_ms": 1000, "max_delay_ms": 10_000},
+                      "max_records_per_batch": self.batch_cap},
             "clusters": self.targets.cluster_configs(TARGET_RULES),
             "alerting": {"receivers": [{"name": "ops", "type": "webhook", "url": self.receiver.url()}]},
         }
         self.config_path.write_text(yaml.safe_dump(config))
 
+    def config_without(self, target: str) -> Path:
+        """A copy of the config whose `clusters:` no longer list `target` (a probe's new configuration)."""
+        config = yaml.safe_load(self.config_path.read_text())
+        config["clusters"] = [c for c in config["clusters"] if c["name"] != target]
+        path = self.workdir / f"fleetwatch-without-{target}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def _python(self, *args: str) -> list[str]:
         return [sys.executable, *args]
 
-    def _service(self, name: str, command: list[str]) -> Service:
-        return Service(name, command, self.workdir / f"{name}.log", self.env, cwd=ROOT).start()
+    def _service(self, name: str, command: list[str], ready_option: str | None = None) -> Service:
+        return Service(name, command, self.workdir / f"{name}.log", self.env, cwd=ROOT,
+                       ready_option=ready_option).start()
+
+    def probe_command(self, n: int, config: Path | None = None) -> list[str]:
+        """Probe `n`'s command line (its --source is the same across restarts and rollouts), with `config`
+        (default the rehearsal's); the Service adds its --ready-file, as the Kubernetes Deployment has one."""
+        return self._python("-m", "streaming.cli", "probe", "--config", str(config or self.config_path),
+                            "--interval-ms", "1000", "--timeout-ms", "900", "--source", self.probe_source(n))
+
+    @staticmethod
+    def probe_source(n: int) -> str:
+        return f"probe-{n}"
 
     def _start_services(self) -> None:
         master = self.spark.url if self.spark is not None else "local[2]"
@@ -174,9 +212,7 @@ class Topology:
             *self.plan.submit_options])
         cli = ("-m", "streaming.cli")
         for n in range(self.plan.probes):
-            self.probes.append(self._service(f"probe-{n}", self._python(
-                *cli, "probe", "--config", str(self.config_path), "--interval-ms", "1000", "--timeout-ms", "900",
-                "--source", f"probe-{n}")))
+            self.probes.append(self._service(f"probe-{n}", self.probe_command(n), ready_option="--ready-file"))
         for n in range(self.plan.notifiers):
             self.notifiers.append(self._service(f"notifier-{n}", self._python(
                 "-m", "streaming.notify", "notify", "--config", str(self.config_path), "--interval-ms", "200")))
@@ -198,6 +234,13 @@ class Topology:
                 return resp.status == 200
         except OSError:
             return False
+
+    def planned_batch(self) -> int | None:
+        """The last micro-batch the job's checkpoint has planned (its offsets log; the query is
+        streaming/job/live.py's QUERY_NAME): a driver killed then runs it again when it starts."""
+        offsets = self.workdir / "checkpoint" / "fleetwatch" / "offsets"
+        return max((int(f.name) for f in offsets.iterdir() if f.name.isdigit()), default=None) \
+            if offsets.is_dir() else None
 
     def wait_ready(self, timeout_s: float = 600) -> None:
         """Until the job has committed batches that hold every target's probe answers."""
