@@ -42,7 +42,9 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 
 def _rounds(path: Path) -> list[int]:
-    return [ev["ts"] for ev in _events(path) if ev["type"] == "collector_round"]
+    """When the probe's rounds ended: its full rounds and its quorum readings (each is a round of its
+    collector, streaming/detect/README.md)."""
+    return [ev["ts"] for ev in _events(path) if ev["type"] in ("collector_round", "quorum_reading")]
 
 
 def test_a_frozen_probe_pages_no_broker_and_says_it_was_silent(healthy_real_kafka: HealthyWatch, tmp_path: Path):
@@ -85,7 +87,8 @@ def test_a_frozen_probe_pages_no_broker_and_says_it_was_silent(healthy_real_kafk
     assert first_after - last_before > FREEZE_S * 1000 - 2000, "the freeze left no gap in the rounds"
 
     # What the same events gave before the probe said its rounds (main 69ef28b): every broker paged.
-    blind = detect([e for e in events if e.type not in ("collector_round", "collector_targets")], BOOK)
+    blind = detect([e for e in events if e.type not in ("collector_round", "collector_targets", "quorum_reading")],
+                   BOOK)
     assert {a.broker_id for a in blind if a.rule == "broker.heartbeat_lost"} == set(brokers)
 
     alerts = detect(events, BOOK)

@@ -160,6 +160,7 @@ def test_a_tansu_bus_is_read_by_the_python_source_even_with_the_connector(
     assert jvm_kafka_available(spark), "make jars fetches the connector; spark_session puts it on the classpath"
     assert choose_source(spark, BusConfig(), str(tmp_path / "a")) == PYTHON_SOURCE  # the embedded broker
     configured = BusConfig(bootstrap_servers=bus.bootstrap)
+    caplog.clear()  # the line above may be captured too, when an earlier test left the logger at INFO
     with caplog.at_level(logging.INFO, logger="streaming.source.telemetry"):
         assert choose_source(spark, configured, str(tmp_path / "b")) == PYTHON_SOURCE
     [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("telemetry source:")]

@@ -95,6 +95,7 @@ def test_a_checkpoint_keeps_the_source_that_started_it(spark, test_config, kafka
     with pytest.raises(ConfigError, match="cannot switch sources"):
         start_job(spark, _config(tmp_path, test_config, kafka_bus, "python"), kafka_bus, store)
     # `auto` resumes with the checkpoint's source.
+    caplog.clear()  # the first start's line is captured too when an earlier test left the logger at INFO
     with caplog.at_level(logging.INFO, logger="streaming.source.telemetry"):
         job = start_job(spark, _config(tmp_path, test_config, kafka_bus, "auto"), kafka_bus, store)
     job.stop()
