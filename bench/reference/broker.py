@@ -180,12 +180,6 @@ class Broker:
     def observe_fenced(self, fenced: bool, at: int) -> None:
         if fenced and not self.fenced:
             self.fenced_since = at
-            # README: a fencing observation while broker.stalled fires is Kafka ending a session that ran out.
-            if (self.inc.firing("broker.stalled", self.subject)
-                    and not self.inc.firing("broker.heartbeat_lost", self.subject)):
-                since = at - (self.last_hb if self.last_hb is not None else at)
-                self.lost(at, f"broker {self.broker_id} was fenced by its controller after no heartbeat "
-                              f"for {since / 1000:.1f} s")
         elif not fenced:
             self.fenced_since = None
             self.stopped = False  # seen unfenced: its session runs again
@@ -200,7 +194,15 @@ class Broker:
             return
         stalled = self.inc.firing("broker.stalled", self.subject)
         if self.fenced:
-            if fenced and age < STALL_AFTER and not stalled:
+            if not fenced or self.stopped:
+                return
+            if age >= STALL_AFTER:
+                # README: a reading that shows a stalled broker fenced and its fetch stall_after_ms old is
+                # Kafka ending a session that ran out.
+                if stalled and not self.inc.firing("broker.heartbeat_lost", self.subject):
+                    self.lost(ts, f"broker {self.broker_id} was fenced by its controller after no heartbeat "
+                                  f"for {age / 1000:.1f} s")
+            elif not stalled:
                 self.stopped = True  # fenced while fetching: a controlled shutdown done, or a start not caught up
             return
         fetched = ts - age

@@ -249,11 +249,6 @@ class BrokerTracker:
                         out: Emitter) -> None:
         if fenced and not self.fenced:
             self.fenced_since = at
-            if incidents.is_firing(STALLED, self.subject) and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
-                # Its controller fenced a broker that had stopped fetching: Kafka's own session ran out.
-                self._quiet_until = None
-                self._lost(incidents, out, at, f"broker {self.broker_id} was fenced by its controller after no "
-                                               f"heartbeat for {(at - (self.last_hb or at)) / 1000:.1f} s")
         elif not fenced:
             self.fenced_since = None
             self.stopped_at = None
@@ -271,7 +266,18 @@ class BrokerTracker:
         if age is None or not stall:
             return
         if self.fenced:
-            if fenced and age < stall and not incidents.is_firing(STALLED, self.subject) and self.stopped_at is None:
+            if not fenced or self.stopped_at is not None:
+                return
+            stalled = incidents.is_firing(STALLED, self.subject)
+            if age >= stall:
+                # The reading shows Kafka's controller fenced a stalled broker that still does not fetch:
+                # its session ran out. A reading decides, never another topic's event: a fence read from
+                # a broker_state or a heartbeat meets the broker's fetches in an order the micro-batches
+                # choose (a restart's registration and its fence share one moment).
+                if stalled and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
+                    self._lost(incidents, out, at, f"broker {self.broker_id} was fenced by its controller after "
+                                                   f"no heartbeat for {age / 1000:.1f} s")
+            elif not stalled:
                 self.stopped_at = at  # fenced while fetching: its controller took it out itself
             return
         fetched = at - age
