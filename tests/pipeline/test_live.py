@@ -292,16 +292,17 @@ def test_an_alert_open_before_a_checkpoint_reset_and_older_than_the_bus_is_carri
             if job.restarted_after:
                 print(f"\n{what}: the query was started again after {job.restarted_after}")
 
-    # 1. An old fleet on a bus since lost: its broker.heartbeat_lost is open when the job stops.
+    # 1. An old fleet on a bus since lost: its broker.heartbeat_lost is open when the job stops, and the
+    # broker.stalled it escalated.
     old = [(topic, e) for topic, e in simulated_fleet(duration_ms=100_000, clusters=2).events()
            if e["ts"] < START_MS + 45_000]
-    old_open = {a.to_dict()["alert_id"] for a in detect([event_from_dict(e) for _, e in old])}
-    assert len(old_open) == 1
+    old_alerts = detect([event_from_dict(e) for _, e in old])
+    old_open = {a.to_dict()["alert_id"] for a in old_alerts}
+    assert sorted(a.rule for a in old_alerts) == ["broker.heartbeat_lost", "broker.stalled"]
     with EmbeddedBus(log_path=tmp_path / "tansu-old.log") as old_bus:
         produce(old_bus.bootstrap, old)
         run(old_bus.bootstrap, "checkpoint-a", lambda _: old_open <= _alert_rows(store).keys(), "the old alert")
     assert {a: row[0] for a, row in _alert_rows(store).items()} == dict.fromkeys(old_open, "firing")
-    (old_id,) = old_open
 
     # 2. A new, empty checkpoint on a new bus that holds nothing as old as the alert (as after the
     # bus's retention): the new state cannot fire it again, so it is carried over, firing, once the
@@ -314,17 +315,20 @@ def test_an_alert_open_before_a_checkpoint_reset_and_older_than_the_bus_is_carri
         produce(bus.bootstrap, fleet)
         reset_at = int(time.time() * 1000)
         run(bus.bootstrap, "checkpoint-b",
-            lambda _: _alert_rows(store)[old_id][4] is not None and expected <= stored_lines(store),
-            "the old alert carried over and the new ones fired")
+            lambda _: all(_alert_rows(store)[a][4] is not None for a in old_open)
+            and expected <= stored_lines(store),
+            "the old alerts carried over and the new ones fired")
         rows = _alert_rows(store)
-        status, orphaned_at, ends_at, reason, carried_over_at = rows[old_id]
-        assert (status, orphaned_at, ends_at, reason) == ("firing", None, None, None)
-        assert reset_at <= carried_over_at <= int(time.time() * 1000)
-        assert stored_lines(store) == expected | {(old_id, "firing")}
-        assert {a for a, row in rows.items() if row[0] == "firing"} == new_open | {old_id}
-        with store.engine.connect() as conn:  # receivers are told nothing about it
+        carried_over_at = {}
+        for old_id in old_open:
+            status, orphaned_at, ends_at, reason, carried_over_at[old_id] = rows[old_id]
+            assert (status, orphaned_at, ends_at, reason) == ("firing", None, None, None)
+            assert reset_at <= carried_over_at[old_id] <= int(time.time() * 1000)
+        assert stored_lines(store) == expected | {(a, "firing") for a in old_open}
+        assert {a for a, row in rows.items() if row[0] == "firing"} == new_open | old_open
+        with store.engine.connect() as conn:  # receivers are told nothing about them
             assert conn.scalar(select(func.count()).select_from(outbox).where(
-                outbox.c.alert_id == old_id, outbox.c.status == "resolved")) == 0
+                outbox.c.alert_id.in_(old_open), outbox.c.status == "resolved")) == 0
         sent = _count_rows(store, outbox)
 
         # 3. Another reset on the same bus: the new state reads the same telemetry, fires the open
@@ -335,6 +339,6 @@ def test_an_alert_open_before_a_checkpoint_reset_and_older_than_the_bus_is_carri
             "the new state to catch up with the second reset")
         rows = _alert_rows(store)
         assert all(row[1] is None for row in rows.values())
-        assert {a for a, row in rows.items() if row[0] == "firing"} == new_open | {old_id}
-        assert rows[old_id][4] == carried_over_at
+        assert {a for a, row in rows.items() if row[0] == "firing"} == new_open | old_open
+        assert {a: rows[a][4] for a in old_open} == carried_over_at
         assert _count_rows(store, outbox) == sent
