@@ -3,11 +3,29 @@
 
 from __future__ import annotations
 
+import collections
+import fcntl
+import os
+import random
 import socket
+import tempfile
+import time
+from pathlib import Path
 
 __all__ = ["free_port", "nobody_listens_on"]
 
 _HOST = "127.0.0.1"
+# Ports are handed out below the kernel's ephemeral range (Linux's default 32768-60999): a port the
+# kernel picks for a connection or a bind to port 0 (a Spark JVM's, a client's in another test lane)
+# is never one handed out here, in the seconds before its server (a JVM starting) binds it.
+_LOWEST = 10_000
+_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+# Another process handing out ports the same way (a parallel test lane) is kept off a port by a lock
+# on its file, held long enough for the server it is for to bind it; then that server's listener
+# keeps the port taken.
+_CLAIMS = Path(tempfile.gettempdir()) / "fleetwatch-ports"
+_CLAIM_S = 180.0
+_claims: collections.deque[tuple[float, int]] = collections.deque()
 
 # Ports handed out by this process: a port is free only until someone binds it, and the kernel hands
 # a just-released ephemeral port out again, so two servers given ports before either started got the
@@ -17,15 +35,38 @@ _HANDED_OUT: set[int] = set()
 
 
 def free_port() -> int:
-    """A port nothing was bound to a moment ago and this process has not handed out before (another
-    process may still take it before the server it is for binds it)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((_HOST, 0))
-            port = int(sock.getsockname()[1])
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
+    """A port below the ephemeral range that nobody listens on, that this process has not handed out
+    before and that no other process handed out in the last `_CLAIM_S` seconds."""
+    _release_old_claims()
+    highest = _ephemeral_floor()
+    _CLAIMS.mkdir(exist_ok=True)
+    for _ in range(10_000):
+        port = random.randrange(_LOWEST, highest)
+        if port in _HANDED_OUT or not nobody_listens_on(port):
+            continue
+        fd = os.open(_CLAIMS / str(port), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another process claimed it
+            os.close(fd)
+            continue
+        _HANDED_OUT.add(port)
+        _claims.append((time.monotonic(), fd))
+        return port
+    raise RuntimeError(f"no free port between {_LOWEST} and {highest}")
+
+
+def _ephemeral_floor() -> int:
+    """The lowest port of the kernel's ephemeral range (32768 when it cannot be read)."""
+    try:
+        return max(int(_RANGE_FILE.read_text().split()[0]), _LOWEST + 1000)
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _release_old_claims() -> None:
+    while _claims and time.monotonic() - _claims[0][0] > _CLAIM_S:
+        os.close(_claims.popleft()[1])
 
 
 def nobody_listens_on(port: int) -> bool:

@@ -4,6 +4,9 @@ binds the port next sees it (a stopped server's TIME_WAIT connections do not cou
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +48,17 @@ def test_the_time_wait_connections_of_a_stopped_server_are_nobody():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as plain, pytest.raises(OSError):
         plain.bind((HOST, port))  # the check the bus made before: it refused to restart on its port
     assert nobody_listens_on(port)
+
+
+def test_ports_come_from_below_the_ephemeral_range_and_no_other_process_gets_one_while_claimed():
+    """A port the kernel picks for a connection or a bind to 0 (another lane's JVM or client) is never one
+    handed out here, and a parallel process handing out ports skips those this one claimed (before, both
+    came from the ephemeral range: a fresh clone's healthy real cluster failed to start once in four)."""
+    ours = {free_port() for _ in range(300)}
+    floor = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert all(10_000 <= port < floor for port in ours)
+    child = subprocess.run([sys.executable, "-c", "from streaming.ports import free_port\n"
+                            "print(*[free_port() for _ in range(2000)])"],
+                           capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
+    theirs = set(map(int, child.stdout.split()))
+    assert len(theirs) == 2000 and not theirs & ours

@@ -298,8 +298,8 @@ class KRaftCluster:
 
         def started() -> bool:
             if not node.running:
-                raise NodeFailed(f"node {node_id} exited with {node.process.returncode if node.process else None}: "
-                                 f"see {node.log_path}")
+                raise NodeFailed(f"node {node_id} exited with {node.process.returncode if node.process else None}"
+                                 f"{_last_error(node.log_path)}: see {node.log_path}")
             with contextlib.suppress(FileNotFoundError), node.log_path.open("rb") as fh:
                 fh.seek(getattr(node, "_log_from", 0))
                 return marker in fh.read()
@@ -420,3 +420,14 @@ class KRaftCluster:
 
         return poll(seen, timeout_s, lambda: f"{what}; last view {view}; logs in {self.workdir}", interval_s=0.1,
                     retry_on=(NodeFailed,), error=NodeFailed)[0]
+
+
+def _last_error(log: Path) -> str:
+    """The last ERROR or exception line of a node's log, for the failure's message: the log itself
+    goes with the test's temporary folder."""
+    with contextlib.suppress(OSError):
+        lines = [line for line in log.read_text(errors="replace").splitlines()
+                 if " ERROR " in line or "Exception" in line]
+        if lines:
+            return f" ({lines[-1].strip()[:300]})"
+    return ""
