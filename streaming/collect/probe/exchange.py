@@ -19,6 +19,8 @@ from streaming.contract import MAX_NAME_CHARS, Broker, Expected, MetadataRespons
 from streaming.errors import FleetwatchError
 
 __all__ = [
+    "DESCRIBE_CLUSTER",
+    "DESCRIBE_QUORUM",
     "METADATA_LOG",
     "NO_CONTROLLER",
     "Answer",
@@ -26,6 +28,8 @@ __all__ = [
     "Quorum",
     "check_identity",
     "converse",
+    "describe_cluster",
+    "describe_quorum",
     "response_event",
 ]
 
@@ -165,20 +169,41 @@ async def _metadata(conn: Connection, answer: Answer) -> None:
     answer.brokers = _listable(answer, [Broker(b["NodeId"], b["Host"], b["Port"], b["Rack"]) for b in body["Brokers"]])
 
 
+async def describe_cluster(conn: Connection, version: int) -> dict[str, Any]:
+    """DescribeCluster at `version` (2: fenced brokers listed too, with their flag): its answer; an error
+    code in it raises KafkaErrorResponse. The rounds (below) and the quorum readings (quorum.py) ask it."""
+    body = await conn.call("DescribeCluster", version, {
+        "IncludeClusterAuthorizedOperations": False, "EndpointType": 1, "IncludeFencedBrokers": True})
+    if body["ErrorCode"]:
+        raise KafkaErrorResponse("DescribeCluster", body["ErrorCode"], body["ErrorMessage"])
+    return body
+
+
+async def describe_quorum(conn: Connection, version: int) -> dict[str, Any]:
+    """DescribeQuorum of the metadata log at `version`: its partition's answer; an error code raises
+    KafkaErrorResponse, an answer without the partition ProbeFailure NO_PARTITION. The rounds (below) and
+    the quorum readings (quorum.py) ask it."""
+    body = await conn.call("DescribeQuorum", version, {
+        "Topics": [{"TopicName": METADATA_LOG, "Partitions": [{"PartitionIndex": 0}]}]})
+    partition = next((p for t in body["Topics"] if t["TopicName"] == METADATA_LOG
+                      for p in t["Partitions"] if p["PartitionIndex"] == 0), None)
+    code = body["ErrorCode"] or (partition["ErrorCode"] if partition else 0)
+    if code:
+        raise KafkaErrorResponse("DescribeQuorum", code)
+    if partition is None:
+        raise ProbeFailure("NO_PARTITION")
+    return partition
+
+
 async def _describe_cluster(conn: Connection, answer: Answer, target: Target) -> None:
     """DescribeCluster v2 lists fenced brokers too, with their flag (Metadata omits them)."""
     version = conn.supported(DESCRIBE_CLUSTER, 2, 2)
     if version is None:
         return
     try:
-        body = await conn.call("DescribeCluster", version, {
-            "IncludeClusterAuthorizedOperations": False, "EndpointType": 1, "IncludeFencedBrokers": True})
+        body = await describe_cluster(conn, version)
     except ProbeFailure as failure:
         _optional_failed("DescribeCluster", target, answer, failure)
-        return
-    if body["ErrorCode"]:
-        _optional_failed("DescribeCluster", target, answer, KafkaErrorResponse(
-            "DescribeCluster", body["ErrorCode"], body["ErrorMessage"]))
         return
     answer.brokers = _listable(answer, [Broker(b["BrokerId"], b["Host"], b["Port"], b["Rack"], b["IsFenced"])
                                         for b in body["Brokers"]])
@@ -195,13 +220,7 @@ async def _describe_quorum(conn: Connection, answer: Answer, target: Target) -> 
         return
     answer.kraft = True
     try:
-        body = await conn.call("DescribeQuorum", version, {
-            "Topics": [{"TopicName": METADATA_LOG, "Partitions": [{"PartitionIndex": 0}]}]})
-        partition = next((p for t in body["Topics"] if t["TopicName"] == METADATA_LOG
-                          for p in t["Partitions"] if p["PartitionIndex"] == 0), None)
-        code = body["ErrorCode"] or (partition["ErrorCode"] if partition else 0)
-        if code or partition is None:
-            raise KafkaErrorResponse("DescribeQuorum", code) if code else ProbeFailure("NO_PARTITION")
+        partition = await describe_quorum(conn, version)
     except ProbeFailure as failure:
         _optional_failed("DescribeQuorum", target, answer, failure)
         if failure.code in _QUORUM_UNREACHABLE:

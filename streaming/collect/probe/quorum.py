@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming import clock
-from streaming.collect.probe.exchange import METADATA_LOG
+from streaming.collect.probe.exchange import DESCRIBE_CLUSTER, DESCRIBE_QUORUM, describe_cluster, describe_quorum
 from streaming.collect.probe.kraft_readings import LastReadings, fetch_time
 from streaming.collect.probe.targets import ProbeOptions, Target, format_address
 from streaming.collect.protocol.client import Connection, KafkaErrorResponse, ProbeFailure, classify
@@ -46,8 +46,6 @@ __all__ = ["DESCRIBE_QUORUM", "FOLLOW_UP_MARGIN_MS", "QuorumLink", "QuorumReader
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_CLUSTER = 60
-DESCRIBE_QUORUM = 55
 _AGE_MAX = 2**31 - 1  # the contract's bound on a fetch age (about 25 days)
 # A follow-up reading comes this long after a fetch would reach the stall age: the leader's and the
 # probe's delays on both readings, so that it does not read the age a few ms short.
@@ -220,16 +218,7 @@ async def _describe_quorum(conn: Connection) -> dict[str, Any]:
     version = conn.supported(DESCRIBE_QUORUM, 1, 2)
     if version is None:
         raise ProbeFailure("UNSUPPORTED_VERSION", "no DescribeQuorum v1+ (last fetch times)")
-    body = await conn.call("DescribeQuorum", version, {
-        "Topics": [{"TopicName": METADATA_LOG, "Partitions": [{"PartitionIndex": 0}]}]})
-    partition = next((p for t in body["Topics"] if t["TopicName"] == METADATA_LOG
-                      for p in t["Partitions"] if p["PartitionIndex"] == 0), None)
-    code = body["ErrorCode"] or (partition["ErrorCode"] if partition else 0)
-    if code:
-        raise KafkaErrorResponse("DescribeQuorum", code)
-    if partition is None:
-        raise ProbeFailure("NO_PARTITION", "DescribeQuorum without the metadata log's partition")
-    return partition
+    return await describe_quorum(conn, version)
 
 
 async def _describe_cluster(conn: Connection) -> tuple[dict[int, bool] | None, str | None]:
@@ -238,10 +227,7 @@ async def _describe_cluster(conn: Connection) -> tuple[dict[int, bool] | None, s
     if conn.supported(DESCRIBE_CLUSTER, 2, 2) is None:
         return None, None
     try:
-        body = await conn.call("DescribeCluster", 2, {
-            "IncludeClusterAuthorizedOperations": False, "EndpointType": 1, "IncludeFencedBrokers": True})
+        body = await describe_cluster(conn, 2)
     except KafkaErrorResponse:
-        return None, None
-    if body["ErrorCode"]:
         return None, None
     return {b["BrokerId"]: b["IsFenced"] for b in body["Brokers"]}, body["ClusterId"]
