@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import fcntl
+import functools
 import os
 import random
 import socket
@@ -56,6 +57,7 @@ def free_port() -> int:
     raise RuntimeError(f"no free port between {_LOWEST} and {highest}")
 
 
+@functools.cache  # the kernel's setting, read once, not at every port handed out
 def _ephemeral_floor() -> int:
     """The lowest port of the kernel's ephemeral range (32768 when it cannot be read)."""
     try:

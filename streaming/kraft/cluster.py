@@ -273,8 +273,8 @@ class KRaftCluster:
             code = proc.wait(timeout=120)
             out.close()
             if code != 0:
-                raise NodeFailed(f"formatting node {node.node_id} failed (exit {code}): "
-                                 f"see {node.workdir / 'format.log'}")
+                raise NodeFailed(f"formatting node {node.node_id} failed (exit {code})"
+                                 f"{_last_error(node.workdir / 'format.log')}: see {node.workdir / 'format.log'}")
 
     def start_node(self, node_id: int) -> None:
         """Spawn one node (its storage must be formatted); does not wait."""
@@ -299,7 +299,7 @@ class KRaftCluster:
         def started() -> bool:
             if not node.running:
                 raise NodeFailed(f"node {node_id} exited with {node.process.returncode if node.process else None}"
-                                 f"{_last_error(node.log_path)}: see {node.log_path}")
+                                 f"{_last_error(node.log_path, getattr(node, '_log_from', 0))}: see {node.log_path}")
             with contextlib.suppress(FileNotFoundError), node.log_path.open("rb") as fh:
                 fh.seek(getattr(node, "_log_from", 0))
                 return marker in fh.read()
@@ -422,11 +422,12 @@ class KRaftCluster:
                     retry_on=(NodeFailed,), error=NodeFailed)[0]
 
 
-def _last_error(log: Path) -> str:
-    """The last ERROR or exception line of a node's log, for the failure's message: the log itself
-    goes with the test's temporary folder."""
-    with contextlib.suppress(OSError):
-        lines = [line for line in log.read_text(errors="replace").splitlines()
+def _last_error(log: Path, since: int = 0) -> str:
+    """The last ERROR or exception line of a node's log from byte `since` (this start's lines), for the
+    failure's message: the log itself goes with the test's temporary folder."""
+    with contextlib.suppress(OSError), log.open("rb") as fh:
+        fh.seek(since)
+        lines = [line for line in fh.read().decode(errors="replace").splitlines()
                  if " ERROR " in line or "Exception" in line]
         if lines:
             return f" ({lines[-1].strip()[:300]})"
