@@ -6,7 +6,8 @@
 One KRaft cluster (3 controllers, 3 brokers; broker 2 can be cut off from the quorum) with Kafka's
 default timing (`broker.session.timeout.ms` 9000, `broker.heartbeat.interval.ms` 2000), watched by the
 probe at its defaults (rounds every 5 s, exchanges bounded by 3 s, a quorum reading every second) -> the
-embedded bus -> the live Spark job -> SQLite, with fleetwatch's default rules (a 9 s session,
+embedded bus -> the live Spark job (a micro-batch every 250 ms at most: `--trigger-ms`; fleetwatch's default
+is 1000) -> SQLite, with fleetwatch's default rules (a 9 s session,
 `broker.stalled` at a 2.5 s fetch age, the watermark's 5 s lateness). For each fault, every run measures
 from the moment the fault is injected (wall clock):
 - Kafka's own reaction, seen by asking Kafka: the broker fenced (DescribeCluster v2), a new active
@@ -293,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quorum-interval-ms", type=int, default=1000, help="the quorum readings (default 1000)")
     parser.add_argument("--controller-view", action="store_true",
                         help="the controllers' JMX exporter and the probe's controller view (off by default)")
+    parser.add_argument("--trigger-ms", type=int, default=250,
+                        help="the job's micro-batch trigger (default 250; fleetwatch's own default is 1000)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -300,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     workdir = Path(tempfile.mkdtemp(prefix="fleetwatch-real-faults-"))
     config = FleetwatchConfig.model_validate({
-        "spark": {"master": "local[2]", "shuffle_partitions": 2, "trigger_ms": 250,
+        "spark": {"master": "local[2]", "shuffle_partitions": 2, "trigger_ms": args.trigger_ms,
                   "checkpoint_dir": str(workdir / "checkpoint")},
         "rules": {"session_timeout_ms": SESSION_TIMEOUT_MS, "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS,
                   "allowed_lateness_ms": args.lateness_ms}})
@@ -387,9 +390,9 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k}: {v[0]} s {v[1]} MB" for k, v in nodes.items()))
     print(f"Kafka's defaults (session {SESSION_TIMEOUT_MS} ms, heartbeats every {HEARTBEAT_INTERVAL_MS} ms); the probe "
           f"at rounds of {args.probe_interval_ms} ms, quorum readings every {args.quorum_interval_ms} ms"
-          f"{', controller view on' if args.controller_view else ''}; fleetwatch's default rules, lateness "
-          f"{args.lateness_ms} ms; load average (1 min, at each fault) {min(loads):.1f} to {max(loads):.1f}, median "
-          f"{statistics.median(loads):.1f} (2 cores)")
+          f"{', controller view on' if args.controller_view else ''}; the job's trigger {args.trigger_ms} ms; "
+          f"fleetwatch's default rules, lateness {args.lateness_ms} ms; load average (1 min, at each fault) "
+          f"{min(loads):.1f} to {max(loads):.1f}, median {statistics.median(loads):.1f} ({os.cpu_count()} cores)")
     if quiet is not None:
         print(f"{quiet['minutes']:g} minutes of a healthy cluster: "
               + "; ".join(f"{s} s {w}" for s, w in quiet["steps"]))
