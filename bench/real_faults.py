@@ -6,10 +6,10 @@
 One KRaft cluster (3 controllers, 3 brokers; broker 2 can be cut off from the quorum) with Kafka's
 default timing (`broker.session.timeout.ms` 9000, `broker.heartbeat.interval.ms` 2000), watched by the
 probe at its defaults (rounds every 5 s, exchanges bounded by 3 s, a quorum reading every second) -> the
-embedded bus -> the live Spark job (a micro-batch every 250 ms at most: `--trigger-ms`; fleetwatch's default
-is 1000) -> SQLite, with fleetwatch's default rules (a 9 s session,
-`broker.stalled` at a 2.5 s fetch age, the watermark's 5 s lateness). For each fault, every run measures
-from the moment the fault is injected (wall clock):
+embedded bus -> the live Spark job (a micro-batch every 250 ms at most: `--trigger-ms`; fleetwatch's
+default is 1000) -> SQLite, with fleetwatch's default rules (a 9 s session, `broker.stalled` at a 2.5 s
+fetch age: `--stall-after-ms`, the watermark's 5 s lateness). For each fault, every run measures from the
+moment the fault is injected (wall clock):
 - Kafka's own reaction, seen by asking Kafka: the broker fenced (DescribeCluster v2), a new active
   controller elected (DescribeQuorum to the controllers), or a controlled shutdown done (the broker fenced
   after its SIGTERM);
@@ -56,7 +56,7 @@ from sqlalchemy import func, select
 from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions
-from streaming.config import FleetwatchConfig
+from streaming.config import FleetwatchConfig, RuleSettings
 from streaming.job import spark_session, start_job
 from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
 from streaming.polling import poll
@@ -141,10 +141,11 @@ def _warned_and_paged(rig: Rig, broker: int, t0: float) -> dict[str, Any]:
     return {"warning": warned[0] - t0, "page": paged[0] - t0, "page_rule": paged[1], "t0": t0, "broker": broker}
 
 
-def shown(sent: list[Any], result: dict[str, Any]) -> dict[str, float]:
+def shown(sent: list[Any], result: dict[str, Any], stall_after_ms: int) -> dict[str, float]:
     """When the probe's own readings showed what the warning and the page say (the first quorum reading
-    after the fault with the broker's fetch 2.5 s old, and the first with it fenced or a session old), in
-    seconds after the fault: the probe's part of the times above; the job's micro-batches do the rest."""
+    after the fault with the broker's fetch `stall_after_ms` old, and the first with it fenced or a session
+    old), in seconds after the fault: the probe's part of the times above; the job's micro-batches do the
+    rest."""
     t0, broker = result["t0"], result["broker"]
     warn = page = math.nan
     for event in sent:
@@ -152,7 +153,7 @@ def shown(sent: list[Any], result: dict[str, Any]) -> dict[str, float]:
             continue
         reading = json.loads(event.value)
         age, fenced = next(((a, f) for n, a, f in reading["fetches"] if n == broker), (None, None))
-        if age is not None and age >= 2500 and math.isnan(warn):
+        if age is not None and age >= stall_after_ms and math.isnan(warn):
             warn = event.ts / 1000 - t0
         if (fenced or (age is not None and age >= SESSION_TIMEOUT_MS)) and math.isnan(page):
             page = event.ts / 1000 - t0
@@ -294,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quorum-interval-ms", type=int, default=1000, help="the quorum readings (default 1000)")
     parser.add_argument("--controller-view", action="store_true",
                         help="the controllers' JMX exporter and the probe's controller view (off by default)")
+    parser.add_argument("--stall-after-ms", type=int, default=RuleSettings().stall_after_ms,
+                        help="broker.stalled's fetch age (default: fleetwatch's, 2500)")
     parser.add_argument("--trigger-ms", type=int, default=250,
                         help="the job's micro-batch trigger (default 250; fleetwatch's own default is 1000)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -306,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         "spark": {"master": "local[2]", "shuffle_partitions": 2, "trigger_ms": args.trigger_ms,
                   "checkpoint_dir": str(workdir / "checkpoint")},
         "rules": {"session_timeout_ms": SESSION_TIMEOUT_MS, "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS,
-                  "allowed_lateness_ms": args.lateness_ms}})
+                  "allowed_lateness_ms": args.lateness_ms, "stall_after_ms": args.stall_after_ms}})
     store = Store(f"sqlite:///{workdir / 'store.db'}")
     print(f"work folder {workdir}", file=sys.stderr)
     loads = [os.getloadavg()[0]]  # the 1-minute load average at the start and at each fault
@@ -323,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         boot_s = time.monotonic() - started
         nodes = {n.node_id: (round(n.started_s or 0, 1), n.rss_bytes() // 2**20) for n in cluster.nodes.values()}
         target = replace(target_of("bench", cluster.bootstrap), controller_metrics=tuple(cluster.controller_metrics),
-                         session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
+                         session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                         stall_after_ms=args.stall_after_ms)
         probe = BackgroundProbe([target], bus.bootstrap,
                                 ProbeOptions(interval_ms=args.probe_interval_ms, timeout_ms=args.probe_timeout_ms,
                                              quorum_interval_ms=args.quorum_interval_ms,
@@ -353,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     for runs in results.values():
         for result in runs:
             if "t0" in result:
-                result |= shown(sent, result)
+                result |= shown(sent, result, args.stall_after_ms)
     with (workdir / "probe-events.jsonl").open("wb") as fh:
         fh.writelines(b'{"sent_at":%d,"event":%s}\n' % (event.created, event.value) for event in sent)
     with store.engine.connect() as conn:
@@ -391,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Kafka's defaults (session {SESSION_TIMEOUT_MS} ms, heartbeats every {HEARTBEAT_INTERVAL_MS} ms); the probe "
           f"at rounds of {args.probe_interval_ms} ms, quorum readings every {args.quorum_interval_ms} ms"
           f"{', controller view on' if args.controller_view else ''}; the job's trigger {args.trigger_ms} ms; "
-          f"fleetwatch's default rules, lateness {args.lateness_ms} ms; load average (1 min, at each fault) "
+          f"fleetwatch's rules, broker.stalled at {args.stall_after_ms} ms, lateness {args.lateness_ms} ms; "
+          f"load average (1 min, at each fault) "
           f"{min(loads):.1f} to {max(loads):.1f}, median {statistics.median(loads):.1f} ({os.cpu_count()} cores)")
     if quiet is not None:
         print(f"{quiet['minutes']:g} minutes of a healthy cluster: "
