@@ -192,18 +192,19 @@ class Broker:
             self.observe_fenced(fenced, ts)
         if age is None:
             return
-        stalled = self.inc.firing("broker.stalled", self.subject)
         if self.fenced:
             if not fenced or self.stopped:
                 return
-            if age >= STALL_AFTER:
+            if self.inc.firing("broker.stalled", self.subject):
                 # README: a reading that shows a stalled broker fenced and its fetch stall_after_ms old is
                 # Kafka ending a session that ran out.
-                if stalled and not self.inc.firing("broker.heartbeat_lost", self.subject):
+                if age >= STALL_AFTER and not self.inc.firing("broker.heartbeat_lost", self.subject):
                     self.lost(ts, f"broker {self.broker_id} was fenced by its controller after no heartbeat "
                                   f"for {age / 1000:.1f} s")
-            elif not stalled:
-                self.stopped = True  # fenced while fetching: a controlled shutdown done, or a start not caught up
+            elif age < SESSION_TIMEOUT - HEARTBEAT_INTERVAL - 1000:
+                # Fenced while fetching (README: younger than a lost session's fence can be): a controlled
+                # shutdown done, or a start not caught up.
+                self.stopped = True
             return
         fetched = ts - age
         if (age >= STALL_AFTER and not self.stopped and not self.held

@@ -41,6 +41,22 @@ _RULES = (HEARTBEAT_LOST, FENCED, PARTITIONED, STUCK, EPOCH, FLAPPING, ILLEGAL)
 _ALL_RULES = (*_RULES, HEARTBEAT_LATE, STALLED)
 
 
+# The leader stamps a broker's last fetch up to KafkaRaftClient.MAX_FETCH_WAIT_MS (500 ms) after the broker
+# stopped, and Kafka's controller fences a silent broker a little after its session ran out: 500 ms more.
+_FENCE_MARGIN_MS = 1000
+
+
+def _fenced_on_purpose_below(rules: RuleSettings) -> int:
+    """A reading that first shows a broker fenced, its `broker.stalled` not firing, with its fetch younger
+    than this shows a broker Kafka fenced while it still fetched (*stopped*: README "Broker rules"). Kafka
+    fences a silent broker a session after its last heartbeat, and a broker heartbeats every interval, so
+    a lost session's fence shows a fetch at least the session less an interval (less the margin) old: 6 s
+    at Kafka's defaults. Not `stall_after_ms`: with a short session Kafka fences a frozen broker before
+    its fetch is that old (a 3 s session), and the readings that would show a controlled shutdown's
+    broker fenced while it fetched may be missing (the one through that broker fails)."""
+    return rules.session_timeout_ms - rules.heartbeat_interval_ms - _FENCE_MARGIN_MS
+
+
 @dataclass
 class BrokerTracker:
     """Everything known about one broker (`cluster_id`, `broker_id`): a `Tracker`."""
@@ -268,16 +284,15 @@ class BrokerTracker:
         if self.fenced:
             if not fenced or self.stopped_at is not None:
                 return
-            stalled = incidents.is_firing(STALLED, self.subject)
-            if age >= stall:
+            if incidents.is_firing(STALLED, self.subject):
                 # The reading shows Kafka's controller fenced a stalled broker that still does not fetch:
                 # its session ran out. A reading decides, never another topic's event: a fence read from
                 # a broker_state or a heartbeat meets the broker's fetches in an order the micro-batches
                 # choose (a restart's registration and its fence share one moment).
-                if stalled and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
+                if age >= stall and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
                     self._lost(incidents, out, at, f"broker {self.broker_id} was fenced by its controller after "
                                                    f"no heartbeat for {age / 1000:.1f} s")
-            elif not stalled:
+            elif age < _fenced_on_purpose_below(rules):
                 self.stopped_at = at  # fenced while fetching: its controller took it out itself
             return
         fetched = at - age

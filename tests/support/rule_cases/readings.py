@@ -102,11 +102,21 @@ case(HB_LOST, "readings: after a gap, a fetch a session old pages with the readi
      [F(HB_LOST, B1, stopped_at(4) + SESSION), F(SILENT, "probe", t(4) + SESSION),
       R(SILENT, "probe", t(4) + SESSION, t(16))], "fires", "readings")
 case(HB_LOST, "readings: fenced with no stall seen (readings missing): its deadline stands",
-     merged(readings(0, 4, frozen(100)), readings(8, 14, frozen(4, fenced_from=8))),
+     # Kafka fences it 8 s after its last fetch (a session after its last heartbeat, 1 s before the fetch).
+     merged(readings(0, 4, frozen(100)), readings(12, 14, frozen(4, fenced_from=12))),
      [F(HB_LOST, B1, stopped_at(4) + SESSION)], "fires", "readings")
 case(HB_LOST, "readings: a controlled shutdown (fenced while fetching, then silent) is no page",
      readings(0, 30, frozen(5.5, fenced_from=5)),
      [], "quiet", "readings")
+case(HB_LOST, "readings: a controlled shutdown no reading saw fenced while it fetched (3 s of readings "
+     "failed: they went through the broker shutting down) is no page either",
+     merged(readings(0, 5, frozen(100)), readings(9, 40, frozen(5.5, fenced_from=5, back=20, unfenced_from=23))),
+     [], "quiet", "readings")
+case(HB_LOST, "readings: a short session (3 s, heartbeats every 500 ms): Kafka fences a frozen broker before "
+     "its fetch is stall_after_ms old, and that is a lost session, not a shutdown: it pages",
+     readings(0, 8, frozen(4, fenced_from=6)),
+     [F(HB_LOST, B1, stopped_at(4) + 3000)], "fires", "readings",
+     book=book_with(session_timeout_ms=3000, heartbeat_interval_ms=500))
 case(HB_LOST, "readings: a rolling restart's broker, back and unfenced within the grace, raises nothing",
      readings(0, 40, frozen(5.5, fenced_from=5, back=20, unfenced_from=23)),
      [], "quiet", "readings")
