@@ -295,13 +295,14 @@ class KRaftCluster:
         """Wait until the node logs that it started; returns seconds since spawn."""
         node = self.nodes[node_id]
         marker = b"Kafka Server started"
+        since = getattr(node, "_log_from", 0)  # this start's lines
 
         def started() -> bool:
             if not node.running:
                 raise NodeFailed(f"node {node_id} exited with {node.process.returncode if node.process else None}"
-                                 f"{_last_error(node.log_path, getattr(node, '_log_from', 0))}: see {node.log_path}")
+                                 f"{_last_error(node.log_path, since)}: see {node.log_path}")
             with contextlib.suppress(FileNotFoundError), node.log_path.open("rb") as fh:
-                fh.seek(getattr(node, "_log_from", 0))
+                fh.seek(since)
                 return marker in fh.read()
             return False
 
