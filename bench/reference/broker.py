@@ -30,7 +30,7 @@ class Broker:
                  observed_until: Callable[[], int | None] | None = None) -> None:
         self.cluster_id, self.broker_id, self.inc = cluster_id, broker_id, incidents
         # README "Collectors": up to when a collector's rounds observed the cluster (None: no observers);
-        # a heartbeat deadline after it waits for a round that shows the broker silent.
+        # a heartbeat, fenced or STOPPING deadline after it waits for a round that shows it still so.
         self.observed_until = observed_until or (lambda: None)
         # README "Broker rules": another node id of the cluster advertises an address of this broker's
         # that it no longer advertises itself (the fleet's advertisements at that moment).
@@ -76,7 +76,8 @@ class Broker:
         return max(self.last_hb, self.takeover)
 
     def observed(self, deadline: int) -> bool:
-        """A heartbeat deadline falls due once a round at or after it shows the broker said nothing."""
+        """A deadline that fires on silence or on a state still held falls due once a round at or after
+        it shows that."""
         until = self.observed_until()
         return until is None or deadline <= until
 
@@ -102,14 +103,16 @@ class Broker:
             out.append(lost)
         if (late := self.session_due(self.late_after)) is not None and not firing("broker.heartbeat_late", s):
             out.append(late)
-        if self.fenced and self.fenced_since is not None and not firing("broker.fenced", s):
+        if self.fenced and self.fenced_since is not None and not firing("broker.fenced", s) and \
+                self.observed(self.fenced_since + FENCED_GRACE):
             out.append(self.fenced_since + FENCED_GRACE)
         if firing("broker.partitioned", s):
             out.append(self.answered_at + PARTITION_WINDOW)  # it stops answering
         elif (self.counting_since is not None and start is not None
               and self.counting_since + HEARTBEAT_INTERVAL > start + SESSION_TIMEOUT):
             out.append(self.counting_since + HEARTBEAT_INTERVAL)  # answers start counting after the cut-off
-        if self.state == "STOPPING" and not firing("broker.stuck_stopping", s):
+        if self.state == "STOPPING" and not firing("broker.stuck_stopping", s) and \
+                self.observed(self.state_since + STOPPING_TIMEOUT):
             out.append(self.state_since + STOPPING_TIMEOUT)
         if firing("broker.epoch_regression", s):
             out.append(self.last_regression + RESOLVE_AFTER)

@@ -31,10 +31,10 @@ class Cluster:
         self.heartbeat_late_ms = heartbeat_late_ms
         self.inc = Incidents(alerts)
         self.brokers: dict[int, Broker] = {}
-        self.controller = Controller(cluster_id or "", self.inc)
+        self.rounds = Rounds()
+        self.controller = Controller(cluster_id or "", self.inc, self.rounds.until)
         self.layout = Layout(cluster_id or "", self.inc)
         self.inc.impact = self.layout.impact
-        self.rounds = Rounds()
         self.last_target: str | None = None  # of its latest successful response: its alerts' name
         self.inc.last_target = lambda: self.last_target
         self.inc.broker_place = lambda broker_id: (
@@ -147,6 +147,7 @@ class Cluster:
                 if broker_id not in exact:  # README: a reading's age tells what the gap hid
                     broker.restart_session(ts)
         self.advance_brokers(ts)  # with the cluster observed up to `ts`
+        self.controller.advance(ts)
         registered = ev.get("registered")
         if registered is None:
             return []

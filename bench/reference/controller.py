@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .defaults import (
@@ -17,8 +18,11 @@ __all__ = ["Controller"]
 
 
 class Controller:
-    def __init__(self, cluster_id: str, incidents: Incidents) -> None:
+    def __init__(self, cluster_id: str, incidents: Incidents,
+                 observed_until: Callable[[], int | None] | None = None) -> None:
         self.cluster_id, self.inc = cluster_id, incidents
+        # README "Collectors": no controller, or a disagreement, falls due once a round at or after it shows it.
+        self.observed_until = observed_until or (lambda: None)
         self.none_since: int | None = None
         self.views: dict[int, tuple[int, int | None]] = {}  # responder -> (last heard, controller it named)
         self.agreed: int | None = None
@@ -40,6 +44,8 @@ class Controller:
             out.append(self.none_since + CONTROLLER_WINDOW)
         if self.disagree_since is not None and not firing("cluster.controller_disagreement", s):
             out.append(self.disagree_since + DISAGREEMENT)
+        until = self.observed_until()
+        out = [t for t in out if until is None or t <= until]
         if firing("cluster.controller_flapping", s):
             out.append(self.changes[-CONTROLLER_FLAP_THRESHOLD] + CONTROLLER_FLAP_WINDOW)
         return out

@@ -160,18 +160,20 @@ class BrokerTracker:
         late_ms = rules.heartbeat_late_ms
         if late_ms is not None and running and (HEARTBEAT_LATE, s) not in firing:
             out.append(self.session_start + late_ms)
-        if self.observed_until is not None:  # a heartbeat deadline falls due once a round after it is known
-            out = [t for t in out if t <= self.observed_until]
         if self.fenced and self.fenced_since is not None and (FENCED, s) not in firing:
             out.append(self.fenced_since + rules.fenced_grace_ms)
+        if self.state == "STOPPING" and self.state_since is not None and (STUCK, s) not in firing:
+            out.append(self.state_since + rules.stopping_timeout_ms)
+        if self.observed_until is not None:
+            # A deadline that fires on silence or on a state still held falls due once a round at or after
+            # it is known: nobody watched since the last one (README "Collectors: rounds, gaps, leaving").
+            out = [t for t in out if t <= self.observed_until]
         if self.answered_at is not None and (PARTITIONED, s) in firing:
             out.append(self.answered_at + rules.partition_window_ms)
         elif (self.counting_since is not None and self.last_hb is not None
               and self.counting_since + rules.heartbeat_interval_ms > self.session_start + rules.session_timeout_ms):
             # That answer starts to count after the broker was cut off: check again then.
             out.append(self.counting_since + rules.heartbeat_interval_ms)
-        if self.state == "STOPPING" and self.state_since is not None and (STUCK, s) not in firing:
-            out.append(self.state_since + rules.stopping_timeout_ms)
         if self.last_regression is not None and (EPOCH, s) in firing:
             out.append(self.last_regression + rules.resolve_after_ms)
         if self.last_illegal is not None and (ILLEGAL, s) in firing:

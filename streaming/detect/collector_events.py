@@ -39,6 +39,9 @@ class CollectorEvents:
                 broker.restart_session(event.ts, self.incidents)
             broker.observe_until(observers.until)
         self._advance_brokers(event.ts, rules, timers)
+        if self.cluster is not None:
+            self.cluster.observe_until(observers.until)
+            self.cluster.advance_to(event.ts, rules, self.incidents, timers)
         if event.registered is None:
             return set()
         gone = [b for b, broker in self.brokers.items() if b not in event.registered and broker.gone_at is None]

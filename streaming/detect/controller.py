@@ -36,6 +36,9 @@ class ClusterTracker:
     # Controller changes not yet handed to the store: (ts, controller id or None for none).
     history: list[tuple[int, int | None]] = field(default_factory=list)
     last_recorded: int | None = -1
+    # Up to when a collector that says its rounds (observers.py) watched the cluster (None: no such
+    # collector): a deadline after it is not known to have passed with the state still held.
+    observed_until: int | None = None
 
     @property
     def subject(self) -> str:
@@ -53,6 +56,10 @@ class ClusterTracker:
             out.append(self.none_since + rules.controller_window_ms)
         if self.disagree_since is not None and (DISAGREEMENT, self.subject) not in firing:
             out.append(self.disagree_since + rules.disagreement_ms)
+        if self.observed_until is not None:
+            # No controller, or views that disagree, still held at the deadline: shown by a round at or
+            # after it (README "Collectors: rounds, gaps, leaving"), not by a collector gone quiet.
+            out = [t for t in out if t <= self.observed_until]
         if (FLAPPING, self.subject) in firing and len(self.changes) >= rules.controller_flap_threshold:
             out.append(self.changes[-rules.controller_flap_threshold] + rules.controller_flap_window_ms)
         return out
@@ -82,6 +89,10 @@ class ClusterTracker:
                 return
             done = min(due)
             self.on_time(done, rules, incidents, out)
+
+    def observe_until(self, until: int | None) -> None:
+        """A collector that says its rounds watched the cluster up to `until` (observers.py)."""
+        self.observed_until = until
 
     def _named(self, now: int, rules: RuleSettings) -> dict[str, int]:
         """Controllers named by the responders heard from within the controller window."""

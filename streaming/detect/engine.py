@@ -288,6 +288,13 @@ class ShardEngine(CollectorEvents, QuorumEvents, Forgettable):
                 tracker.hold_session(self.cluster.none_since)  # first heard while no controller is reported
         return tracker
 
+    def _controller(self) -> ClusterTracker:
+        """The cluster's controller rules, started at the first report, observed as far as its brokers."""
+        if self.cluster is None:
+            self.cluster = ClusterTracker(self.cluster_id,
+                                          observed_until=None if self.observers is None else self.observers.until)
+        return self.cluster
+
     def _cluster_event(self, event: Event, position: Position, book: RuleBook, out: Emitter,
                        result: ShardOutput, timers: Emitter) -> tuple[set[int], bool]:
         rules = self._rules(book)
@@ -305,9 +312,7 @@ class ShardEngine(CollectorEvents, QuorumEvents, Forgettable):
             self.layout.on_layout(event, inc, out)  # type: ignore[arg-type]
             return set(), False
         if isinstance(event, MetadataResponse):
-            if self.cluster is None:
-                self.cluster = ClusterTracker(self.cluster_id)
-            self.cluster.advance_to(event.ts, rules, inc, timers)
+            self._controller().advance_to(event.ts, rules, inc, timers)
             if event.target != self.cluster.target:
                 # Another target reports the cluster from now on: what fell due before carries the last one's name.
                 self._advance_brokers(event.ts, rules, timers)

@@ -18,7 +18,6 @@ from __future__ import annotations
 from streaming.config import RuleSettings
 from streaming.contract import BrokerHeartbeat, CollectorRound, QuorumReading
 from streaming.detect.alerts import Emitter
-from streaming.detect.controller import ClusterTracker
 from streaming.detect.shard_output import Position, ShardOutput
 
 __all__ = ["QuorumEvents"]
@@ -32,9 +31,7 @@ class QuorumEvents:
                  out: Emitter, timers: Emitter, result: ShardOutput) -> set[int]:
         """Apply one reading (the module's four steps); the ids of the brokers it touched."""
         inc = self.incidents
-        if self.cluster is None:
-            self.cluster = ClusterTracker(self.cluster_id)
-        self.cluster.advance_to(event.ts, rules, inc, timers)
+        self._controller().advance_to(event.ts, rules, inc, timers)
         if position[0] not in self.heartbeat_sources:
             self.heartbeat_sources = self.heartbeat_sources | {position[0]}
         fetched = sorted((event.ts - age, node) for node, age, _ in event.fetches

@@ -6,16 +6,22 @@ from __future__ import annotations
 
 from support.rule_events import (
     B1,
+    CONTROLLER_WINDOW,
+    FENCED,
+    FENCED_GRACE,
     HB_LOST,
+    NO_CONTROLLER,
     SESSION,
     SILENT,
     UNREACHABLE,
     UNREACHABLE_RULE,
+    C,
     Cases,
     D,
     F,
     R,
     case_adder,
+    ctl,
     every,
     fail,
     hb,
@@ -23,6 +29,7 @@ from support.rule_events import (
     merged,
     past,
     rnd,
+    state,
     t,
     watching,
 )
@@ -84,6 +91,27 @@ case(HB_LOST, "leaving: a collector that still lists the target changes nothing"
 case(HB_LOST, "leaving: another collector's list says nothing of this one's targets",
      merged(heartbeats(0, 4), rounds(0, 40), [watching(20, ["other"], source="probe-b"), later(past(t(40)))]),
      [F(HB_LOST, B1, t(4) + SESSION)], "fires", "leaving")
+
+# a state still held at its deadline, watched in rounds -------------------------------------------
+# Measured (bench/rehearsal.py, "probes frozen 20 s"): a cut-off broker answers "no controller"; when its
+# answer was the last before the probe froze, nothing named the controller again until the probe thawed,
+# and cluster.no_controller fired for a cluster whose controller never left.
+case(NO_CONTROLLER, "rounds: a collector that stops after a no-controller answer pages nothing while nobody watches",
+     merged(rounds(0, 5), [ctl(0, 1), ctl(4, 1), ctl(4.5, -1, responder=2), later(past(t(60)))]),
+     [F(SILENT, "probe", t(5) + SESSION)], "quiet", "rounds")
+case(NO_CONTROLLER, "rounds: the round that ends the gap names the controller: nothing fires",
+     merged(rounds(0, 5), rounds(25, 40), [ctl(4, 1), ctl(4.5, -1, responder=2)],
+            [ctl(s - 0.5, 1) for s in every(25, 40, 5)], [later(past(t(40)))]),
+     [F(SILENT, "probe", t(5) + SESSION), R(SILENT, "probe", t(5) + SESSION, t(25))], "quiet", "rounds")
+case(NO_CONTROLLER, "rounds: no controller fires at its deadline, shown by the first round after it",
+     merged(rounds(0, 25), [ctl(0, 1), *[ctl(s - 0.5, -1) for s in every(5, 25, 5)], later(past(t(25)))]),
+     [F(NO_CONTROLLER, C, t(4.5) + CONTROLLER_WINDOW)], "fires", "rounds")
+case(FENCED, "rounds: a fence whose end nobody watched pages nothing",
+     merged(rounds(0, 10), [state(t(8), 1, "FENCED", "ONLINE"), later(past(t(8) + FENCED_GRACE))]),
+     [F(SILENT, "probe", t(10) + SESSION)], "quiet", "rounds")
+case(FENCED, "rounds: fenced fires at its deadline, shown by the first round after it",
+     merged(rounds(0, 45), [state(t(8), 1, "FENCED", "ONLINE"), later(past(t(45)))]),
+     [F(FENCED, B1, t(8) + FENCED_GRACE)], "fires", "rounds")
 
 # collector.silent ---------------------------------------------------------------------------------
 case(SILENT, "fires a session after the last round of a collector that stopped",
