@@ -38,7 +38,7 @@ from support.notify import Hook
 from support.rehearsal.targets import Fault, Subject, subject_of
 
 __all__ = ["Arrival", "CatchUp", "RowScore", "all_delivered", "answered", "arrivals", "catch_up", "score_row",
-           "told"]
+           "still_open", "told"]
 
 
 def answered(store: Store, target: str, since_ms: int | None = None) -> bool:
@@ -46,6 +46,13 @@ def answered(store: Store, target: str, since_ms: int | None = None) -> bool:
     with store.engine.connect() as conn:
         row = conn.execute(select(targets.c.last_ok_ms).where(targets.c.target == target)).first()
     return row is not None and row.last_ok_ms is not None and (since_ms is None or row.last_ok_ms >= since_ms)
+
+
+def still_open(store: Store, subjects: frozenset[Subject]) -> list[Subject]:
+    """Which of `subjects` have an alert firing in the store."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(alerts).where(alerts.c.status == "firing")).all()
+    return sorted({subject_of(dict(row._mapping)) for row in rows} & subjects)
 
 
 def all_delivered(store: Store) -> bool:
