@@ -50,7 +50,9 @@ def phase(targets: list[Target], options: ProbeOptions, rounds: int) -> tuple[li
     emitted: list[tuple[float, str, int]] = []
 
     def emit(events: list[dict[str, Any]]) -> None:
-        emitted.append((time.monotonic(), events[0]["target"], min(ev["ts"] for ev in events)))
+        # A round's answers go out as they come; its end (`collector_round`, last) says the round is done.
+        for ended in (ev for ev in events if ev["type"] == "collector_round"):
+            emitted.append((time.monotonic(), ended["target"], min(ev["ts"] for ev in events)))
 
     async def run() -> tuple[float, int]:
         started, first_ms = asyncio.get_running_loop().time(), clock.now_ms()

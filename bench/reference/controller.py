@@ -21,8 +21,10 @@ class Controller:
     def __init__(self, cluster_id: str, incidents: Incidents,
                  observed_until: Callable[[], int | None] | None = None) -> None:
         self.cluster_id, self.inc = cluster_id, incidents
-        # README "Collectors": no controller, or a disagreement, falls due once a round at or after it shows it.
+        # README "Collectors": watched in rounds, no controller or a disagreement falls due once a report of
+        # the controller at or after its deadline shows it still so.
         self.observed_until = observed_until or (lambda: None)
+        self.reported: int | None = None  # the latest report of the controller
         self.none_since: int | None = None
         self.views: dict[int, tuple[int, int | None]] = {}  # responder -> (last heard, controller it named)
         self.agreed: int | None = None
@@ -44,8 +46,8 @@ class Controller:
             out.append(self.none_since + CONTROLLER_WINDOW)
         if self.disagree_since is not None and not firing("cluster.controller_disagreement", s):
             out.append(self.disagree_since + DISAGREEMENT)
-        until = self.observed_until()
-        out = [t for t in out if until is None or t <= until]
+        if self.observed_until() is not None and self.reported is not None:
+            out = [t for t in out if t <= self.reported]
         if firing("cluster.controller_flapping", s):
             out.append(self.changes[-CONTROLLER_FLAP_THRESHOLD] + CONTROLLER_FLAP_WINDOW)
         return out
@@ -73,6 +75,7 @@ class Controller:
         if r.get("controller_known") is False:
             return False  # the collector could not tell: says nothing about the controller
         ts, responder = r["ts"], r.get("responder_node_id")
+        self.reported = ts if self.reported is None else max(self.reported, ts)
         ctl = r.get("controller_id")
         controller = ctl if ctl is not None and ctl >= 0 else None
         if controller is None:

@@ -37,8 +37,10 @@ class ClusterTracker:
     history: list[tuple[int, int | None]] = field(default_factory=list)
     last_recorded: int | None = -1
     # Up to when a collector that says its rounds (observers.py) watched the cluster (None: no such
-    # collector): a deadline after it is not known to have passed with the state still held.
+    # collector; then the deadlines run on event time alone).
     observed_until: int | None = None
+    # The latest report of the controller (a response that could tell, or a quorum reading).
+    reported_ms: int | None = None
 
     @property
     def subject(self) -> str:
@@ -56,10 +58,11 @@ class ClusterTracker:
             out.append(self.none_since + rules.controller_window_ms)
         if self.disagree_since is not None and (DISAGREEMENT, self.subject) not in firing:
             out.append(self.disagree_since + rules.disagreement_ms)
-        if self.observed_until is not None:
-            # No controller, or views that disagree, still held at the deadline: shown by a round at or
-            # after it (README "Collectors: rounds, gaps, leaving"), not by a collector gone quiet.
-            out = [t for t in out if t <= self.observed_until]
+        if self.observed_until is not None and self.reported_ms is not None:
+            # Watched in rounds: no controller, or views that disagree, held at the deadline is shown by a
+            # report at or after it (README "Collectors: rounds, gaps, leaving"), not by a collector gone
+            # quiet, nor by a round whose every exchange failed (it tells nothing of the controller).
+            out = [t for t in out if t <= self.reported_ms]
         if (FLAPPING, self.subject) in firing and len(self.changes) >= rules.controller_flap_threshold:
             out.append(self.changes[-rules.controller_flap_threshold] + rules.controller_flap_window_ms)
         return out
@@ -152,6 +155,7 @@ class ClusterTracker:
         """The active controller `controller` (None: none) reported at `ts`, in term `epoch` (None: not
         told), by a response or a quorum reading: True when the term is new (a *takeover*)."""
         self.controller_id = controller
+        self.reported_ms = ts if self.reported_ms is None else max(self.reported_ms, ts)
         if controller is None:
             if self.none_since is None:
                 self.none_since = ts

@@ -9,8 +9,9 @@ lets detection tell the two apart (README.md, "Collectors: rounds, gaps, leaving
 
 - A cluster's *observers* are the (source, target) pairs whose rounds reached it; it is observed up
   to the latest round of any of them (`until`). A deadline that fires on silence or on a state still
-  held (a broker's heartbeat session, fenced, STOPPING; the cluster's no controller, disagreement) falls
-  due only once a round at or after it shows it still so (`observed_until` of BrokerTracker, ClusterTracker).
+  held (a broker's heartbeat session, fenced, STOPPING) falls due only once a round at or after it
+  shows it still so (BrokerTracker.observed_until); the cluster's no controller and disagreement, once
+  a report of the controller at or after it does (ClusterTracker.reported_ms).
 - A round that comes more than a broker session after the cluster's last one ends a *gap*: nobody
   watched meanwhile, so every broker's session restarts at that round, as after records the bus lost
   unread (bus_gaps.py).

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from support.hostile_kafka import HOST, BlackHoles, HostileKafka, SlowNames
-from support.probe_doubles import FakeCluster, FakeKafka, refused_port, responses, target, valid
+from support.probe_doubles import FakeCluster, FakeKafka, refused_port, responses, rounds_of, target, valid
 
 import streaming.collect.protocol as protocol
 from streaming.collect import probe
@@ -44,11 +44,10 @@ def test_a_hostile_cluster_beside_a_real_one_leaves_its_rounds_on_time(healthy_r
     hostile = HostileKafka(advertised=holes.addresses, answer_bytes=150_000).start()
     try:
         prober = Prober([target("hostile", hostile.address), target("real", *real.bootstrap)], options)
-        emitted: list[tuple[float, str, list[dict[str, Any]]]] = []
+        emitted: list[tuple[float, list[dict[str, Any]]]] = []
 
         def emit(events: list[dict[str, Any]]) -> None:
-            # The probe's own records (its targets, its rounds) name no target.
-            emitted.append((time.monotonic(), events[0].get("target"), events))
+            emitted.append((time.monotonic(), events))
 
         async def run() -> float:
             started = asyncio.get_running_loop().time()  # the loop's clock is time.monotonic()
@@ -59,9 +58,8 @@ def test_a_hostile_cluster_beside_a_real_one_leaves_its_rounds_on_time(healthy_r
     finally:
         hostile.stop()
         holes.close()
-    # The real cluster's rounds (its quorum readings, every second, are published apart from them).
-    real_rounds = [(at, events) for at, name, events in emitted
-                   if name == "real" and events[0]["type"] != "quorum_reading"]
+    # The real cluster's rounds, each when its end was published (its quorum readings are apart from them).
+    real_rounds = rounds_of(emitted, "real")
     lateness_ms = [int((at - (started + k * options.interval_ms / 1000)) * 1000)
                    for k, (at, _) in enumerate(real_rounds)]
     print(f"\nthe real cluster's rounds were published {lateness_ms} ms after their ticks")
@@ -72,7 +70,7 @@ def test_a_hostile_cluster_beside_a_real_one_leaves_its_rounds_on_time(healthy_r
     # Before, the black holes held every shared slot for a whole timeout: lateness >= timeout_ms.
     assert max(lateness_ms) < options.timeout_ms * 3 / 4, lateness_ms
     # The hostile cluster had its rounds too, within its own limits.
-    hostile_events = [ev for _, name, evs in emitted if name == "hostile" for ev in evs]
+    hostile_events = [ev for _, evs in emitted for ev in evs if ev.get("target") == "hostile"]
     (boot, *_) = responses(hostile_events, expected=None)
     assert boot["error"] is None and boot["endpoints_not_probed"]["over_cap"] == 300 + 1 - 256
 
@@ -96,13 +94,11 @@ def test_a_target_whose_names_do_not_resolve_leaves_another_targets_lookups_alon
     healthy = HostileKafka("healthy-cluster", advertise_self=False)
     healthy.advertised = [("localhost", healthy.port)]
     healthy.start()
-    emitted: list[tuple[str, list[dict[str, Any]]]] = []
+    emitted: list[tuple[float, list[dict[str, Any]]]] = []
 
     def emit(events: list[dict[str, Any]]) -> None:
-        if events[0]["type"] == "collector_targets":  # said once, at the probe's start
-            return
-        emitted.append((events[0]["target"], events))
-        if sum(name == "healthy" for name, _ in emitted) == 6:
+        emitted.append((time.monotonic(), events))
+        if len(rounds_of(emitted, "healthy")) == 6:
             slow.release()  # the test is done: the hostile target's last round need not last
 
     try:
@@ -113,7 +109,7 @@ def test_a_target_whose_names_do_not_resolve_leaves_another_targets_lookups_alon
         slow.release()
         hostile.stop()
         healthy.stop()
-    rounds = [responses(valid(events)) for name, events in emitted if name == "healthy"]
+    rounds = [responses(valid(events)) for _, events in rounds_of(emitted, "healthy")]
     errors = [sorted({str(ev["error"]) for ev in answered}) for answered in rounds]
     print(f"\nthe healthy target's rounds: {errors}; lookups blocked at once at most: {slow.most_at_once}")
     assert len(rounds) == 6, "a round of the healthy target was skipped: the previous one was still busy"

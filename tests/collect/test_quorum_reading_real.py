@@ -47,13 +47,18 @@ class LiveProbe:
     def __init__(self, cluster: KRaftCluster) -> None:
         self.prober = Prober([target_of("stalls", cluster.bootstrap)], ProbeOptions(source="probe-stalls"))
         self.events: list[dict[str, Any]] = []
+        self.published_at: list[float] = []  # monotonic, of each of `events`
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), name="live-probe", daemon=True)
 
     async def _main(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        await self.prober.run(self.events.extend, stop=self._stop)
+        await self.prober.run(self._publish, stop=self._stop)
+
+    def _publish(self, events: list[dict[str, Any]]) -> None:
+        self.published_at += [time.monotonic()] * len(events)
+        self.events += events
 
     def start(self) -> LiveProbe:
         self._thread.start()
@@ -173,6 +178,39 @@ def test_a_broker_cut_off_from_the_controllers_is_warned_and_paged_likewise(kafk
     assert [a.status for a in stalled] == ["firing", "resolved"] and [a.status for a in lost] == ["firing", "resolved"]
     assert stalled[0].starts_at < fenced_reading["ts"] and lost[0].starts_at <= fenced_reading["ts"]
     assert lost[0].details["escalates"] == stalled[0].alert_id
+
+
+def test_a_round_publishes_each_answer_as_it_comes_a_frozen_brokers_timeout_holds_none_back(kafka: KRaftCluster,
+                                                                                          probe: LiveProbe):
+    # Issue 45.3: the probe published a target's events when its round ended, so one exchange that timed
+    # out (3 s) held back every answer of its cluster, during the very fault it shows.
+    frozen = probe.not_read_through(kafka)
+    other = next(b.node_id for b in kafka.brokers if b.node_id != frozen)
+    since = time.time() * 1000
+
+    def answer_of(node: int, failed: bool) -> int | None:
+        """The index of a round's answer from `node` after `since`, one that failed or one that did not."""
+        return next((i for i, ev in reversed(list(enumerate(probe.events)))
+                     if ev["type"] == "metadata_response" and ev["ts"] >= since
+                     and (ev["expected"] or {}).get("node_id") == node and (ev["error"] is not None) == failed), None)
+
+    kafka.freeze(frozen)
+    try:
+        timed_out = poll(lambda: answer_of(frozen, failed=True), 30, f"an exchange with frozen broker {frozen} failing")
+    finally:
+        kafka.thaw(frozen)
+    kafka.wait_unfenced([frozen], 60)
+    failure = probe.events[timed_out]
+    # The answer of the other broker in the same round (stamped on the same round's clock, before the failure).
+    answered = next(i for i, ev in enumerate(probe.events)
+                    if ev["type"] == "metadata_response" and (ev["expected"] or {}).get("node_id") == other
+                    and ev["error"] is None and 0 <= failure["ts"] - ev["ts"] < probe.prober.options.timeout_ms + 1000)
+    assert failure["error"] == "TIMEOUT", failure
+    # Published as it came, before the failure was (before: both at once, when the round ended).
+    assert probe.published_at[answered] < probe.published_at[timed_out], (probe.events[answered], failure)
+    ended = next(i for i, ev in enumerate(probe.events)
+                 if i > timed_out and ev["type"] == "collector_round" and ev["ts"] >= failure["ts"])
+    assert probe.published_at[ended] >= probe.published_at[timed_out]  # the round's end still comes last
 
 
 def test_a_jvm_pause_under_the_threshold_warns_nothing(kafka: KRaftCluster, probe: LiveProbe):

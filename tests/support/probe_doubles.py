@@ -346,3 +346,23 @@ def responses(events: list[dict[str, Any]], **match: Any) -> list[dict[str, Any]
     """The metadata responses among `events` whose fields equal `match`."""
     return [ev for ev in events if ev["type"] == "metadata_response"
             and all(ev.get(k) == v for k, v in match.items())]
+
+
+Emitted = list[tuple[float, list[dict[str, Any]]]]  # what a live probe emitted: (monotonic time, events) per emit
+
+
+def rounds_of(emitted: Emitted, target: str) -> Emitted:
+    """The rounds of `target` among what a live probe emitted: each round's events, up to its
+    `collector_round`, with the time that end was emitted. A round's answers are emitted as they come,
+    the rest at its end; a target's rounds never overlap."""
+    rounds, current = [], []
+    for at, events in emitted:
+        for ev in events:
+            if ev.get("target") != target or ev["type"] == "quorum_reading":  # readings are apart from rounds
+                continue
+            current.append(ev)
+            if ev["type"] == "collector_round":
+                rounds.append((at, current))
+                current = []
+    return rounds
+

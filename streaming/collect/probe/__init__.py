@@ -58,7 +58,7 @@ tick is skipped.
 Isolation (issue 26): one dead, slow or hostile cluster never delays the others.
 - Slots: an exchange first takes one of its target's `target_concurrency` slots, then one of the
   `concurrency` shared by all targets; so one target's black holes queue behind each other, never
-  in front of another target's exchanges (`prober.Slots`).
+  in front of another target's exchanges (`slots.Slots`).
 - Endpoint cap: at most `max_endpoints` endpoints per target and round: the bootstrap addresses
   first, then the most recently advertised (among equals, those already probed, then the
   answer's order). Within the cap, an endpoint is probed for `forget_after_ms` after it was last
@@ -113,7 +113,7 @@ that the answer itself lists at the address we connected to (null when none or s
 The rooms: targets (configured clusters, addresses, options), exchange (one connection's
 requests and what they answer), kraft_readings (DescribeQuorum heartbeats and registrations as
 events), controller_view (the controllers' Prometheus metrics as events), layout (the partition
-layout), quorum (the fast quorum readings), prober (rounds and
+layout), quorum (the fast quorum readings), slots (what exchanges wait for), prober (rounds and
 the live loop), publish (JSONL file or the bus) and cli
 (`fleetwatch probe`).
 """

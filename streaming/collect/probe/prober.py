@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +16,9 @@ from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, conv
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registered, registrations
 from streaming.collect.probe.layout import layout_event, layout_frame_limit, read_layout
 from streaming.collect.probe.quorum import QuorumReader, TargetView
+from streaming.collect.probe.slots import Slots
 from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
-from streaming.collect.protocol.client import LOOKUPS_PER_TARGET, Connection, ProbeFailure, classify
+from streaming.collect.protocol.client import Connection, ProbeFailure, classify
 from streaming.contract import REBOOTSTRAP_REQUIRED, CollectorRound, CollectorTargets, Expected, event_to_dict
 
 __all__ = ["IDENTITY_RETRY_S", "EventSink", "Prober"]
@@ -31,9 +32,6 @@ IDENTITY_RETRY_S = 300.0
 _NAMED_MAX = 10
 # Refused addresses remembered per target (so that each is logged once); beyond it, forgotten.
 _REFUSED_MAX = 4096
-# Lookup threads at most (LOOKUPS_PER_TARGET per target below it): 128 targets whose names all hang
-# at once before a healthy target's lookup waits. Threads start as lookups need them.
-_LOOKUP_THREADS_MAX = 1024
 
 
 @dataclass
@@ -67,45 +65,10 @@ class TargetState:
     layout_failing: bool = False
 
 
-@dataclass
-class Slots:
-    """What a round's exchanges wait for: a slot of their target (`target_concurrency`), then one
-    of all targets' (`concurrency`); the target's turn to decode a big answer off the loop; and
-    its places for name lookups in the lookup threads.
-
-    The target's slot comes first, so one target never holds more than `target_concurrency` of
-    the shared ones: its black holes wait in its own queue, not in front of everybody else's.
-    A lookup holds its place until its thread returns (getaddrinfo cannot be stopped), and the pool
-    has `LOOKUPS_PER_TARGET` threads per target (up to `_LOOKUP_THREADS_MAX`): a target whose names
-    never resolve blocks its own places, never another target's lookups."""
-
-    shared: asyncio.Semaphore
-    per_target: dict[str, asyncio.Semaphore]
-    decoding: dict[str, asyncio.Semaphore]
-    lookups: dict[str, asyncio.Semaphore]
-    lookup_pool: ThreadPoolExecutor
-
-    @classmethod
-    def of(cls, targets: Sequence[Target], options: ProbeOptions) -> Slots:
-        threads = max(1, min(LOOKUPS_PER_TARGET * len(targets), _LOOKUP_THREADS_MAX))
-        return cls(asyncio.Semaphore(options.concurrency),
-                   {t.name: asyncio.Semaphore(options.target_concurrency) for t in targets},
-                   {t.name: asyncio.Semaphore(1) for t in targets},
-                   {t.name: asyncio.Semaphore(LOOKUPS_PER_TARGET) for t in targets},
-                   ThreadPoolExecutor(max_workers=threads, thread_name_prefix="probe-dns"))
-
-    def of_target(self, target: Target) -> dict[str, Any]:
-        """The keyword arguments of a connection of `target`: its slots, and the lookup threads."""
-        return {"decode_slot": self.decoding[target.name], "lookup_slot": self.lookups[target.name],
-                "lookup_pool": self.lookup_pool}
-
-    def close(self) -> None:
-        """No new lookups; a thread still blocked in one ends when its lookup returns."""
-        self.lookup_pool.shutdown(wait=False, cancel_futures=True)
-
-
 # Where a probe round's events go (the bus publisher, a JSONL file, a test's list): the events as dicts.
 EventSink = Callable[[list[dict[str, Any]]], Any]
+# Where a round hands each exchange's response as it completes (the live loop: on to the EventSink).
+EarlySink = Callable[[list[dict[str, Any]]], Awaitable[None]]
 
 
 class Prober:
@@ -176,8 +139,9 @@ class Prober:
         return events
 
     async def run(self, emit: EventSink, *, stop: asyncio.Event | None = None, rounds: int | None = None) -> None:
-        """The live loop: a tick every `interval_ms`; each target's events are emitted as soon
-        as that target is done. A target still busy from the previous tick skips this one.
+        """The live loop: a tick every `interval_ms`; each exchange's response is emitted as soon as
+        it completes, the rest of a target's round when that target is done (`probe_target`). A
+        target still busy from the previous tick skips this one.
 
         `emit` runs in a worker thread (it may block on a Kafka producer); with `rounds` the loop
         stops after that many ticks, once their probes are done.
@@ -193,7 +157,7 @@ class Prober:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-emit") as executor, contextlib.closing(slots):
             await loop.run_in_executor(executor, emit, [self.targets_event(clock.now_ms())])
 
-            async def emit_reading(events: list[dict[str, Any]]) -> None:  # in order with the rounds' events
+            async def emit_reading(events: list[dict[str, Any]]) -> None:  # in order with every other emit
                 await loop.run_in_executor(executor, emit, events)
                 self.events_emitted += len(events)
 
@@ -203,7 +167,10 @@ class Prober:
 
             async def probe_and_emit(target: Target, now_ms: int, started: float, layout: bool = False) -> None:
                 try:
-                    events = await (self.probe_layout if layout else self.probe_target)(target, now_ms, started, slots)
+                    if layout:
+                        events = await self.probe_layout(target, now_ms, started, slots)
+                    else:
+                        events = await self.probe_target(target, now_ms, started, slots, early=emit_reading)
                     if events:
                         await loop.run_in_executor(executor, emit, events)
                         self.events_emitted += len(events)
@@ -236,12 +203,19 @@ class Prober:
 
     # ------------------------------------------------------------ one target
 
-    async def probe_target(self, target: Target, now_ms: int, started: float,
-                           slots: Slots) -> list[dict[str, Any]]:
-        """One round for one target: bootstrap, then every known endpoint (up to the cap) concurrently."""
+    async def probe_target(self, target: Target, now_ms: int, started: float, slots: Slots,
+                           early: EarlySink | None = None) -> list[dict[str, Any]]:
+        """One round for one target: bootstrap, then every known endpoint (up to the cap) concurrently.
+
+        With `early` (the live loop), each exchange's response goes to it as the exchange completes, and
+        only the rest is returned: what the round derives from several answers (registrations, heartbeats)
+        and its end (`collector_round`). One exchange that times out then holds back no other answer of
+        the round (issue 45.3: it held every event of its cluster back, during the very fault it shows).
+        Without it, every event of the round is returned."""
         loop = asyncio.get_running_loop()
         state = self._state[target.name]
         events: list[dict[str, Any]] = []
+        sent = 0  # events[:sent] went to `early`
 
         def ts(answer: Answer) -> int:
             return now_ms + max(0, int((answer.done_s - started) * 1000))
@@ -289,24 +263,37 @@ class Prober:
             # Not in the contract (the job ignores it); a reader of the events sees what was left out.
             boot_event["endpoints_not_probed"] = {"over_cap": over_cap, "invalid": invalid[:_NAMED_MAX]}
 
+        if early is not None:  # the bootstrap's answers, once the first one told what the cluster advertises
+            await early(list(events))
+            sent = len(events)
+
+        async def exchanged(exchange: Coroutine[Any, Any, Answer]) -> tuple[Answer, dict[str, Any]]:
+            answer = await exchange
+            event = response_event(answer, target.name, ts(answer), self.options.source)
+            if early is not None:
+                await early([event])
+            return answer, event
+
         probes = []
         for advert in state.endpoints.values():
             expected = Expected(advert.cluster_id, advert.node_id)
-            probes.append(self._exchange(target, advert.host, advert.port, expected, slots, bootstrap=False,
-                                         identity=expected))
+            probes.append(exchanged(self._exchange(target, advert.host, advert.port, expected, slots,
+                                                   bootstrap=False, identity=expected)))
         view = None
         if target.controller_metrics and boot is not None:
             def received_ms() -> int:
                 return now_ms + max(0, int((loop.time() - started) * 1000))
 
-            (view, failures), *answers = await asyncio.gather(
+            (view, failures), *exchanges = await asyncio.gather(
                 read_controllers(target.controller_metrics, self._timeout_s, self.options.max_response_bytes,
                                  received_ms), *probes)
             self._note_view(target, state, view, failures)
         else:
-            answers = list(await asyncio.gather(*probes))
-        for answer in answers:
-            events.append(response_event(answer, target.name, ts(answer), self.options.source))
+            exchanges = list(await asyncio.gather(*probes))
+        answers = [answer for answer, _ in exchanges]
+        events += [event for _, event in exchanges]
+        if early is not None:
+            sent = len(events)
         if boot is not None:
             if view is None:
                 events.extend(registrations(boot, state.seen, ts(boot), self.options.source))
@@ -322,7 +309,7 @@ class Prober:
         events.append(event_to_dict(CollectorRound(
             ended, self.options.source, state.cluster_id, target.name,
             registered(boot) if boot is not None and boot.cluster_id == state.cluster_id else None)))
-        return events
+        return events[sent:]
 
     def layout_due(self, target: Target, now_ms: int) -> bool:
         """A reading of the target's partition layout is due: on, a bootstrap answered, and the last

@@ -128,7 +128,7 @@ class QuorumReader:
     async def run(self, emit: Callable[[list[dict[str, Any]]], Awaitable[None]], done: asyncio.Event,
                   slots: Any) -> None:
         """A tick every interval until `done`: a reading of each target whose rounds reached a cluster and
-        whose last reading is over (`slots`: the prober's, prober.Slots)."""
+        whose last reading is over (`slots`: the prober's, slots.Slots)."""
         loop = asyncio.get_running_loop()
         interval = self.options.quorum_interval_ms / 1000
         busy: dict[str, asyncio.Task[None]] = {}

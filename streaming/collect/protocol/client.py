@@ -95,7 +95,7 @@ SCRAM_MAX_ITERATIONS = 16384
 # getaddrinfo blocks a thread until the resolver gives up (seconds per name when DNS does not
 # answer), and a lookup abandoned at its deadline keeps it. The prober gives each target this many
 # lookups in threads at a time (its `lookup_slot`) from a pool with as many threads per target
-# (prober.Slots), so one target's names that never resolve cannot take another target's lookups.
+# (probe.slots.Slots), so one target's names that never resolve cannot take another target's lookups.
 # 8 lookups at ~1 ms each (a caching resolver) resolve a target's 256 endpoints in ~30 ms; at
 # 100 ms each, in ~3 s.
 LOOKUPS_PER_TARGET = 8

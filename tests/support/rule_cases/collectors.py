@@ -95,7 +95,9 @@ case(HB_LOST, "leaving: another collector's list says nothing of this one's targ
 # a state still held at its deadline, watched in rounds -------------------------------------------
 # Measured (bench/rehearsal.py, "probes frozen 20 s"): a cut-off broker answers "no controller"; when its
 # answer was the last before the probe froze, nothing named the controller again until the probe thawed,
-# and cluster.no_controller fired for a cluster whose controller never left.
+# and cluster.no_controller fired for a cluster whose controller never left: at first with no round after
+# the deadline, then (with a round needed) at the round the frozen probe ended when thawed, every exchange
+# of it timed out.
 case(NO_CONTROLLER, "rounds: a collector that stops after a no-controller answer pages nothing while nobody watches",
      merged(rounds(0, 5), [ctl(0, 1), ctl(4, 1), ctl(4.5, -1, responder=2), later(past(t(60)))]),
      [F(SILENT, "probe", t(5) + SESSION)], "quiet", "rounds")
@@ -103,7 +105,11 @@ case(NO_CONTROLLER, "rounds: the round that ends the gap names the controller: n
      merged(rounds(0, 5), rounds(25, 40), [ctl(4, 1), ctl(4.5, -1, responder=2)],
             [ctl(s - 0.5, 1) for s in every(25, 40, 5)], [later(past(t(40)))]),
      [F(SILENT, "probe", t(5) + SESSION), R(SILENT, "probe", t(5) + SESSION, t(25))], "quiet", "rounds")
-case(NO_CONTROLLER, "rounds: no controller fires at its deadline, shown by the first round after it",
+case(NO_CONTROLLER, "rounds: a round that ends the gap with every exchange failed shows nothing: nothing fires",
+     merged(rounds(0, 5), [ctl(4, 1), ctl(4.5, -1, responder=2), fail(24.9), rnd(25), ctl(26, 1)],
+            rounds(30, 40), [later(past(t(40)))]),
+     [F(SILENT, "probe", t(5) + SESSION), R(SILENT, "probe", t(5) + SESSION, t(25))], "quiet", "rounds")
+case(NO_CONTROLLER, "rounds: no controller fires at its deadline, shown by the first report after it",
      merged(rounds(0, 25), [ctl(0, 1), *[ctl(s - 0.5, -1) for s in every(5, 25, 5)], later(past(t(25)))]),
      [F(NO_CONTROLLER, C, t(4.5) + CONTROLLER_WINDOW)], "fires", "rounds")
 case(FENCED, "rounds: a fence whose end nobody watched pages nothing",
