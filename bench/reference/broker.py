@@ -185,7 +185,9 @@ class Broker:
             self.fenced_since = at
         elif not fenced:
             self.fenced_since = None
-            self.stopped = False  # seen unfenced: its session runs again
+            if self.stopped:  # seen unfenced: its session runs again, from here at the earliest
+                self.stopped = False
+                self.restart_session(at)
             self.inc.resolve("broker.fenced", self.subject, at)
         self.fenced = fenced
 

@@ -269,7 +269,12 @@ class BrokerTracker:
             self.fenced_since = at
         elif not fenced:
             self.fenced_since = None
-            self.stopped_at = None
+            if self.stopped_at is not None:
+                # Kafka unfences a broker on a heartbeat of its own: back from a stop, its session runs from
+                # here at the earliest, not from a heartbeat before it stopped (its first one back, earlier
+                # in event time, may reach the job after this: another micro-batch, another topic).
+                self.stopped_at = None
+                self.restart_session(at, incidents)
             incidents.resolve(out, FENCED, self.subject, at)
         self.fenced = fenced
 

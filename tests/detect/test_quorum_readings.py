@@ -14,15 +14,19 @@ from support.rule_events import (
     STALL_AFTER,
     STALLED,
     C,
+    hb,
     lines,
     merged,
     run,
     same_lines,
+    state,
+    t,
     table,
     table_ids,
 )
 
 from streaming.contract import QuorumReading, event_from_dict, event_to_dict
+from streaming.detect import detect
 
 SCENARIOS = table(reading_cases.CASES)
 
@@ -65,6 +69,18 @@ def test_a_page_without_a_stall_carries_no_escalation():
     # No reading showed the stall (none came between 4 and 13 s): the session's deadline alone.
     lost = _firing(run(merged(readings(0, 4, frozen(100)), readings(13, 13, frozen(4)))), HB_LOST)
     assert "escalates" not in lost["details"]
+
+
+@pytest.mark.parametrize("batch_size", [None, 1, 3])
+def test_back_from_a_stop_its_session_runs_from_the_unfence_whatever_reaches_the_job_first(batch_size):
+    # Real Kafka 4.4, a rolling restart: a probe round saw the restarted broker unfenced before any reading
+    # did, its answers went out as they came and its heartbeats at the round's end. The unfence (17.01 s)
+    # reached the job before its first heartbeat back (16.95 s), and its session ran from its heartbeat
+    # before the stop (5.4 s): a false broker.heartbeat_lost. Kafka unfences a broker only on a heartbeat
+    # of its own: its session runs from the unfence at the earliest.
+    events = [*readings(0, 16, frozen(5.5, fenced_from=5)), state(t(17.01), 1, "ONLINE", "FENCED"), hb(t(16.95), 1),
+              *readings(18, 30, lambda s: (100, False))]
+    assert [a.rule for a in detect(events, batch_size=batch_size) if a.rule.startswith("broker.")] == []
 
 
 def test_a_reading_goes_through_the_contract_unchanged():
