@@ -53,7 +53,9 @@ Per target, every `interval_ms` (a *round*):
 
 Only versions the broker advertises are sent. Every exchange (connect, TLS, SASL, all
 requests) is bounded by `timeout_ms`, and in a live run a target still busy from the previous
-tick is skipped.
+tick is skipped. In a live run each exchange's `metadata_response` is published as the exchange
+ends (issue 45.3: one that times out holds back no other answer of its cluster); what the round
+derives from several answers (registrations, heartbeats) and its `collector_round` when it ends.
 
 Isolation (issue 26): one dead, slow or hostile cluster never delays the others.
 - Slots: an exchange first takes one of its target's `target_concurrency` slots, then one of the
