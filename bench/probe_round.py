@@ -7,8 +7,8 @@ Healthy targets are spread over a few real Tansu brokers on 127.0.0.1; half of t
 are blackholes (a listening socket that never accepts, so TCP connects and then nothing comes
 back: each costs the full timeout), the other half refused ports. Each round is run twice:
 `probe_round` (the whole round, as `--once` does) and the live loop (`Prober.run`), where each
-target's events are published as soon as that target is done; for the live loop the bench
-reports when the last healthy target was published. Exit status 1 if a round exceeds
+answer is published as its exchange ends and a target's round end (`collector_round`) as soon as
+that target is done; for the live loop the bench reports when the last healthy target's round ended. Exit status 1 if a round exceeds
 timeout + margin.
 """
 
