@@ -8,8 +8,8 @@ are blackholes (a listening socket that never accepts, so TCP connects and then 
 back: each costs the full timeout), the other half refused ports. Each round is run twice:
 `probe_round` (the whole round, as `--once` does) and the live loop (`Prober.run`), where each
 answer is published as its exchange ends and a target's round end (`collector_round`) as soon as
-that target is done; for the live loop the bench reports when the last healthy target's round ended. Exit status 1 if a round exceeds
-timeout + margin.
+that target is done; for the live loop the bench reports when the last healthy target's round
+ended. Exit status 1 if a round exceeds timeout + margin.
 """
 
 from __future__ import annotations
