@@ -40,7 +40,7 @@ class CollectorEvents:
             broker.observe_until(observers.until)
         self._advance_brokers(event.ts, rules, timers)
         if self.cluster is not None:
-            self.cluster.observe_until(observers.until)
+            self.cluster.in_rounds = True
             self.cluster.advance_to(event.ts, rules, self.incidents, timers)
         if event.registered is None:
             return set()

@@ -36,9 +36,9 @@ class ClusterTracker:
     # Controller changes not yet handed to the store: (ts, controller id or None for none).
     history: list[tuple[int, int | None]] = field(default_factory=list)
     last_recorded: int | None = -1
-    # Up to when a collector that says its rounds (observers.py) watched the cluster (None: no such
-    # collector; then the deadlines run on event time alone).
-    observed_until: int | None = None
+    # Whether a collector that says its rounds (observers.py) watches the cluster (if not, the deadlines
+    # run on event time alone).
+    in_rounds: bool = False
     # The latest report of the controller (a response that could tell, or a quorum reading).
     reported_ms: int | None = None
 
@@ -58,7 +58,7 @@ class ClusterTracker:
             out.append(self.none_since + rules.controller_window_ms)
         if self.disagree_since is not None and (DISAGREEMENT, self.subject) not in firing:
             out.append(self.disagree_since + rules.disagreement_ms)
-        if self.observed_until is not None and self.reported_ms is not None:
+        if self.in_rounds and self.reported_ms is not None:
             # Watched in rounds: no controller, or views that disagree, held at the deadline is shown by a
             # report at or after it (README "Collectors: rounds, gaps, leaving"), not by a collector gone
             # quiet, nor by a round whose every exchange failed (it tells nothing of the controller).
@@ -92,10 +92,6 @@ class ClusterTracker:
                 return
             done = min(due)
             self.on_time(done, rules, incidents, out)
-
-    def observe_until(self, until: int | None) -> None:
-        """A collector that says its rounds watched the cluster up to `until` (observers.py)."""
-        self.observed_until = until
 
     def _named(self, now: int, rules: RuleSettings) -> dict[str, int]:
         """Controllers named by the responders heard from within the controller window."""

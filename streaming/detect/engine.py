@@ -289,10 +289,9 @@ class ShardEngine(CollectorEvents, QuorumEvents, Forgettable):
         return tracker
 
     def _controller(self) -> ClusterTracker:
-        """The cluster's controller rules, started at the first report, observed as far as its brokers."""
+        """The cluster's controller rules, started at the first report (watched in rounds if its brokers are)."""
         if self.cluster is None:
-            self.cluster = ClusterTracker(self.cluster_id,
-                                          observed_until=None if self.observers is None else self.observers.until)
+            self.cluster = ClusterTracker(self.cluster_id, in_rounds=self.observers is not None)
         return self.cluster
 
     def _cluster_event(self, event: Event, position: Position, book: RuleBook, out: Emitter,
