@@ -51,18 +51,18 @@ startup: $(STAMP) java
 # (we must be root with apt-get; otherwise a one-line message says what to install):
 # Java 17+ for Spark; Chromium and its driver for the browser tests; PostgreSQL, Prometheus
 # and Alertmanager, which the integration tests start themselves on 127.0.0.1; libfaketime, which
-# runs a real Kafka controller of the tests with its clock off (streaming/kraft/node.py); Maven,
+# runs a real Kafka controller of the tests with its clock off (streaming/workshop/kraft/node.py); Maven,
 # which fetches the jars (before `jars` runs beside `startup`, so that one apt-get runs at a time).
 java:
 	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then $(MAKE) -s apt PKGS=openjdk-17-jre-headless; fi
 
 # Real Apache Kafka 4.4 (and 4.3) for the real-Kafka tests, bench and demo, and Spark's kafka
-# connector: resolved from Maven Central into var/jars once (python -m streaming.jars list); then
-# the class archive Kafka's JVMs start with (streaming/kraft/archive.py).
+# connector: resolved from Maven Central into var/jars once (python -m streaming.plumbing.jars list); then
+# the class archive Kafka's JVMs start with (streaming/workshop/kraft/archive.py).
 jars: $(STAMP) java
 	@command -v mvn >/dev/null || $(MAKE) -s apt PKGS=maven
-	@$(BIN)/python -m streaming.jars fetch
-	@$(BIN)/python -m streaming.kraft archive
+	@$(BIN)/python -m streaming.plumbing.jars fetch
+	@$(BIN)/python -m streaming.workshop.kraft archive
 
 system: java
 	@missing=""; \
@@ -88,7 +88,7 @@ REAL_KAFKA ?= 1
 demo: $(STAMP) java startup
 ifeq ($(REAL_KAFKA),1)
 	@command -v mvn >/dev/null || [ "$$(id -u)" != 0 ] || $(MAKE) -s apt PKGS=maven || true
-	@$(BIN)/python -m streaming.jars fetch kafka-4.4.0 && $(BIN)/python -m streaming.kraft archive || true
+	@$(BIN)/python -m streaming.plumbing.jars fetch kafka-4.4.0 && $(BIN)/python -m streaming.workshop.kraft archive || true
 	$(BIN)/fleetwatch demo --real-kafka
 else
 	$(BIN)/fleetwatch demo

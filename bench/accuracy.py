@@ -37,12 +37,11 @@ from typing import Any
 # bench/ is this script's folder, first on sys.path when it runs.
 from reference import SEVERITY, detect
 
-from streaming.alert import Alert
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, InjectedFault, Simulation, parse_faults, write_events
-from streaming.config import FleetwatchConfig
+from streaming.config import FleetwatchConfig, IncidentSettings
 from streaming.detect import group_incidents
-from streaming.incident_settings import IncidentSettings
 from streaming.job import replay_file
+from streaming.records.alert import Alert
 from streaming.store import grouping_rules
 
 START_MS = 1_764_000_000_000

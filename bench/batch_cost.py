@@ -41,10 +41,10 @@ if str(ROOT) not in sys.path:
 
 from kafka import KafkaProducer  # noqa: E402 - after the path set-up
 
-from streaming import topics  # noqa: E402
 from streaming.bus import EmbeddedBus  # noqa: E402
 from streaming.collect.simulate import FleetSpec, Simulation  # noqa: E402
-from streaming.polling import poll  # noqa: E402
+from streaming.records import topics  # noqa: E402
+from streaming.workshop.polling import poll  # noqa: E402
 
 WARM_UP_S = 20
 START_MS = 1_764_000_000_000

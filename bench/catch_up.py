@@ -30,11 +30,12 @@ from pathlib import Path
 import yaml
 from sqlalchemy import func, select
 
-from streaming import clock, topics
 from streaming.bus import EmbeddedBus
 from streaming.config import FleetwatchConfig
-from streaming.polling import poll
+from streaming.plumbing import clock
+from streaming.records import topics
 from streaming.store import Store, alert_history, pipeline_progress, quarantine
+from streaming.workshop.polling import poll
 
 ROOT = Path(__file__).resolve().parents[1]
 LATENESS_MS = FleetwatchConfig().rules.allowed_lateness_ms

@@ -42,7 +42,7 @@ from dashboard.queries.pipeline import pipeline_series
 from dashboard.queries.shared import fleet_clock_ms
 from dashboard.views.fleet import fleet_table, summary_strip
 from dashboard.views.pipeline import pipeline_figure
-from streaming.alert import ALERT_SCHEMA, Alert
+from streaming.records.alert import ALERT_SCHEMA, Alert
 from streaming.store import Store, add_silence, outbox
 
 T0 = 1_764_000_000_000

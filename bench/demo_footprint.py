@@ -3,7 +3,7 @@
     .venv/bin/python bench/demo_footprint.py [--seconds 180] [--modes plain,real-kafka] [--json]
 
 For each mode the demo runs as `make demo` runs it (20 clusters x 4 brokers; `--real-kafka` adds
-the real Kafka 4.4 cluster of `streaming/kraft/showcase.py`), its output to a file. Once the job
+the real Kafka 4.4 cluster of `streaming/workshop/kraft/showcase.py`), its output to a file. Once the job
 has written its first micro-batch (and, with the real cluster, once that cluster is up), the
 process tree is sampled every 2 s for `--seconds`: CPU (user + system seconds over wall seconds,
 100 % = one core) and memory (PSS: shared pages counted once, so forked Python workers add up
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from streaming.polling import poll  # noqa: E402 - after the path set-up
+from streaming.workshop.polling import poll  # noqa: E402 - after the path set-up
 
 MODES = {"plain": [], "real-kafka": ["--real-kafka"]}
 

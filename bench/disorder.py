@@ -31,8 +31,8 @@ from kafka import KafkaConsumer, TopicPartition
 # bench/ is this script's folder, first on sys.path when it runs.
 from throughput_measures import percentile
 
-from streaming import topics
 from streaming.bus import EmbeddedBus
+from streaming.records import topics
 
 __all__ = ["SentEvent", "disorder", "read_sent", "report"]
 

@@ -4,7 +4,7 @@
                                                           --rounds 4 --interval-ms 3000 --timeout-ms 2000]
 
 Every server is a Kafka-protocol server on 127.0.0.1 speaking real protocol bytes
-(tests/support/hostile_kafka.py), in a process of their own (as remote brokers would be: their
+(streaming/workshop/hostile_kafka.py), in a process of their own (as remote brokers would be: their
 work never competes with the probe's for its interpreter): `--healthy` healthy clusters (one broker each, which
 advertises itself), and one hostile cluster whose Metadata answer advertises `--holes` black holes
 (listening sockets that never accept) and is padded with topics to `--answer-bytes` (decoding
@@ -27,16 +27,11 @@ import asyncio
 import multiprocessing
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # tests/support: the servers the probe tests use
-
-from support.hostile_kafka import BlackHoles, HostileKafka  # noqa: E402 - after the path set-up
-
-from streaming import clock  # noqa: E402
-from streaming.collect.probe import ProbeOptions, Prober, Target  # noqa: E402
+from streaming.collect.probe import ProbeOptions, Prober, Target
+from streaming.plumbing import clock
+from streaming.workshop.hostile_kafka import BlackHoles, HostileKafka
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -25,7 +25,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from streaming.collect.probe import LayoutLimits, LayoutReading, Target, layout_event, parse_address, read_layout
 from streaming.collect.protocol import Connection
-from streaming.kraft import KRaftCluster
+from streaming.workshop.kraft import KRaftCluster
 
 
 class _NoPages(Connection):

@@ -38,20 +38,19 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "tests"):  # tests/support: the fake clock the notifier tests use
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import func, select, update  # noqa: E402 - after the path set-up
-from support.clock import FakeClock  # noqa: E402
 
-from streaming.alert import ALERT_SCHEMA, RULES, Alert, alert_id, queue_subject_of  # noqa: E402
 from streaming.config import FleetwatchConfig  # noqa: E402
-from streaming.logs import setup_logging  # noqa: E402
 from streaming.notify import Notifier, NotifyOptions  # noqa: E402
-from streaming.ports import free_port, nobody_listens_on  # noqa: E402
-from streaming.receiver import Reply, Request, WebhookReceiver  # noqa: E402
+from streaming.plumbing.logs import setup_logging  # noqa: E402
+from streaming.plumbing.ports import free_port, nobody_listens_on  # noqa: E402
+from streaming.plumbing.receiver import Reply, Request, WebhookReceiver  # noqa: E402
+from streaming.records.alert import ALERT_SCHEMA, RULES, Alert, alert_id, queue_subject_of  # noqa: E402
 from streaming.store import Store, deliveries, outbox  # noqa: E402
+from streaming.workshop.fake_clock import FakeClock  # noqa: E402
 
 __all__ = ["OutageFigures", "run_outage"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions, Prober, Target
-from streaming.ports import free_port
+from streaming.plumbing.ports import free_port
 
 
 def _blackhole() -> socket.socket:

@@ -35,9 +35,9 @@ import orjson
 from streaming.collect.probe import ProbeOptions, Prober
 from streaming.collect.protocol import Connection, encode_request
 from streaming.collect.simulate import DEFAULT_START_MS, FleetSpec, Simulation
-from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.kraft import KRaftCluster, target_of
+from streaming.records.contract import event_from_dict
+from streaming.workshop.kraft import KRaftCluster, target_of
 
 CLUSTERS = 1000
 

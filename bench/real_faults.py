@@ -53,14 +53,14 @@ from typing import Any
 from disorder import disorder, read_sent, report
 from sqlalchemy import func, select
 
-from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig, RuleSettings
 from streaming.job import spark_session, start_job
-from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
-from streaming.polling import poll
+from streaming.records import topics
 from streaming.store import Store, alerts, controller_history, quarantine
+from streaming.workshop.kraft import BackgroundProbe, KRaftCluster, target_of
+from streaming.workshop.polling import poll
 
 # Kafka's defaults (SPEC section 1).
 SESSION_TIMEOUT_MS = 9000

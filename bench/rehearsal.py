@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/rehearsal.py [--rows ROW,...] [--json]
 
-The topology (tests/support/rehearsal/topology.py): a 3-node real Kafka 4.4 bus (replication 3) read by
+The topology (streaming/workshop/rehearsal/topology.py): a 3-node real Kafka 4.4 bus (replication 3) read by
 Spark's kafka connector; PostgreSQL; the job submitted with deploy/spark/submit.sh to a Spark
 standalone cluster (a master, 2 workers); two probes; two notifiers (one sends, by lease); the
 dashboard under gunicorn; a simulated healthy fleet of 20 clusters for load; three real target
@@ -11,7 +11,7 @@ HTTP receiver. Every process is kept running as systemd keeps a unit running.
 
 Rows: a real fault opened on a target, then (but for the first three) kill -9 of one part while it is
 open: the driver, a worker, one bus broker, PostgreSQL (down 60 s), the sending notifier, one probe.
-Then resuming (issue 41; tests/support/rehearsal/rows.py): the driver killed -9 and held down 60 s,
+Then resuming (issue 41; streaming/workshop/rehearsal/rows.py): the driver killed -9 and held down 60 s,
 restarted onto a backlog it reads in micro-batches capped by the job's `spark.max_records_per_batch`
 (1,000: the bus takes about 90 records/s; the row's note says how many micro-batches and how many
 the cap cut, from the store's progress rows); both probes frozen (SIGSTOP) 20 s, then thawed: each
@@ -38,11 +38,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "tests"):  # tests/support: the rehearsal's parts, shared with its test
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-from support.rehearsal import TARGET_REMOVED, Plan, Rehearsal, Topology  # noqa: E402 - after the path set-up
+from streaming.workshop.rehearsal import TARGET_REMOVED, Plan, Rehearsal, Topology  # noqa: E402 - after the path set-up
 
 # The job's `spark.max_records_per_batch`: below the backlog of the job down 60 s, so that its catch-up
 # takes several capped micro-batches (issue 41). Measured on this topology (20 simulated clusters of 3

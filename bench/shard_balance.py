@@ -29,9 +29,9 @@ from pathlib import Path
 
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook, SparkConfig
-from streaming.contract import BrokerHeartbeat, Event, MetadataResponse, event_from_dict, parse_message
 from streaming.detect import Advertisements, Handoff, HeldId, redundant_heartbeats, shard_of_handoff, shards_of
 from streaming.pipeline import bucket_of
+from streaming.records.contract import BrokerHeartbeat, Event, MetadataResponse, event_from_dict, parse_message
 
 START_MS = 1_764_000_000_000
 

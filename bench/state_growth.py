@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 
 from streaming.config import RuleBook
-from streaming.contract import Event, event_from_dict
 from streaming.detect import ShardEngine, dump_engine
+from streaming.records.contract import Event, event_from_dict
 
 CLUSTER = "ChurnChurnChurnChurnCA"
 START_MS = 1_764_000_000_000

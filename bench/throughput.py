@@ -74,17 +74,17 @@ from throughput_measures import (
 )
 from throughput_report import print_table, write_chart
 
-from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live, write_events
 from streaming.config import FleetwatchConfig
 from streaming.job import QUERY_NAME, spark_session, start_job, stop_gracefully
-from streaming.kraft import KRaftCluster
 from streaming.pipeline import build_pipeline, counting_messages, read_parsed_telemetry
-from streaming.polling import poll
+from streaming.records import topics
 from streaming.sinks import BatchWriter
 from streaming.source import PYTHON_SOURCE, SPARK_SOURCE
 from streaming.store import Store, alert_history
+from streaming.workshop.kraft import KRaftCluster
+from streaming.workshop.polling import poll
 
 ROOT = Path(__file__).resolve().parents[1]
 # Telemetry topics get several partitions, as in production: one partition per topic would cap

@@ -12,11 +12,11 @@ from typing import Any
 
 import psutil
 
-from streaming.bus_loss import messages_read
-from streaming.clock import now_ms
 from streaming.collect.simulate import FleetSpec
 from streaming.config import RuleSettings
-from streaming.progress import ProgressRecorder
+from streaming.job import ProgressRecorder
+from streaming.plumbing.clock import now_ms
+from streaming.source import messages_read
 
 __all__ = [
     "SESSION_TIMEOUT_MS",

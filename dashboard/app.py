@@ -35,7 +35,7 @@ from dashboard.callbacks import register_callbacks
 from dashboard.layouts import frame_layout, validation_layout
 from dashboard.page_content import PageContent, Tags
 from dashboard.runbooks import register_runbooks
-from streaming.incident_settings import IncidentSettings
+from streaming.config import IncidentSettings
 from streaming.store import Store
 
 __all__ = ["create_app"]

@@ -49,8 +49,7 @@ from urllib.parse import urlsplit
 
 import flask
 
-from streaming.config import ConfigError
-from streaming.secret_checks import refuse_example_secret
+from streaming.config import ConfigError, refuse_example_secret
 
 __all__ = [
     "ALLOWED_HOSTS_ENV",

@@ -11,6 +11,7 @@ import sys
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.config import ConfigError, load_config
+from streaming.plumbing.errors import first_line
 
 __all__ = ["command", "configure_parser"]
 
@@ -53,8 +54,7 @@ def command(args: argparse.Namespace) -> int:
     except SQLAlchemyError as exc:
         # A bad URL or an unreachable database: one line, not a traceback, and not the URL,
         # which may hold a password.
-        print(f"fleetwatch dashboard: cannot open the store: {exc.__class__.__name__}: "
-              f"{str(exc).splitlines()[0]}", file=sys.stderr)
+        print(f"fleetwatch dashboard: cannot open the store: {first_line(exc, named=True)}", file=sys.stderr)
         return 2
     print(f"dashboard on http://{args.host}:{args.port}", file=sys.stderr)
     app.run(host=args.host, port=args.port, debug=False)

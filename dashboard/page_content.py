@@ -39,9 +39,8 @@ from dashboard.views.formatting import format_ts
 from dashboard.views.identity import collisions_table, misrouted_table, registry_table
 from dashboard.views.incidents import incidents_view
 from dashboard.views.pipeline import pipeline_figure, pipeline_tables
-from streaming.clock import now_ms
-from streaming.config import ConfigError
-from streaming.incident_settings import IncidentSettings
+from streaming.config import ConfigError, IncidentSettings
+from streaming.plumbing.clock import now_ms
 from streaming.store import Silence, Store, add_silence
 
 __all__ = ["SILENCE_MS", "PageContent", "Tags"]

@@ -1,5 +1,5 @@
 """The `fleetwatch` command line. An error of fleetwatch that reaches it is one line on stderr and
-the exit code of its kind (streaming/errors.py: 2 configuration or input, 3 store, 4 bus, 5 a
+the exit code of its kind (streaming/plumbing/errors.py: 2 configuration or input, 3 store, 4 bus, 5 a
 part that did not start, 6 another notifier holds the lease, 1 any other)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from streaming.config import FleetwatchConfig, load_config
-from streaming.errors import ConfigError, run_command
+from streaming.plumbing.errors import ConfigError, run_command
 
 __all__ = ["main"]
 
@@ -181,7 +181,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from streaming.logs import setup_logging
+    from streaming.plumbing.logs import setup_logging
 
     args = _parser().parse_args(argv)
     setup_logging()

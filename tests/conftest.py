@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from support.costs import cost_hook
-from support.postgres import PostgresServer, pg_binaries
+
+from streaming.workshop.postgres import PostgresServer, pg_binaries
 
 # Dash's test server (dash_duo) is stopped by raising SystemExit in every thread started after it
 # (dash.testing's KillerThread): a request thread inside werkzeug's line-per-request log then can
@@ -60,7 +61,7 @@ def spark(test_config):
 
 @pytest.fixture(scope="session")
 def postgres():
-    """A PostgreSQL server on 127.0.0.1 for the session (tests/support/postgres.py); every test
+    """A PostgreSQL server on 127.0.0.1 for the session (streaming/workshop/postgres.py); every test
     that wants a fresh database asks it for one. `make test` installs PostgreSQL: without its
     binaries the tests that need it fail, saying so."""
     bin_dir = pg_binaries()

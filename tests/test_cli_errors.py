@@ -1,5 +1,5 @@
 """The `fleetwatch` command line turns an error into one line on stderr and the exit code of its
-kind (streaming/errors.py), run as a real process: a bad config, a store that is not a database."""
+kind (streaming/plumbing/errors.py), run as a real process: a bad config, a store that is not a database."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming import errors
+from streaming.plumbing import errors
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,6 +9,7 @@ import ast
 import builtins
 import functools
 import importlib
+import inspect
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,26 +29,19 @@ MAX_LINES = 500
 # run) is below the job (the coordinator that starts, runs and stops it, the console its
 # observer), and the programs (demo, check-config, the spark-submit driver) stand on the job.
 FLOORS: list[tuple[str, set[str]]] = [
-    ("tools", {"clock", "topics", "lazy_names", "redact", "logs", "bus_loss", "ports", "polling", "receiver",
-               "jar_pins"}),  # jar_pins: the SHA-256 of the jars streaming/jars.py fetches
-    ("errors", {"errors"}),  # the one base of every error, and the exit codes of the commands
-    # contract_checks: the contract's field checks; secret_checks: the shipped example secrets refused
-    ("tools that fail", {"jars", "resilience", "contract_checks", "secret_checks"}),
-    # the partition_layout event, a collector's own events and its quorum readings, which the contract takes in
-    ("a record's part", {"layout_contract", "collector_contract", "quorum_contract"}),
-    # incident_settings, probe_settings: sections of config
-    ("records", {"contract", "alert", "incident_settings", "probe_settings"}),
-    ("the job's output", {"job_output"}),  # what detection hands the sink, by kind: alerts and records above
-    ("a config's part", {"alerting_settings"}),  # the alerting section's receivers, routes and links
-    ("config", {"config"}),
+    # The ground floor (issue 46.2): three groups, not two dozen loose modules.
+    ("plumbing", {"plumbing"}),  # clock, errors, logs, redact, resilience, ports, jars: tools that know no Kafka
+    ("records", {"records"}),  # what one stage hands the next: events, alerts, the job's output
+    ("configuration", {"config"}),  # the YAML file, section by section
     ("rules, bus", {"detect", "bus"}),
     ("store, telemetry in, readers", {"store", "collect", "source"}),
     ("on the store and the probe", {"metrics", "notify", "kraft"}),
-    ("the job's outputs, the dashboard", {"sinks", "progress", "dashboard", "demo_receiver"}),
-    ("console", {"console"}),
+    ("the job's outputs, the dashboard", {"sinks", "dashboard"}),
     ("pipeline graph", {"pipeline"}),
     ("job", {"job"}),
-    ("programs", {"ops", "spark_daemon", "demo"}),
+    # tests, benches and the demo's --real-kafka only: no product module imports it (a test checks)
+    ("the workshop", {"workshop"}),
+    ("programs", {"ops", "demo"}),
     ("entry point", {"cli"}),
 ]
 
@@ -188,14 +182,14 @@ def test_the_product_starts_a_job_in_one_place():
 
 
 def test_every_exception_class_derives_from_fleetwatch_error():
-    """A class that names a built-in exception as a base names a kind of streaming/errors.py too
+    """A class that names a built-in exception as a base names a kind of streaming/plumbing/errors.py too
     (`class Rejected(FleetwatchError, ValueError)`): the CLI's mapping then covers it."""
     builtin = {name for name, value in vars(builtins).items() if isinstance(value, type)
                and issubclass(value, BaseException)}
     outside = []
     for path in SOURCES:
         for node in ast.walk(_tree(path)):
-            if not isinstance(node, ast.ClassDef) or (_module(path), node.name) == ("streaming.errors",
+            if not isinstance(node, ast.ClassDef) or (_module(path), node.name) == ("streaming.plumbing.errors",
                                                                                      "FleetwatchError"):
                 continue
             bases = [ast.unparse(base) for base in node.bases]
@@ -227,7 +221,8 @@ def _face_of(name: str) -> tuple[str, str]:
 
 def test_other_stages_enter_a_stage_through_its_face():
     """A stage (or a stage's sub-stage, like collect.probe) is imported as its package, by a name
-    its `__all__` declares; what is not in it is the stage's own business."""
+    its `__all__` declares; what is not in it is the stage's own business. A shelf of the ground
+    floor (plumbing, records) or the workshop declares its modules: each is entered by itself."""
     through_the_wall = []
     for path in SOURCES:
         importer = _module(path)
@@ -237,8 +232,11 @@ def test_other_stages_enter_a_stage_through_its_face():
             if stage is None or stage == own or stage == "dashboard":
                 continue
             face, rest = _face_of(name)
-            exported = getattr(importlib.import_module(face), "__all__", ())
-            if rest and rest not in exported:
+            package = importlib.import_module(face)
+            exported = getattr(package, "__all__", ())
+            first = rest.split(".")[0]
+            if rest and rest not in exported and not (first in exported
+                                                      and inspect.ismodule(getattr(package, first))):
                 through_the_wall.append(f"{importer} imports {name}")
     assert through_the_wall == []
 
@@ -293,10 +291,10 @@ def _kind_literals(path: Path, kinds: set[str]) -> list[str]:
 
 def test_the_kinds_of_the_jobs_output_are_spelled_in_job_output_only():
     """Issue 46.1: the job's output was 11 string kinds written by the pipeline and read back by the
-    sink by string. streaming/job_output.py is now the one place that spells them: no module writes or
+    sink by string. streaming/records/job_output.py is now the one place that spells them: no module writes or
     reads a kind by its literal (the kinds that are also common words, "broker", "cluster", "target",
     "controller", only where output rows are made and read: the pipeline and the sinks)."""
-    from streaming.job_output import Kind
+    from streaming.records.job_output import Kind
 
     kinds = {value for name, value in vars(Kind).items() if not name.startswith("_")}
     words = {Kind.BROKER, Kind.CLUSTER, Kind.TARGET, Kind.CONTROLLER}
@@ -307,3 +305,48 @@ def test_the_kinds_of_the_jobs_output_are_spelled_in_job_output_only():
         rows_side = path.parent.name in ("pipeline", "sinks")
         offenders += _kind_literals(path, kinds if rows_side else kinds - words)
     assert offenders == []
+
+
+GROUND_FLOOR = ("plumbing", "records", "config")
+
+
+def test_the_ground_floor_is_three_groups_each_naming_its_rooms_at_its_door():
+    """Issue 46.2: a newcomer sees three things on the ground floor, not two dozen loose modules. Only
+    the entry point sits directly in streaming/; the ground floor's floors hold the three groups, and
+    each group's door (its package docstring) names every module it holds."""
+    loose = sorted(p.stem for p in (ROOT / "streaming").glob("*.py") if p.stem not in ("__init__", "cli"))
+    assert loose == []
+    assert [room for _, rooms in FLOORS[:3] for room in sorted(rooms)] == list(GROUND_FLOOR)
+    unnamed = []
+    for group in GROUND_FLOOR:
+        door = ast.get_docstring(_tree(ROOT / "streaming" / group / "__init__.py")) or ""
+        unnamed += [f"{group}.{p.stem}" for p in sorted((ROOT / "streaming" / group).glob("*.py"))
+                    if p.stem != "__init__" and f"`{p.stem}`" not in door]
+    assert unnamed == []
+
+
+def test_the_product_leaves_the_workshop_out():
+    """Issue 46.3: what only the tests, the benches and the demo's --real-kafka use is in
+    streaming/workshop/, which no product module imports (the demo's --real-kafka only, lazily and
+    with a one-line refusal when it is missing), which the wheel leaves out, and the benches take
+    their helpers from it, not from tests/."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    product = [p for p in SOURCES if not p.is_relative_to(ROOT / "bench")
+               and not p.is_relative_to(ROOT / "streaming" / "workshop")]
+    importers = sorted({_module(p) for p in product for n in _imports(p) if n.startswith("streaming.workshop")})
+    assert importers == ["streaming.demo.program"]
+    module_level = [n for node in _tree(ROOT / "streaming" / "demo" / "program.py").body
+                    if isinstance(node, ast.ImportFrom) for n in [node.module or ""]
+                    if n.startswith("streaming.workshop")]
+    assert module_level == []
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    shipped = find_packages(str(ROOT), include=found["include"], exclude=found.get("exclude", ()))
+    assert "streaming.config" in shipped and not [p for p in shipped if p.startswith("streaming.workshop")]
+    borrowing = [f"{p.relative_to(ROOT)}: {n}" for p in sorted((ROOT / "bench").rglob("*.py"))
+                 for n in _imports(p) if n == "support" or n.startswith("support.")]
+    borrowing += [str(p.relative_to(ROOT)) for p in sorted((ROOT / "bench").rglob("*.py"))
+                  if '"tests"' in p.read_text(encoding="utf-8")]
+    assert borrowing == []

@@ -1,4 +1,4 @@
-"""The jars fleetwatch fetches from Maven Central are the ones pinned (streaming/jar_pins.py): a jar
+"""The jars fleetwatch fetches from Maven Central are the ones pinned (streaming/plumbing/jar_pins.py): a jar
 with one byte changed, one the pins do not name or one missing is refused in one line, on a cached
 copy and after a real Maven fetch; Maven itself runs with strict checksums.
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from streaming import jars
-from streaming.jar_pins import JAR_SHA256
-from streaming.jars import JMX_EXPORTER, SPARK_KAFKA, JarsUnavailable, agent_jar, connector_jars, fetch
+from streaming.plumbing import jars
+from streaming.plumbing.jar_pins import JAR_SHA256
+from streaming.plumbing.jars import JMX_EXPORTER, SPARK_KAFKA, JarsUnavailable, agent_jar, connector_jars, fetch
 
 REAL_CACHE = jars.cache_dir()  # before a test points FLEETWATCH_JAR_CACHE at its own
 JMX_ARTIFACT = Path("io/prometheus/jmx/jmx_prometheus_javaagent/1.0.1")

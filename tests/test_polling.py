@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from streaming.polling import poll
+from streaming.workshop.polling import poll
 
 
 def test_returns_the_first_truthy_value():

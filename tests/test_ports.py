@@ -1,4 +1,4 @@
-"""streaming/ports.py with real sockets: a port handed out once, and "nobody listens" as a server that
+"""streaming/plumbing/ports.py with real sockets: a port handed out once, and "nobody listens" as a server that
 binds the port next sees it (a stopped server's TIME_WAIT connections do not count, a listener does)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.ports import free_port, nobody_listens_on
+from streaming.plumbing.ports import free_port, nobody_listens_on
 
 HOST = "127.0.0.1"
 
@@ -57,7 +57,7 @@ def test_ports_come_from_below_the_ephemeral_range_and_no_other_process_gets_one
     ours = {free_port() for _ in range(300)}
     floor = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     assert all(10_000 <= port < floor for port in ours)
-    child = subprocess.run([sys.executable, "-c", "from streaming.ports import free_port\n"
+    child = subprocess.run([sys.executable, "-c", "from streaming.plumbing.ports import free_port\n"
                             "print(*[free_port() for _ in range(2000)])"],
                            capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
     theirs = set(map(int, child.stdout.split()))

@@ -7,8 +7,8 @@ import http.client
 import socket
 import threading
 
-from streaming.polling import poll
-from streaming.receiver import MAX_BODY, Reply, Request, WebhookReceiver
+from streaming.plumbing.receiver import MAX_BODY, Reply, Request, WebhookReceiver
+from streaming.workshop.polling import poll
 
 
 class Recorder:

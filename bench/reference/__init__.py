@@ -32,7 +32,7 @@ collector's rounds and targets, issue 41, the README's words alone); the notes m
 its modules say which.
 
 Lines that are not contract-v1 events are skipped and counted (the job quarantines them); the
-check is a light one (this is a bench tool: `streaming/contract.py` is the real check).
+check is a light one (this is a bench tool: `streaming/records/contract.py` is the real check).
 """
 
 from .defaults import SEVERITY

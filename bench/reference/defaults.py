@@ -1,4 +1,4 @@
-"""The SPEC's default rule settings (streaming/config.py RuleSettings), written out, and the
+"""The SPEC's default rule settings (streaming/config/ RuleSettings), written out, and the
 contract's fixed vocabulary: the reference has no config file and imports nothing from the project."""
 
 from __future__ import annotations

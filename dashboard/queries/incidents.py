@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from sqlalchemy import Engine
 
 from dashboard.queries.shared import Row
-from streaming.incident_settings import IncidentSettings
+from streaming.config import IncidentSettings
 from streaming.store import IncidentScope, recent_incidents
 
 __all__ = ["LOOKBACK_MS", "incident_list"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, case, func, select
 
 from dashboard.queries.shared import Row, fetch_rows
-from streaming.contract import AHEAD_REASONS
+from streaming.records.contract import AHEAD_REASONS
 from streaming.store import outbox, pipeline_progress, quarantine, reason_group, source_clocks
 
 __all__ = ["outbox_backlog", "pipeline_batches", "pipeline_series", "quarantine_reasons", "source_clock_rows"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, Select, case, func, select
 
-from streaming.alert import SEVERITIES
+from streaming.records.alert import SEVERITIES
 from streaming.store import alerts, brokers, targets
 
 __all__ = [

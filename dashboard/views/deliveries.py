@@ -10,7 +10,7 @@ from dash import dcc, html
 
 from dashboard.views.elements import Href, count_card, table_or_empty
 from dashboard.views.formatting import format_age, format_number, format_ts
-from streaming.redact import redact_text
+from streaming.plumbing.redact import redact_text
 
 __all__ = ["DELIVERY_STATES", "deliveries_table", "delivery_summary"]
 

@@ -6,7 +6,7 @@
 #   deploy/spark/submit.sh --master yarn --config ... -- --num-executors 2 --executor-memory 2g
 #
 # Reads Kafka with Spark's own connector (spark-sql-kafka-0-10 of the installed Spark's version): the
-# image's Spark has it baked in; elsewhere `python -m streaming.jars connector` fetches it once (Maven,
+# image's Spark has it baked in; elsewhere `python -m streaming.plumbing.jars connector` fetches it once (Maven,
 # strict checksums) into fleetwatch's jar cache, checks every jar against its pinned SHA-256 and
 # names them for --jars. Nothing is resolved when the driver starts (no --packages).
 # FLEETWATCH_KAFKA_CONNECTOR=0 leaves it out; the job then reads with its own Python reader.
@@ -77,7 +77,7 @@ if [ -n "$driver_options" ]; then
 fi
 if [ "${FLEETWATCH_KAFKA_CONNECTOR:-1}" != 0 ]; then
   # Empty when Spark ships the connector (the image); a mismatch with the pins is one line and exit 1.
-  connector_jars="$("$python" -m streaming.jars connector)" || exit 1
+  connector_jars="$("$python" -m streaming.plumbing.jars connector)" || exit 1
   if [ -n "$connector_jars" ]; then
     submit+=(--jars "$connector_jars")  # before "$@": a --jars of the caller's replaces it
   fi

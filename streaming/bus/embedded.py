@@ -38,11 +38,10 @@ from kafka.errors import (
     TopicAlreadyExistsError,
 )
 
-from streaming import topics as bus_topics
 from streaming.bus.access import BusAccess
-from streaming.errors import BusFailure
-from streaming.ports import free_port, nobody_listens_on
-from streaming.resilience import one_line
+from streaming.plumbing.errors import BusFailure, first_line
+from streaming.plumbing.ports import free_port, nobody_listens_on
+from streaming.records import topics as bus_topics
 
 __all__ = ["BusError", "EmbeddedBus", "answers_api_versions", "ensure_topics", "tansu_binary"]
 
@@ -102,7 +101,7 @@ class _BootstrapFailures(logging.Handler):
 
 def _named(error: BaseException) -> str:
     """One line naming the error's class once (kafka-python's texts already start with it)."""
-    text, name = one_line(error), type(error).__name__
+    text, name = first_line(error, named=True), type(error).__name__
     return text.removeprefix(f"{name}: ") if text.startswith(f"{name}: {name}") else text
 
 

@@ -36,10 +36,10 @@ from dataclasses import dataclass, replace
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
-from streaming import topics
 from streaming.bus.access import BusAccess
 from streaming.bus.embedded import BusError, ensure_topics
-from streaming.resilience import one_line
+from streaming.plumbing.errors import first_line
+from streaming.records import topics
 
 __all__ = ["MARKER_RECORDS", "ListOffsetsCheck", "check_list_offsets"]
 
@@ -107,7 +107,7 @@ def _check(access: BusAccess, deadline: float) -> ListOffsetsCheck:
     try:
         ensure_topics(access, [tp.topic], 1, timeout_s=max(1.0, deadline - time.monotonic()))
     except BusError as exc:
-        return ListOffsetsCheck(bootstrap, None, error=one_line(exc))
+        return ListOffsetsCheck(bootstrap, None, error=first_line(exc, named=True))
     budget_ms = max(1000, int((deadline - time.monotonic()) * 1000))
     producer = consumer = None
     try:
@@ -129,7 +129,7 @@ def _check(access: BusAccess, deadline: float) -> ListOffsetsCheck:
         assert last is not None
         return last
     except KafkaError as exc:
-        return ListOffsetsCheck(bootstrap, None, error=one_line(exc))
+        return ListOffsetsCheck(bootstrap, None, error=first_line(exc, named=True))
     finally:
         if producer is not None:
             producer.close(timeout=1)

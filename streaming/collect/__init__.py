@@ -5,7 +5,7 @@
 - `probe`: polls real Kafka clusters and publishes what they answer; `protocol` is the few
   Kafka requests it speaks.
 
-Both build `streaming.contract` records and serialise them with `contract.event_to_dict`. The
+Both build `streaming.records.contract` records and serialise them with `contract.event_to_dict`. The
 bus they publish to is its own stage, `streaming.bus`. Other stages import from here or from
 the subpackages' faces (`streaming.collect.simulate`, `.probe`, `.protocol`), not from the
 modules inside them.

@@ -28,8 +28,8 @@ Its interface, as the pipeline (streaming/pipeline/) and the others use it:
 - `group_incidents(alerts, places, rules)`: fleet incidents, alerts of several clusters that start
   within a window and share a failure domain (`ClusterPlace`, `BrokerPlace`, `Domain`, `places_of`:
   domains.py; incidents.py). Plain data; the notifier, /metrics, the dashboard and the bench use it.
-- The alerts it fires are `streaming.alert.Alert` records (SPEC section 4), the rule table is
-  `streaming.alert.RULES`; alerts.py keeps the bookkeeping of open incidents.
+- The alerts it fires are `streaming.records.alert.Alert` records (SPEC section 4), the rule table is
+  `streaming.records.alert.RULES`; alerts.py keeps the bookkeeping of open incidents.
 
 The rules themselves (README.md beside this file) are plain Python over contract records:
 `RuleBook` (streaming.config) gives their settings, nothing here knows about Spark.

@@ -1,6 +1,6 @@
 """Detection's bookkeeping of alerts: the open incidents of a shard, and what one step emitted.
 
-The alert record itself, its rules and its wire format are `streaming.alert`.
+The alert record itself, its rules and its wire format are `streaming.records.alert`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from streaming.alert import TIMER_PHASE, Alert
 from streaming.detect.naming import NO_NAMES, AlertNames, named_summary
+from streaming.records.alert import TIMER_PHASE, Alert
 
 __all__ = ["Emitter", "Incidents"]
 

@@ -12,9 +12,9 @@ from functools import cached_property
 from typing import Any
 
 from streaming.config import RuleSettings
-from streaming.contract import Broker, BrokerHeartbeat, BrokerState, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.naming import duration_text
+from streaming.records.contract import Broker, BrokerHeartbeat, BrokerState, MetadataResponse
 
 __all__ = ["LEGAL_TRANSITIONS", "BrokerTracker"]
 

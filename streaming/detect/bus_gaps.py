@@ -8,7 +8,7 @@ lost. So the job follows the offsets it reads per bus partition ("topic:partitio
 tells detection where it was blind (`BusGap`): a broker session restarts at the gap's end.
 
 What counts as lost: the telemetry topics hold plain records (no transactions, no compaction, as
-streaming/bus_loss.py counts them), so a partition's offsets go up by one per record, and a jump
+streaming/source/bus_loss.py counts them), so a partition's offsets go up by one per record, and a jump
 means the records between are gone from the bus. One missing offset is not taken for a loss: it is
 what a transactional producer's commit marker leaves, and treating every marker as blindness would
 keep restarting the sessions of that partition's brokers, hiding a real silence; a lost record or

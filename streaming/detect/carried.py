@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from streaming.alert import RULES, Alert
+from streaming.records.alert import RULES, Alert
 
 __all__ = ["SUPERSEDED_REASON", "carried_over_ends", "is_carried_over"]
 

@@ -5,10 +5,10 @@ rounds, gaps, leaving"): its rounds (`collector_round`) and the targets it watch
 from __future__ import annotations
 
 from streaming.config import RuleBook, RuleSettings
-from streaming.contract import UNREGISTERED, CollectorRound, CollectorTargets
 from streaming.detect.alerts import Emitter
 from streaming.detect.observers import ClusterObservers
 from streaming.detect.shard_output import Position, ShardOutput
+from streaming.records.contract import UNREGISTERED, CollectorRound, CollectorTargets
 
 __all__ = ["TARGET_PREFIX", "TARGET_REMOVED", "CollectorEvents"]
 

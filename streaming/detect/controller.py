@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.config import RuleSettings
-from streaming.contract import MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.naming import duration_text
+from streaming.records.contract import MetadataResponse
 
 __all__ = ["ClusterTracker"]
 

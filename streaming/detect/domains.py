@@ -15,6 +15,8 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from streaming.config import DOMAIN_KINDS
+
 __all__ = [
     "DOMAIN_KINDS",
     "BrokerPlace",
@@ -24,11 +26,6 @@ __all__ = [
     "host_domains",
     "places_of",
 ]
-
-# Most specific first: when one alert could join incidents of two domains, the more specific
-# kind wins a tie (incidents.py).
-DOMAIN_KINDS = ("host", "subnet", "rack", "dns_suffix", "tag")
-
 
 @dataclass(frozen=True, order=True)
 class Domain:

@@ -7,14 +7,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from streaming.alert import Alert
 from streaming.config import RuleBook
-from streaming.contract import Event
 from streaming.detect.engine import CLUSTER_PREFIX, TARGET_PREFIX, ShardEngine
 from streaming.detect.holder_shard import HolderShard
 from streaming.detect.routing import EVERY_SHARD, engine_for, shard_of_handoff, shards_of
 from streaming.detect.shard_output import Handoff, Position
 from streaming.detect.state_format import dump_engine, load_engine
+from streaming.records.alert import Alert
+from streaming.records.contract import Event
 
 __all__ = ["detect"]
 

@@ -20,20 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from streaming.alert import EVENT_PHASE, TIMER_PHASE
 from streaming.config import RuleBook, RuleSettings
-from streaming.contract import (
-    UNREGISTERED,
-    Broker,
-    BrokerHeartbeat,
-    BrokerState,
-    CollectorRound,
-    CollectorTargets,
-    Event,
-    MetadataResponse,
-    PartitionLayout,
-    QuorumReading,
-)
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.brokers import HEARTBEAT_LOST, BrokerTracker
 from streaming.detect.bus_gaps import BusGap
@@ -48,6 +35,19 @@ from streaming.detect.partitions import LayoutTracker
 from streaming.detect.quorum_events import QuorumEvents
 from streaming.detect.shard_output import Forgettable, Position, ShardOutput
 from streaming.detect.tracker import Tracker
+from streaming.records.alert import EVENT_PHASE, TIMER_PHASE
+from streaming.records.contract import (
+    UNREGISTERED,
+    Broker,
+    BrokerHeartbeat,
+    BrokerState,
+    CollectorRound,
+    CollectorTargets,
+    Event,
+    MetadataResponse,
+    PartitionLayout,
+    QuorumReading,
+)
 
 __all__ = ["CLUSTER_PREFIX", "TARGET_PREFIX", "ShardEngine"]
 # `HolderShard` lived here until issue 41: the states stored before name `streaming.detect.engine.HolderShard`,

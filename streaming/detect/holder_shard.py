@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from streaming.alert import EVENT_PHASE, TIMER_PHASE
 from streaming.config import RuleBook
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.identity import IdHolders
@@ -18,6 +17,7 @@ from streaming.detect.misroutes import AddressHolders
 from streaming.detect.naming import NO_CONFIG, book_names
 from streaming.detect.observers import SilentClusters
 from streaming.detect.shard_output import Forgettable, Handoff, Position, ShardOutput
+from streaming.records.alert import EVENT_PHASE, TIMER_PHASE
 
 __all__ = ["ADDRESS_PREFIX", "ID_PREFIX", "SOURCE_PREFIX", "HolderShard"]
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.config import RuleBook, RuleSettings
-from streaming.contract import MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.forgetting import Lease
 from streaming.detect.naming import duration_text
+from streaming.records.contract import MetadataResponse
 
 __all__ = ["HeldId", "IdChange", "IdHolders", "TargetTracker", "valid_cluster_id"]
 

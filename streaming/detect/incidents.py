@@ -28,8 +28,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from streaming.alert import RULES, Alert
 from streaming.detect.domains import DOMAIN_KINDS, ClusterPlace, Domain, address_domains
+from streaming.records.alert import RULES, Alert
 
 __all__ = ["FleetIncident", "GroupingRules", "alert_domains", "cluster_key", "evidence", "group_incidents"]
 

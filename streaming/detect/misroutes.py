@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from streaming.contract import REBOOTSTRAP_REQUIRED, Broker, MetadataResponse
 from streaming.detect.alerts import Emitter, Incidents
 from streaming.detect.forgetting import RENEWALS_PER_TTL
+from streaming.records.contract import REBOOTSTRAP_REQUIRED, Broker, MetadataResponse
 
 __all__ = ["AddressChange", "AddressHolders", "Advert", "Advertisements", "check_misrouted"]
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streaming.alert import RULES
 from streaming.config import RuleBook
+from streaming.records.alert import RULES
 
 __all__ = ["NO_CONFIG", "NO_NAMES", "AlertNames", "alert_names", "book_names", "duration_text", "named_summary"]
 

@@ -4,7 +4,7 @@ A probe derives a cluster's heartbeats from its own rounds (DescribeQuorum), so 
 (a crash, a freeze, a rollout, a round still busy behind slow DNS, a bus outage longer than its
 buffer) the heartbeats stop with them, and read as silence of every broker it watches: measured on
 main 69ef28b, a probe frozen for 20 s paged `broker.heartbeat_lost` for each of its six brokers. A
-collector that says when it finished a round (`collector_round`, streaming/collector_contract.py)
+collector that says when it finished a round (`collector_round`, streaming/records/collector.py)
 lets detection tell the two apart (README.md, "Collectors: rounds, gaps, leaving"):
 
 - A cluster's *observers* are the (source, target) pairs whose rounds reached it; it is observed up
@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.collector_contract import CollectorRound
 from streaming.config import RuleSettings
 from streaming.detect.alerts import Emitter, Incidents
+from streaming.records.collector import CollectorRound
 
 __all__ = ["COLLECTOR_SILENT", "ClusterObservers", "CollectorSilence", "SilentClusters"]
 

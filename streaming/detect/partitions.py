@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.contract import PartitionLayout
 from streaming.detect.alerts import Emitter, Incidents
+from streaming.records.contract import PartitionLayout
 
 __all__ = ["OFFLINE", "TOP_TOPICS", "UNDER_MIN_ISR", "LayoutTracker", "layout_counts"]
 

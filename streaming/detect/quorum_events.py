@@ -16,9 +16,9 @@ whether it is fenced. It is applied as four things, in this order:
 from __future__ import annotations
 
 from streaming.config import RuleSettings
-from streaming.contract import BrokerHeartbeat, CollectorRound, QuorumReading
 from streaming.detect.alerts import Emitter
 from streaming.detect.shard_output import Position, ShardOutput
+from streaming.records.contract import BrokerHeartbeat, CollectorRound, QuorumReading
 
 __all__ = ["QuorumEvents"]
 

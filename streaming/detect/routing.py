@@ -7,12 +7,12 @@ the shards of a target it dropped must hear of although nothing else of theirs c
 
 from __future__ import annotations
 
-from streaming.contract import CollectorRound, CollectorTargets, Event, MetadataResponse
 from streaming.detect.engine import CLUSTER_PREFIX, TARGET_PREFIX, ShardEngine
 from streaming.detect.holder_shard import ADDRESS_PREFIX, ID_PREFIX, SOURCE_PREFIX, HolderShard
 from streaming.detect.misroutes import AddressChange
 from streaming.detect.observers import CollectorSilence
 from streaming.detect.shard_output import Handoff
+from streaming.records.contract import CollectorRound, CollectorTargets, Event, MetadataResponse
 
 __all__ = ["EVERY_SHARD", "engine_for", "shard_of_handoff", "shards_of"]
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.alert import Alert
 from streaming.config import RuleBook
-from streaming.contract import Event
 from streaming.detect.alerts import Incidents
 from streaming.detect.identity import IdChange
 from streaming.detect.misroutes import AddressChange
 from streaming.detect.observers import CollectorSilence
+from streaming.records.alert import Alert
+from streaming.records.contract import Event
 
 __all__ = ["Forgettable", "Handoff", "Position", "ShardOutput"]
 

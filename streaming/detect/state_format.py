@@ -17,6 +17,9 @@ only here.
   the job names the checkpoint to move aside before it starts: streaming/job/session.py).
   None can reach this code; one that did is refused with the same advice.
 
+A class that moves keeps its old home readable: `_MOVED` maps the module a state names to where the
+class lives now (issue 46 moved the ground floor's records: `streaming.alert` is `streaming.records.alert`).
+
 A layout change that needs more than a class default (a field added with a plain default needs
 nothing: an object pickled without it reads the class's default): bump STATE_FORMAT_VERSION and
 add the upgrade from the version before it to `_UPGRADES`. Caches are no part of the format:
@@ -25,9 +28,10 @@ each class leaves them out of its pickle (`__getstate__`) and rebuilds them when
 
 from __future__ import annotations
 
+import io
 import pickle
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from streaming.detect.engine import ShardEngine
@@ -53,10 +57,19 @@ def load_engine(data: bytes) -> ShardEngine | HolderShard:
     if version < _OLDEST_READ:
         raise ValueError(f"detection state of format {version}, written by the fleetwatch of one detection stage: "
                          "start a new checkpoint (move the old one aside)")
-    engine: ShardEngine | HolderShard = pickle.loads(memoryview(data)[len(_TAG) + 1:])
+    engine: ShardEngine | HolderShard = _Unpickler(io.BytesIO(memoryview(data)[len(_TAG) + 1:])).load()
     for upgrade in range(version, STATE_FORMAT_VERSION):
         _UPGRADES[upgrade](engine)
     return engine
+
+
+# module a state written before a move names -> where its classes are now
+_MOVED = {"streaming.alert": "streaming.records.alert", "streaming.layout_contract": "streaming.records.layout"}
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(_MOVED.get(module, module), name)
 
 
 def _per_pair_advertisements(engine: ShardEngine | HolderShard) -> None:

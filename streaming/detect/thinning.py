@@ -42,7 +42,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from itertools import pairwise
 
-from streaming.contract import BrokerHeartbeat, Event
+from streaming.records.contract import BrokerHeartbeat, Event
 
 __all__ = ["redundant_heartbeats"]
 

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streaming.lazy_names import load_on_first_use
+from streaming.plumbing.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
+    from streaming.job.console import Console, JobView, duration_text, open_console, plural
     from streaming.job.coordinator import (
         Companions,
         JobCoordinator,
@@ -41,20 +42,24 @@ if TYPE_CHECKING:
         stop_on_signals,
     )
     from streaming.job.live import QUERY_NAME, open_store, start_job
+    from streaming.job.progress import ProgressRecorder
     from streaming.job.query import RunningJob, stop_gracefully
     from streaming.job.recorded import Recording
     from streaming.job.replay import ReplaySummary, replay_file
     from streaming.job.run import RunOptions, run_job
     from streaming.job.session import checkpoint_id, checkpoint_path, context_settings, spark_session
-    from streaming.job.supervise import first_line
+    from streaming.job.supervise import query_failure_line
 
 __all__ = [
     "QUERY_NAME",
     "Companions",
+    "Console",
     "JobCoordinator",
     "JobObserver",
     "JobPlan",
+    "JobView",
     "Outcome",
+    "ProgressRecorder",
     "Recording",
     "ReplaySummary",
     "RunOptions",
@@ -63,8 +68,11 @@ __all__ = [
     "checkpoint_id",
     "checkpoint_path",
     "context_settings",
-    "first_line",
+    "duration_text",
+    "open_console",
     "open_store",
+    "plural",
+    "query_failure_line",
     "replay_file",
     "run_job",
     "spark_session",
@@ -74,6 +82,8 @@ __all__ = [
 ]
 
 _HOME = {
+    **dict.fromkeys(("Console", "JobView", "duration_text", "open_console", "plural"), "console"),
+    "ProgressRecorder": "progress",
     **dict.fromkeys(("Companions", "JobCoordinator", "JobObserver", "JobPlan", "Outcome", "Wiring", "stop_on_signals"),
                     "coordinator"),
     **dict.fromkeys(("QUERY_NAME", "open_store", "start_job"), "live"),
@@ -82,7 +92,7 @@ _HOME = {
     **dict.fromkeys(("ReplaySummary", "replay_file"), "replay"),
     **dict.fromkeys(("RunOptions", "run_job"), "run"),
     **dict.fromkeys(("checkpoint_id", "checkpoint_path", "context_settings", "spark_session"), "session"),
-    "first_line": "supervise",
+    "query_failure_line": "supervise",
 }
 
 __getattr__ = load_on_first_use(__name__, _HOME)

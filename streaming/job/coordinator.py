@@ -2,7 +2,7 @@
 starts the parts in one order, runs the query, and stops what started in reverse order.
 
 `fleetwatch run` and the spark-submit driver (`run.run_job`), `fleetwatch demo`
-(streaming/demo.py) and `fleetwatch replay` (`replay.replay_file`) each say what their job is
+(streaming/demo/program.py) and `fleetwatch replay` (`replay.replay_file`) each say what their job is
 made of (`JobPlan`) and who is told how it goes (a `JobObserver`: the console draws its banner and
 status line from what it is told; the coordinator formats nothing). The order:
 
@@ -39,13 +39,13 @@ from pyspark.sql import SparkSession
 from streaming.bus import BusAccess, BusError, EmbeddedBus, tansu_binary
 from streaming.config import FleetwatchConfig
 from streaming.job.live import QUERY_NAME, open_store, start_job
+from streaming.job.progress import ProgressRecorder
 from streaming.job.query import RunningJob
 from streaming.job.recorded import REPLAY_QUERY, Recording, start_recorded
 from streaming.job.session import spark_session
 from streaming.job.supervise import Supervisor
 from streaming.metrics import start_metrics_server
-from streaming.progress import ProgressRecorder
-from streaming.resilience import Stopping
+from streaming.plumbing.resilience import Stopping
 from streaming.sinks import AlertPublisher, BatchWriter, KeyedAlert
 from streaming.store import IncidentScope, Store
 

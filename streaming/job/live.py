@@ -14,14 +14,14 @@ import threading
 
 from pyspark.sql import SparkSession
 
-from streaming import topics
 from streaming.bus import BusAccess
 from streaming.config import FleetwatchConfig
+from streaming.job.progress import ProgressRecorder
 from streaming.job.query import RunningJob, start_query
 from streaming.job.session import checkpoint_id, checkpoint_path, refuse_one_stage_checkpoint
 from streaming.pipeline import read_parsed_telemetry
-from streaming.progress import ProgressRecorder
-from streaming.resilience import Stopping, retry_store
+from streaming.plumbing.resilience import Stopping, retry_store
+from streaming.records import topics
 from streaming.sinks import AlertPublisher, BatchWriter
 from streaming.source import choose_source
 from streaming.store import Store

@@ -19,8 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming.config import FleetwatchConfig
+from streaming.job.progress import ProgressRecorder, QueryStats
 from streaming.pipeline import build_pipeline
-from streaming.progress import ProgressRecorder, QueryStats
 from streaming.store import Store
 
 __all__ = ["RunningJob", "start_query", "stop_gracefully"]

@@ -18,9 +18,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from streaming.config import FleetwatchConfig
+from streaming.job.progress import QueryStats
 from streaming.job.query import RunningJob, start_query
 from streaming.pipeline import read_parsed_recording
-from streaming.progress import QueryStats
 from streaming.store import Store
 
 __all__ = ["REPLAY_QUERY", "Recording", "start_recorded"]

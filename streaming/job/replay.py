@@ -15,8 +15,8 @@ from typing import Any
 
 from streaming.config import FleetwatchConfig
 from streaming.job.coordinator import JobCoordinator, JobPlan
+from streaming.job.progress import QueryStats
 from streaming.job.recorded import REPLAY_QUERY, Recording
-from streaming.progress import QueryStats
 from streaming.sinks import KeyedAlert
 from streaming.store import Store
 

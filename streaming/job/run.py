@@ -15,9 +15,9 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from streaming.config import FleetwatchConfig
-from streaming.console import JobView, duration_text, open_console, plural
+from streaming.job.console import JobView, duration_text, open_console, plural
 from streaming.job.coordinator import JobCoordinator, JobPlan, Wiring
-from streaming.job.supervise import first_line
+from streaming.job.supervise import query_failure_line
 
 __all__ = ["RunOptions", "run_job"]
 
@@ -52,7 +52,7 @@ def run_job(config: FleetwatchConfig, options: RunOptions) -> int:
         if not view.shown:  # stopped while the store was out of reach: nothing was started to speak of
             return 0
         if outcome.failure is not None:
-            console.closing(f"fleetwatch run: the streaming job failed: {first_line(outcome.failure)}; "
+            console.closing(f"fleetwatch run: the streaming job failed: {query_failure_line(outcome.failure)}; "
                             f"details in {log_path}")
             return 1
         final = view.last

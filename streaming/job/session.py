@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 from pyspark.sql import SparkSession
 
 from streaming.config import ConfigError, FleetwatchConfig
-from streaming.jars import connector_jars
 from streaming.job.prepared import class_archive
+from streaming.plumbing.jars import connector_jars
 
 __all__ = ["checkpoint_id", "checkpoint_path", "context_settings", "refuse_one_stage_checkpoint", "spark_session"]
 
@@ -86,7 +86,7 @@ def spark_session(config: FleetwatchConfig, app_name: str = "fleetwatch") -> Spa
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         # Imports the job's modules once per executor and keeps pyspark's bytecode cached.
-        .config("spark.python.daemon.module", "streaming.spark_daemon")
+        .config("spark.python.daemon.module", "streaming.job.spark_daemon")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # Spark keeps one pool of Python workers per set of worker environment variables, and it
         # sets SPARK_SIMPLIFIED_TRACEBACK for the parse stage's and the readers' workers but not

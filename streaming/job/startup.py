@@ -5,7 +5,7 @@ work whose result never changes between starts:
 
 1. **pyspark's bytecode.** Spark starts its Python processes with its `pyspark.zip` (and
    py4j's) first on the path, and Python keeps no bytecode for what it imports from a zip: each
-   process compiled pyspark's sources again, 0.5 s of CPU. `streaming.spark_daemon` takes the installed package
+   process compiled pyspark's sources again, 0.5 s of CPU. `streaming.job.spark_daemon` takes the installed package
    instead for the UDF workers, but the data source's planners and streaming runner, and the
    state driver, are Spark's stock modules, started one after another (7 in a replay). This
    adds, beside each module of the archive, its bytecode as an unchecked-hash `.pyc`, which

@@ -35,17 +35,18 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from streaming.clock import now_ms
 from streaming.config import ConfigError, RestartSettings
-from streaming.errors import FleetwatchError
-from streaming.resilience import Stopping, one_line
+from streaming.plumbing.clock import now_ms
+from streaming.plumbing.errors import FleetwatchError, first_line
+from streaming.plumbing.resilience import Stopping
 from streaming.store import Store
 
 if TYPE_CHECKING:
+    from streaming.job.progress import ProgressRecorder
     from streaming.job.query import RunningJob
-    from streaming.progress import ProgressRecorder
 
-__all__ = ["NOT_RESTARTABLE", "Backoff", "QueryStalled", "StallWatch", "Supervisor", "first_line", "restartable"]
+__all__ = ["NOT_RESTARTABLE", "Backoff", "QueryStalled", "StallWatch", "Supervisor", "query_failure_line",
+           "restartable"]
 
 log = logging.getLogger(__name__)
 
@@ -122,19 +123,19 @@ class StallWatch:
 _PYTHON_PROXY = "An exception was raised by the Python Proxy"
 
 
-def first_line(failure: BaseException) -> str:
+def query_failure_line(failure: BaseException) -> str:
     """A failure in one line: the first of its message (Spark's span pages of stack trace), with
     the class of its Java cause when the message is the cause's ("java.lang.NullPointerException:
     Cannot invoke ..." rather than "Cannot invoke ..."). A failure in the batch writer is its first
     Java cause instead ("Job aborted due to stage failure: ... Python worker exited unexpectedly")."""
     cause = getattr(failure, "_cause", None)  # PySpark keeps the Java cause of a query's failure there only
     lines = str(failure).strip().splitlines()
-    text = lines[0] if lines else one_line(failure)
+    text = first_line(failure)
     if _PYTHON_PROXY in text:
         below = lines + (str(cause).splitlines() if cause is not None else [])
         return next((line.removeprefix("Caused by: ")[:300] for line in below if line.startswith("Caused by: ")),
                     text)
-    cause_line = (str(cause).strip().splitlines() or [""])[0] if cause is not None else ""
+    cause_line = first_line(cause) if cause is not None else ""
     return cause_line if text and text in cause_line else text
 
 
@@ -212,7 +213,7 @@ class Supervisor:
                 # on its way out is a monitor down that nobody restarts. Exit now, for the process's
                 # supervisor (systemd, Kubernetes) to start a new one on the checkpoint.
                 log.error("stuck streaming query did not stop: exiting for a new driver",
-                          extra={"error": first_line(failure), "waited_s": STOP_STUCK_S})
+                          extra={"error": query_failure_line(failure), "waited_s": STOP_STUCK_S})
                 logging.shutdown()
                 os._exit(1)
             show(f"query failed: restarting it in {delay_s:g} s")
@@ -260,7 +261,7 @@ class Supervisor:
     def _delay_after(self, failure: BaseException, ran_s: float) -> float | None:
         """Log the failure once, count it when it is restarted; the delay before the restart, or
         None when the run ends."""
-        error = first_line(failure)
+        error = query_failure_line(failure)
         if not restartable(failure):
             return None  # the run ends with this error as its closing line
         delay_s = self._backoff.after_failure(ran_s)
@@ -276,5 +277,5 @@ class Supervisor:
         try:
             self._store.count_restart(self.query, error, now_ms())
         except SQLAlchemyError as exc:  # counting is best effort: the restart matters more
-            log.warning("query restart not counted: store unavailable", extra={"error": one_line(exc)})
+            log.warning("query restart not counted: store unavailable", extra={"error": first_line(exc, named=True)})
         return delay_s

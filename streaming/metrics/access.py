@@ -15,8 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from streaming.config import ConfigError
-from streaming.secret_checks import refuse_example_secret
+from streaming.config import ConfigError, refuse_example_secret
 
 __all__ = ["DEFAULT_METRICS_HOST", "MetricsAuth", "add_metrics_arguments", "is_loopback", "metrics_auth_from_env",
            "metrics_host"]

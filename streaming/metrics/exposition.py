@@ -75,10 +75,7 @@ from typing import Any
 from sqlalchemy import Engine, case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from streaming import clock
-from streaming.alert import RULES
-from streaming.contract import AHEAD_REASONS, BROKER_STATES
-from streaming.incident_settings import DOMAIN_KIND_NAMES
+from streaming.config import DOMAIN_KINDS
 from streaming.metrics.access import (
     DEFAULT_METRICS_HOST,
     MetricsAuth,
@@ -88,6 +85,10 @@ from streaming.metrics.access import (
 )
 from streaming.metrics.counters import COUNTERS, counter_values
 from streaming.metrics.serving import REQUEST_TIMEOUT_S, BoundedHTTPServer, ReadHeadHandler
+from streaming.plumbing import clock
+from streaming.plumbing.errors import first_line
+from streaming.records.alert import RULES
+from streaming.records.contract import AHEAD_REASONS, BROKER_STATES
 from streaming.store import (
     IncidentScope,
     alerts,
@@ -347,7 +348,7 @@ def _incident_families(engine: Engine, scope: IncidentScope) -> list[_Family]:
                      "domain) among the alerts of the last day of the store, by status and domain kind.")
     counts = Counter((i.status, i.domain.kind) for i in recent_incidents(engine, scope, _INCIDENT_DAY_MS))
     for status in ("firing", "resolved"):
-        for kind in DOMAIN_KIND_NAMES:
+        for kind in DOMAIN_KINDS:
             family.add(counts[(status, kind)], status=status, domain=kind)
     return [family]
 
@@ -362,8 +363,7 @@ def render_metrics(engine: Engine, now_ms: int | None = None, incidents: Inciden
                     *_incident_families(engine, incidents), *_impact_families(engine)]
         up.add(1)
     except SQLAlchemyError as exc:
-        log.warning("metrics: cannot read the store", extra={"error": f"{exc.__class__.__name__}: "
-                                                                      f"{str(exc).splitlines()[0]}"})
+        log.warning("metrics: cannot read the store", extra={"error": first_line(exc, named=True)})
         families = []
         up.add(0)
     took = _Family("fleetwatch_metrics_render_seconds", "Time spent reading the store for this scrape.")

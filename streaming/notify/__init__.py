@@ -3,7 +3,7 @@
 See `delivery` for how nothing is lost and order per subject is kept (`planning` plans,
 `sending` sends and backs off), `receivers` for the receiver types, `routes` for
 `alerting.routes`, `policy` for silences' and retries' verdicts. Silences and the notifier's
-tables and queries are in `streaming.store`; `streaming.redact` keeps secrets out of logs and
+tables and queries are in `streaming.store`; `streaming.plumbing.redact` keeps secrets out of logs and
 the store.
 """
 

@@ -5,12 +5,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from streaming.errors import run_command
 from streaming.notify import cli
+from streaming.plumbing.errors import run_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from streaming.logs import setup_logging
+    from streaming.plumbing.logs import setup_logging
 
     parser = argparse.ArgumentParser(prog="fleetwatch",  # usage and errors read as `fleetwatch notify|silence`
                                      description="deliver alerts to the receivers, and manage silences")

@@ -12,8 +12,8 @@ import signal
 import threading
 import time
 
-from streaming.clock import now_ms
 from streaming.config import ConfigError, load_config, longest_attempt_ms
+from streaming.plumbing.clock import now_ms
 
 __all__ = ["command", "configure_parser", "configure_silence_parser", "silence_command"]
 
@@ -114,7 +114,7 @@ def _iso(ms: int) -> str:
 
 
 def silence_command(args: argparse.Namespace) -> int:
-    from streaming.redact import redact_text
+    from streaming.plumbing.redact import redact_text
     from streaming.store import Store, add_silence, expire_silence, list_silences, parse_duration
 
     config = load_config(args.config)

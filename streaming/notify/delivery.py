@@ -50,7 +50,6 @@ import httpx
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.config import FleetwatchConfig
-from streaming.errors import NotifierBusy
 from streaming.notify.incidents import IncidentUnits, tag_of
 from streaming.notify.lease import Lease
 from streaming.notify.planning import Planner
@@ -66,7 +65,8 @@ from streaming.notify.policy import (
 from streaming.notify.receivers import IncidentNotice, OutgoingAlert, Receiver, build_receivers
 from streaming.notify.routes import Router
 from streaming.notify.sending import NOT_SENT, Outcome, Sender
-from streaming.redact import Scrubber
+from streaming.plumbing.errors import NotifierBusy
+from streaming.plumbing.redact import Scrubber
 from streaming.store import (
     HELD,
     SILENCED,

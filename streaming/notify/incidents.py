@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.detect import ClusterPlace, Domain, FleetIncident, alert_domains, cluster_key, evidence
 from streaming.notify.receivers import IncidentNotice, IncidentTag, MemberResolved, OutgoingAlert, Receiver
+from streaming.records.alert import Alert
 from streaming.store import (
     DeliveryQueue,
     IncidentScope,

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from streaming.alert import Alert
-from streaming.alerting_settings import DEFAULT_DASHBOARD_URL
-from streaming.config import AlertingConfig
+from streaming.config import DEFAULT_DASHBOARD_URL, AlertingConfig
+from streaming.records.alert import Alert
 
 __all__ = ["Links"]
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from streaming.alert import Alert
-from streaming.clock import iso_ms
 from streaming.detect import FleetIncident
 from streaming.notify.links import Links
 from streaming.notify.wording import headline, impact_text, where, worst_severity
+from streaming.plumbing.clock import iso_ms
+from streaming.records.alert import Alert
 
 __all__ = ["alert_event", "dedup_key", "incident_dedup_key", "incident_trigger", "member_resolved"]
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from streaming.alert import Alert
 from streaming.notify.receivers import Receiver
 from streaming.notify.routes import Router, group_key
+from streaming.records.alert import Alert
 from streaming.store import DEAD, NO_RECEIVER, PENDING, DeliveryQueue
 
 __all__ = ["Planner"]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 
-from streaming.alert import Alert
 from streaming.config import DeliverySettings
+from streaming.records.alert import Alert
 from streaming.store import DELIVERED, HELD, PENDING, SILENCED, Silence
 
 __all__ = [

@@ -54,15 +54,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
-from streaming.alert import Alert
-from streaming.clock import iso_ms
 from streaming.config import AlertingConfig, ConfigError
 from streaming.config import Receiver as ReceiverConfig
 from streaming.detect import FleetIncident
 from streaming.notify.links import Links
 from streaming.notify.pagerduty_events import alert_event, incident_trigger, member_resolved
 from streaming.notify.wording import headline, impact_text
-from streaming.redact import redact_url
+from streaming.plumbing.clock import iso_ms
+from streaming.plumbing.redact import redact_url
+from streaming.records.alert import Alert
 
 __all__ = [
     "ALERTMANAGER_FIRING_TTL_MS",

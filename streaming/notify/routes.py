@@ -5,7 +5,7 @@ both `pager` and the catch-all `ops` of the SPEC example). A route matches when,
 field it names, the alert's value is one of the listed ones (shell-style patterns such as
 `broker.*` allowed). Fields are the alert's own (`rule`, `severity`, `status`, `cluster_id`,
 `target`, `broker_id`, `endpoint`, …) or, failing that, the tags of the configured cluster
-the alert is about (`env: [prod]`); any other key is a configuration error (`streaming/config.py`,
+the alert is about (`env: [prod]`); any other key is a configuration error (`streaming/config/`,
 ROUTE_FIELDS). Without any route, every receiver gets every alert. Where a resolution goes
 besides (wherever its firing went): `streaming/notify/planning.py`, `Planner.plan`.
 """
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from streaming.alert import Alert
 from streaming.config import ClusterConfig, Route
+from streaming.records.alert import Alert
 
 __all__ = ["Router", "group_key"]
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import httpx
 
-from streaming.errors import FleetwatchError
 from streaming.notify.policy import parse_retry_after
 from streaming.notify.receivers import HttpRequest, Receiver
-from streaming.redact import Scrubber
+from streaming.plumbing.errors import FleetwatchError
+from streaming.plumbing.redact import Scrubber
 
 __all__ = ["MAX_BODY_BYTES", "NOT_SENT", "RETRYABLE_STATUS", "Outcome", "Sender"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming.alert import SEVERITIES, Alert
+from streaming.records.alert import SEVERITIES, Alert
 
 __all__ = ["headline", "impact_text", "where", "worst_severity"]
 

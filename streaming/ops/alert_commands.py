@@ -14,10 +14,10 @@ import argparse
 import getpass
 from typing import TYPE_CHECKING
 
-from streaming.clock import iso_ms, now_ms
 from streaming.config import load_config
-from streaming.errors import ConfigError
-from streaming.redact import redact_text
+from streaming.plumbing.clock import iso_ms, now_ms
+from streaming.plumbing.errors import ConfigError
+from streaming.plumbing.redact import redact_text
 
 if TYPE_CHECKING:
     from streaming.store import Store

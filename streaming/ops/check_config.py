@@ -32,6 +32,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from streaming.config import FleetwatchConfig, Receiver, yaml_line
+from streaming.plumbing.errors import first_line
 
 __all__ = ["Problem", "check_file", "command", "configure_parser"]
 
@@ -252,7 +253,7 @@ def _connect_problems(config: SimpleNamespace, file: str, root: yaml.Node | None
     except Exception as exc:  # any driver or network failure is the answer
         # The first line only: never the URL, which may hold a password.
         problems.append(Problem(file, _line_of(root, ["store", "url"]), "store.url",
-                                f"cannot connect: {exc.__class__.__name__}: {str(exc).splitlines()[0][:200]}"))
+                                f"cannot connect: {first_line(exc, named=True)}"))
     for server in ((config.bus.bootstrap_servers if config.bus else None) or "").split(","):
         if not server or _host_port(server) is not None:
             continue

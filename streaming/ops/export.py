@@ -1,6 +1,6 @@
 """`fleetwatch export`: a time range of the bus's telemetry as a file `fleetwatch replay` reads.
 
-It reads the telemetry topics (streaming.topics.TELEMETRY) of the configured bus with
+It reads the telemetry topics (streaming.records.topics.TELEMETRY) of the configured bus with
 kafka-python, from the first record stamped at or after `since - max_clock_skew_ms` (ListOffsets
 by timestamp, `offsets_for_times`): an event's record is published after the event happened,
 up to a clock skew earlier on the collector's clock. Each partition is read up to its end as it
@@ -27,11 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from streaming import topics
 from streaming.bus import BusAccess
-from streaming.clock import iso_ms
-from streaming.errors import BusFailure, ConfigError
 from streaming.ops.spill import SortedSpill
+from streaming.plumbing.clock import iso_ms
+from streaming.plumbing.errors import BusFailure, ConfigError
+from streaming.records import topics
 
 __all__ = ["ExportSummary", "check_range", "export_range", "parse_time"]
 

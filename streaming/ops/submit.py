@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from streaming.logs import setup_logging
+    from streaming.plumbing.logs import setup_logging
 
     args = _parser().parse_args(argv)
     setup_logging()

@@ -26,7 +26,7 @@ import yaml
 from pydantic import ValidationError
 
 from streaming.config import FleetwatchConfig
-from streaming.errors import ConfigError
+from streaming.plumbing.errors import ConfigError
 
 __all__ = ["Change", "Comparison", "Incident", "apply_what_if", "compare", "render", "what_if"]
 

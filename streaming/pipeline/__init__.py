@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streaming.lazy_names import load_on_first_use
+from streaming.plumbing.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
-    from streaming.pipeline.graph import build_pipeline
+    from streaming.pipeline.graph import DETECTION_WATERMARK, build_pipeline
     from streaming.pipeline.parse import bucket_of, counting_messages, parse_stage
     from streaming.pipeline.parsing_reader import (
         ParsingJsonlSource,
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
     )
     from streaming.pipeline.state import OUTPUT_SCHEMA
 
-__all__ = ["OUTPUT_SCHEMA", "ParsingJsonlSource", "ParsingKafkaDataSource", "bucket_of", "build_pipeline",
-           "counting_messages", "parse_stage", "read_parsed_recording", "read_parsed_telemetry"]
+__all__ = ["DETECTION_WATERMARK", "OUTPUT_SCHEMA", "ParsingJsonlSource", "ParsingKafkaDataSource", "bucket_of",
+           "build_pipeline", "counting_messages", "parse_stage", "read_parsed_recording", "read_parsed_telemetry"]
 
 _HOME = {
-    "build_pipeline": "graph",
+    **dict.fromkeys(("DETECTION_WATERMARK", "build_pipeline"), "graph"),
     **dict.fromkeys(("bucket_of", "counting_messages", "parse_stage"), "parse"),
     "OUTPUT_SCHEMA": "state",
     **dict.fromkeys(("ParsingJsonlSource", "ParsingKafkaDataSource", "read_parsed_recording", "read_parsed_telemetry"),

@@ -7,12 +7,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streaming.config import RuleBook
-from streaming.job_output import Kind
 from streaming.pipeline.parse import counting_messages
 from streaming.pipeline.state import HANDOFF_SCHEMA, HANDOFF_TIME, OUTPUT_SCHEMA, DetectorProcessor, HolderProcessor
-from streaming.progress import DETECTION_WATERMARK
+from streaming.records.job_output import Kind
 
-__all__ = ["build_pipeline"]
+__all__ = ["DETECTION_WATERMARK", "build_pipeline"]
+
+# The observed metric (Spark's `observe`) of the pipeline's output that carries detection's watermark
+# after each micro-batch: `{"ms": <the largest watermark row>}`, read by the job's progress.
+DETECTION_WATERMARK = "detection_watermark"
 
 
 def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int, cap: int | None) -> DataFrame:

@@ -19,7 +19,7 @@ import marshal
 from collections.abc import Sequence
 from typing import Any
 
-from streaming.contract import (
+from streaming.records.contract import (
     Broker,
     BrokerHeartbeat,
     BrokerState,

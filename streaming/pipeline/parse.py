@@ -31,10 +31,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from streaming import clock
-from streaming.bus_loss import MESSAGES_READ
 from streaming.config import RuleBook
-from streaming.contract import (
+from streaming.detect import EVERY_SHARD, redundant_heartbeats, shards_of
+from streaming.pipeline.packing import PackedItem, pack
+from streaming.plumbing import clock
+from streaming.records.contract import (
     MAX_TRACKED_SOURCES,
     Event,
     Rejected,
@@ -42,8 +43,7 @@ from streaming.contract import (
     parse_message,
     refuse_ahead_of_clock,
 )
-from streaming.detect import EVERY_SHARD, redundant_heartbeats, shards_of
-from streaming.pipeline.packing import PackedItem, pack
+from streaming.source import MESSAGES_READ
 
 __all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "SOURCE_CLOCK_BUCKET", "ParseSettings", "bucket_of",
            "counting_messages", "no_cycle_collection", "parse_chunk", "parse_stage"]
@@ -251,5 +251,5 @@ def parse_stage(raw: DataFrame, book: RuleBook, buckets: int) -> DataFrame:
 
 def counting_messages(parsed: DataFrame) -> DataFrame:
     """`parsed` (PARSED_SCHEMA rows), with the messages they hold counted in each micro-batch's
-    progress (`streaming.bus_loss.messages_read`): Spark counts the parsing reader's rows."""
+    progress (`streaming.source.bus_loss.messages_read`): Spark counts the parsing reader's rows."""
     return parsed.observe(MESSAGES_READ, F.sum("messages").alias("messages"))

@@ -25,12 +25,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from streaming import clock
-from streaming.bus_loss import PLANNED_MS
 from streaming.config import RuleBook
 from streaming.pipeline.parse import PARSED_SCHEMA, ParseSettings, parse_chunk, parse_stage
+from streaming.plumbing import clock
 from streaming.source import (
     FILE_TOPIC,
+    PLANNED_MS,
     PYTHON_SOURCE,
     FleetwatchKafkaDataSource,
     JsonlFileSource,

@@ -29,7 +29,6 @@ from pyspark.sql.types import (
 )
 
 from streaming.config import RuleBook
-from streaming.contract import event_to_dict
 from streaming.detect import (
     EVERY_SHARD,
     BusClock,
@@ -43,7 +42,10 @@ from streaming.detect import (
     load_engine,
     shard_of_handoff,
 )
-from streaming.job_output import (
+from streaming.pipeline.packing import unpack
+from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of, no_cycle_collection
+from streaming.records.contract import event_to_dict
+from streaming.records.job_output import (
     ClockReading,
     Kind,
     LateEvent,
@@ -55,13 +57,11 @@ from streaming.job_output import (
     history_row,
     mark_row,
 )
-from streaming.pipeline.packing import unpack
-from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of, no_cycle_collection
 
 __all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "DetectorProcessor", "HolderProcessor"]
 
-# One output row (`streaming.job_output.Row`: kind, key, ts, payload): a fact of the micro-batch, of a
-# kind of streaming/job_output.py, which says how each is spelled.
+# One output row (`streaming.records.job_output.Row`: kind, key, ts, payload): a fact of the micro-batch, of a
+# kind of streaming/records/job_output.py, which says how each is spelled.
 OUTPUT_SCHEMA = StructType([
     StructField("kind", StringType()),
     StructField("key", StringType()),

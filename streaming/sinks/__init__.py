@@ -7,7 +7,7 @@
 - `AlertPublisher(bus)`: an `on_alerts` that publishes them to the alerts topic (best effort;
   `PublishFailed` says how many were not).
 
-What the job's output rows hold, and how each kind is spelled, is streaming/job_output.py: the
+What the job's output rows hold, and how each kind is spelled, is streaming/records/job_output.py: the
 pipeline writes them, the writer reads them back (`BatchOutput.of`).
 
 Names are loaded on first use: a caller that needs the writer does not load the bus client with it.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streaming.lazy_names import load_on_first_use
+from streaming.plumbing.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
     from streaming.sinks.alerts_topic import AlertPublisher, PublishFailed

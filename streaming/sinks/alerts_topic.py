@@ -8,10 +8,9 @@ import time
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
 
-from streaming import topics
 from streaming.bus import BusAccess, BusError, ensure_topics
-from streaming.errors import FleetwatchError
-from streaming.resilience import one_line
+from streaming.plumbing.errors import FleetwatchError, first_line
+from streaming.records import topics
 from streaming.sinks.batch_writer import KeyedAlert
 
 __all__ = ["AlertPublisher", "PublishFailed"]
@@ -56,7 +55,7 @@ class AlertPublisher:
             ensure_topics(self.bus, [topics.ALERTS], self.partitions, timeout_s=self.timeout_s)
         except BusError as exc:
             log.warning("alerts topic not ensured; publishing stays best effort",
-                        extra={"topic": topics.ALERTS, "error": one_line(exc)})
+                        extra={"topic": topics.ALERTS, "error": first_line(exc, named=True)})
             return False
         return True
 
@@ -73,20 +72,20 @@ class AlertPublisher:
                                                    value=alert.message().encode()))
             except KafkaTimeoutError as exc:  # no metadata for the topic: the rest would wait as long
                 failed += len(alerts) - i
-                errors.append(one_line(exc))
+                errors.append(first_line(exc, named=True))
                 break
             except KafkaError as exc:  # this alert only (e.g. MessageSizeTooLargeError)
                 failed += 1
-                errors.append(one_line(exc))
+                errors.append(first_line(exc, named=True))
         try:
             self._producer.flush(timeout=self.timeout_s)
         except KafkaError as exc:
-            errors.append(one_line(exc))
+            errors.append(first_line(exc, named=True))
         for future in futures:
             if not future.is_done or future.failed():
                 failed += 1
                 if future.is_done:
-                    errors.append(one_line(future.exception))
+                    errors.append(first_line(future.exception, named=True))
         self.published += len(alerts) - failed
         self.failed += failed
         if failed:

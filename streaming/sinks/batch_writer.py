@@ -26,14 +26,15 @@ from typing import Any
 from pyspark.sql import DataFrame
 from sqlalchemy.exc import SQLAlchemyError
 
-from streaming.alert import Alert, SortKey
-from streaming.clock import now_ms
 from streaming.config import RetentionConfig
-from streaming.contract import MAX_TRACKED_SOURCES
 from streaming.detect import carried_over_ends
-from streaming.job_output import STATE_TABLES, BatchOutput, ClockReading, latest_by_table
 from streaming.metrics import increment
-from streaming.resilience import Throttle, one_line, retry_store
+from streaming.plumbing.clock import now_ms
+from streaming.plumbing.errors import first_line
+from streaming.plumbing.resilience import Throttle, retry_store
+from streaming.records.alert import Alert, SortKey
+from streaming.records.contract import MAX_TRACKED_SOURCES
+from streaming.records.job_output import STATE_TABLES, BatchOutput, ClockReading, latest_by_table
 from streaming.sinks.quarantine_rows import bounded_quarantine, quarantine_rows
 from streaming.store import Store
 
@@ -214,14 +215,14 @@ class BatchWriter:
         except Exception as exc:  # best effort: the store and the outbox have the alerts
             increment("fleetwatch_alert_publish_failures_total", getattr(exc, "failed", len(alerts)))
             self._hand_on_failures.warning(log, "alerts not handed on (the store and the outbox have them)",
-                                           batch_id=batch_id, alerts=len(alerts), error=one_line(exc))
+                                           batch_id=batch_id, alerts=len(alerts), error=first_line(exc, named=True))
 
     def _delete_expired(self) -> None:
         assert self.store is not None and self.retention is not None
         try:
             deleted = self.store.delete_expired(self.retention)
         except SQLAlchemyError as exc:  # the next round tries again
-            log.warning("retention: could not delete expired rows", extra={"error": one_line(exc)})
+            log.warning("retention: could not delete expired rows", extra={"error": first_line(exc, named=True)})
             return
         if any(deleted.values()):
             increment("fleetwatch_retention_deleted_rows_total", sum(deleted.values()))

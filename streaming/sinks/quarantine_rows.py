@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from streaming.job_output import LateEvent, Refused
+from streaming.records.job_output import LateEvent, Refused
 from streaming.store import fit_raw, reason_group
 
 __all__ = ["bounded_quarantine", "quarantine_rows"]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streaming.lazy_names import load_on_first_use
+from streaming.plumbing.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
+    from streaming.source.bus_loss import MESSAGES_READ, PLANNED_MS, messages_read, records_lost, topics_changed
     from streaming.source.jsonl_reader import FILE_TOPIC, JsonlFileSource, JsonlStreamReader, line_text
     from streaming.source.kafka_options import (
         DEFAULT_MAX_RECORDS_PER_BATCH,
@@ -36,6 +37,8 @@ __all__ = [
     "COLUMNS",
     "DEFAULT_MAX_RECORDS_PER_BATCH",
     "FILE_TOPIC",
+    "MESSAGES_READ",
+    "PLANNED_MS",
     "PYTHON_SOURCE",
     "SPARK_SOURCE",
     "FleetwatchKafkaDataSource",
@@ -49,12 +52,16 @@ __all__ = [
     "choose_source",
     "jvm_kafka_available",
     "line_text",
+    "messages_read",
     "python_reader",
     "read_telemetry",
     "record_text",
+    "records_lost",
+    "topics_changed",
 ]
 
 _HOME = {
+    **dict.fromkeys(("MESSAGES_READ", "PLANNED_MS", "messages_read", "records_lost", "topics_changed"), "bus_loss"),
     **dict.fromkeys(("FILE_TOPIC", "JsonlFileSource", "JsonlStreamReader", "line_text"), "jsonl_reader"),
     **dict.fromkeys(("DEFAULT_MAX_RECORDS_PER_BATCH", "KafkaReaderOptions", "KafkaSourceError"), "kafka_options"),
     **dict.fromkeys(("RangeGroup", "TopicPartitionRange"), "kafka_ranges"),

@@ -6,7 +6,7 @@ JSON in the checkpoint); the ids tell a topic that was deleted and created again
 in-memory bus) from the one read so far. `gone_topics` (only when not empty) names the topics read
 before that the bus no longer holds: their partitions keep their offsets (a topic that comes back
 under its old id goes on from there), and the batch that meets the deletion differs from the one
-before, so the job's progress listener sees it and names the topic (streaming/bus_loss.py). The
+before, so the job's progress listener sees it and names the topic (streaming/source/bus_loss.py). The
 reader that parses as it reads adds `"planned_ms"`, when the batch ending there was planned
 (streaming/pipeline/parsing_reader.py).
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from kafka import TopicPartition
 
-from streaming.bus_loss import GONE_TOPICS, NOT_PARTITIONS, TOPIC_IDS
+from streaming.source.bus_loss import GONE_TOPICS, NOT_PARTITIONS, TOPIC_IDS
 
 __all__ = [
     "GONE_TOPICS",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from streaming.errors import BusFailure
+from streaming.plumbing.errors import BusFailure
 
 __all__ = [
     "CLIENT_OPTION",

@@ -38,11 +38,11 @@ in-memory bus that was restarted) is read again from its beginning, with a warni
 lost is lost, what it holds now is read once. A range whose records the bus dropped after it was
 planned (its topic deleted, recreated or truncated; DeleteRecords or retention) is read as far as
 the bus still holds it, without failing the query: the job counts what was skipped from the batch's
-progress (`fleetwatch_bus_records_lost_total`, streaming/bus_loss.py), as it does for Spark's
+progress (`fleetwatch_bus_records_lost_total`, streaming/source/bus_loss.py), as it does for Spark's
 connector with `failOnDataLoss=false`. A deleted topic is not created again by the reader (its
 clients never ask for auto-creation); its partitions are read again once it exists again. While it
 is gone, the offsets name it (`gone_topics`): the job's progress listener says when it went and
-when it came back (streaming/bus_loss.py).
+when it came back (streaming/source/bus_loss.py).
 
 Values that are not valid UTF-8 are decoded with U+FFFD replacement characters (an Arrow
 string column cannot carry the raw bytes); they are never valid event JSON, so the parser
@@ -65,7 +65,8 @@ from kafka.errors import KafkaError
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from streaming.resilience import Throttle, one_line
+from streaming.plumbing.errors import first_line
+from streaming.plumbing.resilience import Throttle
 from streaming.source.kafka_consumers import drop_executor_consumer, executor_consumer, new_consumer
 from streaming.source.kafka_offsets import (
     GONE_TOPICS,
@@ -232,7 +233,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         if self._unavailable is None:
             self._unavailable = Throttle()
         self._unavailable.warning(log, "bus unavailable: no new data until it answers",
-                                  bootstrap=self.options.bootstrap_servers, error=one_line(exc))
+                                  bootstrap=self.options.bootstrap_servers, error=first_line(exc, named=True))
 
     def _advance_frontier(self, offsets: Offsets, restarted: set[str]) -> None:
         merged = dict(self._frontier or {})

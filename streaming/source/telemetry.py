@@ -19,7 +19,7 @@ from pyspark.sql.streaming import DataStreamReader
 
 from streaming.bus import BusAccess, check_list_offsets
 from streaming.config import BusConfig, ConfigError
-from streaming.jars import SPARK_KAFKA
+from streaming.plumbing.jars import SPARK_KAFKA
 from streaming.source.kafka_options import CLIENT_OPTION, SHORT_NAME
 from streaming.source.kafka_reader import FleetwatchKafkaDataSource
 from streaming.source.raw_rows import COLUMNS
@@ -118,8 +118,8 @@ def choose_source(spark: SparkSession, bus: BusConfig, checkpoint: str, access: 
                           "spark.checkpoint_dir)")
     if wanted == SPARK_SOURCE and not available:
         raise ConfigError(f"the {_NAMES[SPARK_SOURCE]} is not on the classpath: run `make jars` (it fetches "
-                          f"{SPARK_KAFKA}), or give spark-submit the verified jars that `python -m streaming.jars "
-                          "connector` prints (--jars; deploy/spark/submit.sh does)")
+                          f"{SPARK_KAFKA}), or give spark-submit the verified jars that "
+                          "`python -m streaming.plumbing.jars connector` prints (--jars; deploy/spark/submit.sh does)")
     if wanted == SPARK_SOURCE and check is None and reach is not None:
         check = check_list_offsets(reach, timeout_s=CHECK_TIMEOUT_S)
         if check.verdict is False:

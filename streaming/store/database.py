@@ -26,13 +26,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from streaming import clock
-from streaming.alert import Alert
 from streaming.config import RetentionConfig
-from streaming.contract import MAX_TRACKED_SOURCES
 from streaming.detect import is_carried_over
-from streaming.errors import ConfigError
-from streaming.resilience import is_transient
+from streaming.plumbing import clock
+from streaming.plumbing.errors import ConfigError
+from streaming.plumbing.resilience import is_transient
+from streaming.records.alert import Alert
+from streaming.records.contract import MAX_TRACKED_SOURCES
 
 # The notifier's tables join `metadata` when their module is imported: the store creates them too.
 from streaming.store import notifier_tables  # noqa: F401

@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, func, select
 
-from streaming.alert import Alert
-from streaming.config import FleetwatchConfig
+from streaming.config import FleetwatchConfig, IncidentSettings
 from streaming.detect import ClusterPlace, FleetIncident, GroupingRules, group_incidents, places_of
-from streaming.incident_settings import IncidentSettings
+from streaming.records.alert import Alert
 from streaming.store.job_tables import alerts, brokers, clusters, targets
 
 __all__ = ["Configured", "IncidentScope", "fleet_incidents", "fleet_places", "grouping_rules", "recent_alerts",

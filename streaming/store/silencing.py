@@ -20,9 +20,9 @@ from typing import Any
 
 from sqlalchemy import insert, or_, select, update
 
-from streaming.clock import now_ms
 from streaming.config import ConfigError
-from streaming.redact import redact_text
+from streaming.plumbing.clock import now_ms
+from streaming.plumbing.redact import redact_text
 from streaming.store.database import Store
 from streaming.store.delivery_states import HELD
 from streaming.store.notifier_tables import deliveries, silences

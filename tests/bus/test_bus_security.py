@@ -15,18 +15,18 @@ import pytest
 from kafka import KafkaConsumer
 from sqlalchemy import select
 
-from streaming import topics
 from streaming.bus import BusAccess, BusError, ensure_topics
 from streaming.collect.simulate import FleetSpec, Simulation, produce_live
 from streaming.config import ConfigError, SecurityConfig
-from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.job import start_job
-from streaming.kraft import KRaftCluster, SecureListener
-from streaming.polling import poll
-from streaming.ports import free_port
+from streaming.plumbing.ports import free_port
+from streaming.records import topics
+from streaming.records.contract import event_from_dict
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.store import Store, alert_history
+from streaming.workshop.kraft import KRaftCluster, SecureListener
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 

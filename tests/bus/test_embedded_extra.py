@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from streaming.cli import main
-from streaming.errors import BusFailure
+from streaming.plumbing.errors import BusFailure
 
 EXTRA_HINT = "pip install 'fleetwatch[embedded]'"
 

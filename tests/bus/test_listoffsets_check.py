@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaAdminClient
 
-from streaming import topics
 from streaming.bus import EmbeddedBus, check_list_offsets
 from streaming.bus.listoffsets import MARKER_RECORDS
+from streaming.records import topics
 
 pytestmark = [pytest.mark.broker]
 
@@ -33,7 +33,7 @@ def test_a_tansu_bus_answers_inside_the_last_batch_and_is_found_out(tmp_path):
 
 
 def test_a_bus_nobody_listens_on_cannot_be_told(tmp_path):
-    from streaming.ports import free_port
+    from streaming.plumbing.ports import free_port
 
     check = check_list_offsets(f"127.0.0.1:{free_port()}", timeout_s=2)
     assert check.verdict is None and check.error and "\n" not in check.reason

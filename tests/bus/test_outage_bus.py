@@ -18,12 +18,12 @@ import pytest
 from sqlalchemy import func, select
 from support.live_fleet import expected_lines, produce, simulated_fleet, stored_lines
 
-from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.job import start_job
-from streaming.polling import poll
+from streaming.records import topics
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.store import Store, alert_history, outbox, quarantine
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -24,11 +24,11 @@ import pytest
 import yaml
 from support.healthy_kafka import SESSION_TIMEOUT_MS, HealthyWatch
 
-from streaming import clock
 from streaming.config import FleetwatchConfig
-from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.polling import poll
+from streaming.plumbing import clock
+from streaming.records.contract import event_from_dict
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.integration]
 

@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 
-from streaming import clock
 from streaming.collect.probe import ProbeOptions, Prober, Target
 from streaming.config import FleetwatchConfig
-from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.kraft import KRaftCluster
-from streaming.polling import poll
+from streaming.plumbing import clock
+from streaming.records.contract import event_from_dict
+from streaming.workshop.kraft import KRaftCluster
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka]
 

@@ -33,7 +33,7 @@ from streaming.collect.protocol.codec import (
     encode_response,
     spec,
 )
-from streaming.contract import Expected, event_from_dict, event_to_dict
+from streaming.records.contract import Expected, event_from_dict, event_to_dict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka"
 RECORDED = sorted(FIXTURES.glob("4.*/*.json"))

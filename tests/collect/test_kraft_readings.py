@@ -10,7 +10,7 @@ from typing import Any
 
 from support.rule_events import CONTROLLER_WINDOW, C, F, R, contract_event, later, lines, past, resp, t
 
-from streaming.contract import Event
+from streaming.records.contract import Event
 
 NO_CTL = "cluster.no_controller"
 

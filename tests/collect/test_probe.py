@@ -37,7 +37,7 @@ from streaming.collect import probe
 from streaming.collect.probe import ProbeOptions, Prober, Target, targets_from_config
 from streaming.collect.protocol import Security
 from streaming.config import ConfigError, FleetwatchConfig
-from streaming.contract import event_from_dict
+from streaming.records.contract import event_from_dict
 
 pytestmark = pytest.mark.broker
 
@@ -347,7 +347,7 @@ def test_cli_once_writes_valid_events(fleet, tmp_path, capsys):
 def test_cli_publishes_to_the_bus(fleet, tmp_path):
     from kafka import KafkaConsumer, TopicPartition
 
-    from streaming import topics
+    from streaming.records import topics
 
     bus = fleet["healthy"]  # any Kafka will do as the bus
     config = tmp_path / "fleetwatch.yaml"

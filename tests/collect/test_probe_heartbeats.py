@@ -10,7 +10,7 @@ from typing import Any
 from support.probe_doubles import HOST, FakeCluster, FakeKafka, target
 
 from streaming.collect.probe import ProbeOptions, Prober
-from streaming.contract import BrokerHeartbeat, event_from_dict
+from streaming.records.contract import BrokerHeartbeat, event_from_dict
 
 T0 = 1_764_000_000_000
 ROUND_MS = 5000

@@ -1,7 +1,7 @@
 """The probe isolates targets (issue 26, point 4): a hostile or broken cluster costs its own round,
 never another target's.
 
-A hostile cluster is a Kafka-protocol server on 127.0.0.1 (tests/support/hostile_kafka.py, real
+A hostile cluster is a Kafka-protocol server on 127.0.0.1 (streaming/workshop/hostile_kafka.py, real
 protocol bytes, served from its own threads) advertising hundreds of black holes (listening sockets
 that never accept) with a big answer; the healthy target beside it is the session's real Kafka 4.4
 cluster where timing matters, a Kafka 4.4-like fake elsewhere.
@@ -18,13 +18,13 @@ import time
 from typing import Any
 
 import pytest
-from support.hostile_kafka import HOST, BlackHoles, HostileKafka, SlowNames
 from support.probe_doubles import FakeCluster, FakeKafka, refused_port, responses, rounds_of, target, valid
 
 import streaming.collect.protocol as protocol
 from streaming.collect import probe
 from streaming.collect.probe import ProbeOptions, Prober
 from streaming.collect.protocol import Security
+from streaming.workshop.hostile_kafka import HOST, BlackHoles, HostileKafka, SlowNames
 
 T0 = 1_764_000_000_000
 

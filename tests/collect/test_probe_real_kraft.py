@@ -26,14 +26,14 @@ from typing import Any
 import pytest
 from support.healthy_kafka import PROBE
 
-from streaming import clock
-from streaming.alert import Alert
 from streaming.collect.probe import Prober
 from streaming.config import FleetwatchConfig
-from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.kraft import CONTROLLER_ID_BASE, KRaftCluster, target_of
-from streaming.polling import poll
+from streaming.plumbing import clock
+from streaming.records.alert import Alert
+from streaming.records.contract import event_from_dict
+from streaming.workshop.kraft import CONTROLLER_ID_BASE, KRaftCluster, target_of
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka]
 

@@ -16,7 +16,7 @@ from streaming.collect.probe.exchange import Answer, Quorum
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats
 from streaming.collect.probe.prober import Slots
 from streaming.collect.probe.quorum import follow_up_in, reading_of
-from streaming.contract import QuorumReading, event_from_dict
+from streaming.records.contract import QuorumReading, event_from_dict
 
 T0 = 1_764_000_000_000
 SKEW_MS = 7000  # the leader's clock runs this far ahead of the probe's

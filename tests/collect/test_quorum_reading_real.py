@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 
-from streaming.alert import Alert
 from streaming.collect.probe import ProbeOptions, Prober
 from streaming.config import FleetwatchConfig
-from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.kraft import KRaftCluster, target_of
-from streaming.polling import poll
+from streaming.records.alert import Alert
+from streaming.records.contract import event_from_dict
+from streaming.workshop.kraft import KRaftCluster, target_of
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.integration]
 

@@ -21,10 +21,10 @@ from streaming.bus import BusAccess
 from streaming.collect.probe import ProbeOptions, Prober, targets_from_config
 from streaming.collect.protocol import Security
 from streaming.config import ClusterConfig, FleetwatchConfig, Receiver, SecurityConfig, StoreConfig
-from streaming.kraft import SecureListener
-from streaming.logs import JsonFormatter
 from streaming.notify.receivers import build_receivers
+from streaming.plumbing.logs import JsonFormatter
 from streaming.source.kafka_options import KafkaReaderOptions
+from streaming.workshop.kraft import SecureListener
 
 PASSWORD = "pw-7f3c9a-never-shown"
 USER = "fleetwatch-probe"
@@ -101,7 +101,7 @@ def test_a_store_url_bus_access_and_reader_options_never_show_a_password(tmp_pat
 
 @pytest.fixture(scope="module")
 def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    from streaming.kraft import KRaftCluster
+    from streaming.workshop.kraft import KRaftCluster
 
     workdir = tmp_path_factory.mktemp("secure-kafka")
     listener = SecureListener.create(workdir / "tls", USER, PASSWORD)

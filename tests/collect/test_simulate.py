@@ -19,7 +19,6 @@ from kafka import KafkaConsumer
 from kafka.partitioner.default import murmur2
 from support.reference import reference_alerts
 
-from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect import simulate
 from streaming.collect.simulate import (
@@ -33,7 +32,8 @@ from streaming.collect.simulate import (
     produce_live,
 )
 from streaming.collect.simulate.placement import Placement
-from streaming.contract import event_from_dict, event_to_dict
+from streaming.records import topics
+from streaming.records.contract import event_from_dict, event_to_dict
 
 TOPIC_OF = {"metadata_response": topics.METADATA, "broker_state": topics.BROKER_STATES,
             "broker_heartbeat": topics.HEARTBEATS, "partition_layout": topics.METADATA,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from streaming import topics
-from streaming.contract import (
+from streaming.records import topics
+from streaming.records.contract import (
     BrokerHeartbeat,
     BrokerState,
     MetadataResponse,

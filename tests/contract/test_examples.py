@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from support.paths import EXAMPLES
 
-from streaming.contract import parse_message
 from streaming.detect import detect
+from streaming.records.contract import parse_message
 
 NAMES = ("heartbeat-and-fence", "misroute", "identity", "controller")
 # The fields the examples README says decide correctness.

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from streaming import topics
-from streaming.contract import (
+from streaming.records import topics
+from streaming.records.contract import (
     MAX_LAYOUT_PARTITIONS,
     PartitionLayout,
     Rejected,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from streaming.contract import (
+from streaming.records.contract import (
     EARLIEST_TS_MS,
     MAX_ENDPOINT_CHARS,
     MAX_NAME_CHARS,

@@ -13,20 +13,20 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.notify import make_alert, resolved
 
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
-from streaming.console import Status, rate_per_s, render_status
 from streaming.demo import RECEIVER, demo_alerting
-from streaming.demo_receiver import DemoReceiver
-from streaming.logs import LogPipe, group_lines, parse_line
+from streaming.demo.webhook import DemoReceiver
+from streaming.job.console import Status, rate_per_s, render_status
 from streaming.notify import INCIDENT_SCHEMA
 from streaming.notify.delivery import Notifier, NotifyOptions
 from streaming.notify.receivers import sign
-from streaming.polling import poll
-from streaming.receiver import Reply, Request, WebhookReceiver
+from streaming.plumbing.logs import LogPipe, group_lines, parse_line
+from streaming.plumbing.receiver import Reply, Request, WebhookReceiver
+from streaming.records.alert import Alert
 from streaming.store import Store, deliveries
+from streaming.workshop.hooks import make_alert, resolved
+from streaming.workshop.polling import poll
 
 # -- other processes' lines -------------------------------------------------------------------
 

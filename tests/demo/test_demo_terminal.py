@@ -45,8 +45,8 @@ import yaml
 from selenium.common.exceptions import StaleElementReferenceException
 
 from streaming.demo import RECEIVER
-from streaming.polling import poll
-from streaming.ports import free_port
+from streaming.plumbing.ports import free_port
+from streaming.workshop.polling import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"

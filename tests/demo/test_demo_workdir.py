@@ -14,8 +14,8 @@ import pytest
 
 from streaming.config import ConfigError, FleetwatchConfig
 from streaming.demo import WORKDIR_MARKER, DemoOptions, prepare_workdir, run_demo
-from streaming.errors import BusFailure, StoreFailure
-from streaming.ports import free_port
+from streaming.plumbing.errors import BusFailure, StoreFailure
+from streaming.plumbing.ports import free_port
 
 # Runs the real CLI, then says whether Spark's modules were loaded: a refusal must come before.
 _CLI = ("import sys; from streaming.cli import main; code = main(sys.argv[1:]); "
@@ -99,7 +99,7 @@ def test_a_demo_folder_of_a_version_before_the_marker_is_still_emptied(tmp_path)
                                              (BusFailure("the bus could not be read"), 4),
                                              (RuntimeError("something else"), 1)])
 def test_a_failed_demo_exits_with_the_code_of_its_kind(tmp_path, monkeypatch, capsys, error, code):
-    """Issue 46.6: the demo exited 1 on every failure, against streaming/errors.py's table of exit codes.
+    """Issue 46.6: the demo exited 1 on every failure, against streaming/plumbing/errors.py's table of exit codes.
     (The job's coordinator stands in, failing: what is tested is how the demo ends.)"""
 
     class Failing:

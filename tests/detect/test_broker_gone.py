@@ -28,8 +28,8 @@ from support.rule_events import (
 )
 
 from streaming.config import RuleBook
-from streaming.contract import UNREGISTERED
 from streaming.detect import ShardEngine
+from streaming.records.contract import UNREGISTERED
 
 
 def offline(s: float, broker: int, reason: str, previous: str = "FENCED") -> object:

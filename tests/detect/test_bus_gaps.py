@@ -10,8 +10,8 @@ import pickle
 from support.rule_events import B1, B2, B3, HB_LOST, LATENESS, SESSION, C, D, F, R, hb, line_of, t
 
 from streaming.config import RuleBook
-from streaming.contract import Event
 from streaming.detect import BusGap, ReadPositions, Run, ShardEngine, dump_engine, load_engine
+from streaming.records.contract import Event
 
 HEARTBEATS = "fleetwatch.heartbeats:0"
 OTHER = "fleetwatch.heartbeats:1"

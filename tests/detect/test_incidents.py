@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from streaming.alert import Alert
 from streaming.config import ConfigError, load_config
 from streaming.detect import BrokerPlace, ClusterPlace, Domain, GroupingRules, group_incidents, places_of
 from streaming.detect.domains import address_domains, host_domains
+from streaming.records.alert import Alert
 
 T0 = 1_764_000_000_000
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from support.rule_events import HB_LOST, ID_CHANGED, UNREACHABLE_RULE, C, D, bk, boot, fail, hb, later, past, run, t
 
-from streaming.alert import Alert, alert_id
 from streaming.config import ClusterConfig, RuleBook, RuleSettings
 from streaming.detect import load_engine
+from streaming.records.alert import Alert, alert_id
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "state"
 PAYMENTS = ClusterConfig(name="payments-eu1", bootstrap=["b1.pay:9092"], expected_cluster_id=C,

@@ -25,8 +25,8 @@ from support.rule_events import (
     table_ids,
 )
 
-from streaming.contract import QuorumReading, event_from_dict, event_to_dict
 from streaming.detect import detect
+from streaming.records.contract import QuorumReading, event_from_dict, event_to_dict
 
 SCENARIOS = table(reading_cases.CASES)
 

@@ -7,7 +7,7 @@ import pytest
 from support.rule_cases import CASES
 from support.rule_events import B1, HB_LOST, SPEC_RULES, C, F, R, hb, later, line_of, past, run, t
 
-from streaming.alert import RULES
+from streaming.records.alert import RULES
 
 
 @pytest.mark.parametrize("rule", sorted(SPEC_RULES))

@@ -80,3 +80,18 @@ def test_detect_keeps_the_engines_in_the_stored_format_between_batches():
     alerts = detect(events)
     assert {a.rule for a in alerts} >= {"broker.heartbeat_lost", "endpoint.collision"}
     assert detect(events, batch_size=1, pickled=True) == alerts
+
+
+def test_a_state_written_before_the_records_moved_reads_in_their_new_home():
+    """Issue 46 moved `streaming.alert` and `streaming.layout_contract` into streaming/records/; a
+    checkpoint written before names the old modules, and the job must go on with it."""
+    book = RuleBook()
+    engine = engine_for("cluster:" + C)
+    engine.process(enumerate_positions([hb(t(0), 1), hb(t(20), 1), later(t(40))]), -(2**62), book)
+    assert engine.incidents.open, "a firing alert (an Alert record) is part of the state"
+    new = pickle.dumps(engine, protocol=2)  # protocol 2 names each class as text: "c<module>\n<name>\n"
+    assert b"cstreaming.records.alert\n" in new
+    old = b"fwds" + bytes([STATE_FORMAT_VERSION]) + new.replace(b"cstreaming.records.alert\n", b"cstreaming.alert\n")
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(old[5:])
+    assert held(load_engine(old)) == held(engine)

@@ -12,8 +12,8 @@ import pytest
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
 from streaming.config import RuleBook
-from streaming.contract import BrokerHeartbeat, Event, event_from_dict
 from streaming.detect import detect, redundant_heartbeats
+from streaming.records.contract import BrokerHeartbeat, Event, event_from_dict
 
 START_MS = 1_764_000_000_000
 GAP_MS = RuleBook().shortest_session_timeout_ms - 1  # what the job passes

@@ -15,7 +15,7 @@ import pytest
 from support.kafka_bin import KAFKA_4_4_BIN, KAFKA_4_4_OPTIONS
 from support.paths import ROOT
 
-from streaming.alert import RULES
+from streaming.records.alert import RULES
 
 RUNBOOKS = ROOT / "docs" / "runbooks"
 SECTIONS = ("What it means", "Confirm with Kafka's tools", "Likely causes", "What to do", "When it resolves",

@@ -1,5 +1,5 @@
 """The job coordinator (streaming/job/coordinator.py), the one start sequence of every job, and the
-console as its observer (streaming.console.JobView): what the observer is told, in which order.
+console as its observer (streaming.job.console.JobView): what the observer is told, in which order.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from support.paths import EXAMPLES
 
-from streaming.console import JobView, Status
 from streaming.job import JobCoordinator, JobPlan, Recording, Wiring
+from streaming.job.console import JobView, Status
 from streaming.store import Store
 
 

@@ -4,7 +4,8 @@ databases (a SQLite file, a fresh database on the session's real PostgreSQL)."""
 from __future__ import annotations
 
 import pytest
-from support.notify import Hook
+
+from streaming.workshop.hooks import Hook
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -15,7 +15,12 @@ import time
 
 import pytest
 from sqlalchemy import select
-from support.notify import (
+
+from streaming.config import ConfigError
+from streaming.notify.receivers import verify_signature
+from streaming.records.alert import Alert, queue_subject_of
+from streaming.store import Store, silences
+from streaming.workshop.hooks import (
     SECRET,
     NotifierProcess,
     all_delivered,
@@ -28,12 +33,7 @@ from support.notify import (
     store_text,
     write_config,
 )
-
-from streaming.alert import Alert, queue_subject_of
-from streaming.config import ConfigError
-from streaming.notify.receivers import verify_signature
-from streaming.polling import poll
-from streaming.store import Store, silences
+from streaming.workshop.polling import poll
 
 
 @pytest.mark.integration

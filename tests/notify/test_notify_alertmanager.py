@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 import yaml
-from support.notify import (
+from support.paths import ROOT
+
+from streaming.config import FleetwatchConfig
+from streaming.notify import Notifier, NotifyOptions
+from streaming.plumbing.ports import free_port
+from streaming.records.alert import Alert
+from streaming.store import Store
+from streaming.workshop.hooks import (
     Hook,
     NotifierProcess,
     env_with,
@@ -30,14 +37,7 @@ from support.notify import (
     resolved,
     write_config,
 )
-from support.paths import ROOT
-
-from streaming.alert import Alert
-from streaming.config import FleetwatchConfig
-from streaming.notify import Notifier, NotifyOptions
-from streaming.polling import poll
-from streaming.ports import free_port
-from streaming.store import Store
+from streaming.workshop.polling import poll
 
 AM_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(

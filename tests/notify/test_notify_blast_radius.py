@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 
-from support.notify import make_alert
-
 from streaming.config import FleetwatchConfig
 from streaming.notify.receivers import OutgoingAlert, PagerDutyReceiver, SlackReceiver, WebhookReceiver
+from streaming.workshop.hooks import make_alert
 
 IMPACT = {"layout_at": 1_763_799_998_000, "led_as_of": 1_763_799_998_000, "complete": True,
           "partitions_led": 4, "replicas_held": 12, "partitions_offline": 0, "partitions_under_min_isr": 12,

@@ -4,7 +4,7 @@ clock of the job's driver that recorded it, and a driver whose clock runs ahead 
 Real parts: the store (a SQLite file, and a database on the session's PostgreSQL), the notifier
 (`Notifier.run`, its live loop, in a thread of the test) and a real HTTP receiver on 127.0.0.1. The
 driver is this test's process recording the alert as the job's sink does (`Store.record_alerts`),
-its clock (`streaming.clock.now_ms`, which the store reads) moved 60 s ahead while it writes.
+its clock (`streaming.plumbing.clock.now_ms`, which the store reads) moved 60 s ahead while it writes.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ import json
 import threading
 import time
 
-from support.notify import delivery_rows, make_alert, outbox_rows
-
-from streaming import clock
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifyOptions
-from streaming.polling import poll
+from streaming.plumbing import clock
+from streaming.records.alert import Alert
 from streaming.store import Store
+from streaming.workshop.hooks import delivery_rows, make_alert, outbox_rows
+from streaming.workshop.polling import poll
 
 DRIVER_AHEAD_MS = 60_000
 PROMPTLY_S = 15.0  # the notifier polls every 50 ms; generous for a loaded machine, far under the skew

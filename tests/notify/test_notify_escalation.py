@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import time
 
-from support.clock import FakeClock
 from support.rule_cases.readings import frozen, readings
 from support.rule_events import run, t
 
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify import Notifier, NotifyOptions
+from streaming.records.alert import Alert
 from streaming.store import Store
+from streaming.workshop.fake_clock import FakeClock
 
 KEY = "pd-routing-key-test"
 

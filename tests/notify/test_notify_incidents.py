@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import time
 
-from support.clock import FakeClock
-from support.notify import SECRET, all_delivered, make_alert, outbox_rows, rack_fleet_brokers, resolved
-
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify import Notifier, NotifyOptions, verify_signature
+from streaming.records.alert import Alert
 from streaming.store import Store
+from streaming.workshop.fake_clock import FakeClock
+from streaming.workshop.hooks import SECRET, all_delivered, make_alert, outbox_rows, rack_fleet_brokers, resolved
 
 
 def test_one_notification_for_a_fleet_incident_and_every_resolve_as_before(tmp_path, hook):

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text
-from support.notify import NotifierProcess, env_with, make_alert, outbox_rows, write_config
 
-from streaming.alert import Alert
-from streaming.polling import poll
+from streaming.records.alert import Alert
 from streaming.store import Store, notifier_lease
+from streaming.workshop.hooks import NotifierProcess, env_with, make_alert, outbox_rows, write_config
+from streaming.workshop.polling import poll
 
 LIBFAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))), None)
 SKEW = "+20s"

@@ -11,15 +11,15 @@ import json
 import time
 from dataclasses import replace
 
-from support.clock import FakeClock
-from support.notify import SECRET, make_alert, rack_fleet_brokers
 from support.rule_events import C, bk, boot, hb, later, past, t
 
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.detect import detect
 from streaming.notify import Notifier, NotifyOptions, verify_signature
+from streaming.records.alert import Alert
 from streaming.store import Store
+from streaming.workshop.fake_clock import FakeClock
+from streaming.workshop.hooks import SECRET, make_alert, rack_fleet_brokers
 
 DASHBOARD = "https://fleetwatch.example.com"
 RUNBOOKS = "https://wiki.example.com/kafka/runbooks"

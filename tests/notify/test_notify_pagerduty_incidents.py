@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import time
 
-from support.clock import FakeClock
-from support.notify import all_delivered, make_alert, outbox_rows, rack_fleet_brokers, resolved
-
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify import Notifier, NotifyOptions
+from streaming.records.alert import Alert
 from streaming.store import Store
+from streaming.workshop.fake_clock import FakeClock
+from streaming.workshop.hooks import all_delivered, make_alert, outbox_rows, rack_fleet_brokers, resolved
 
 KEY = "pd-routing-key-test"
 IMPACT = {"layout_at": 1, "led_as_of": 1, "complete": True, "partitions_led": 4, "replicas_held": 12,

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, inspect, select, text, update
-from support.clock import FakeClock
-from support.notify import Hook, delivery_rows, make_alert, outbox_rows, resolved
 
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifyOptions
+from streaming.records.alert import Alert
 from streaming.store import Store, add_silence, expire_silence, list_silences, outbox
+from streaming.workshop.fake_clock import FakeClock
+from streaming.workshop.hooks import Hook, delivery_rows, make_alert, outbox_rows, resolved
 
 WEBHOOK_SECRET = "whsec-policies-5b1e"
 

@@ -10,11 +10,11 @@ import sys
 
 import pytest
 import yaml
-from support.notify import env_with
 from support.paths import ROOT
 
 from streaming.config import ConfigError, FleetwatchConfig, load_config, longest_attempt_ms
 from streaming.notify.policy import parse_retry_after
+from streaming.workshop.hooks import env_with
 
 
 @pytest.mark.integration

@@ -12,13 +12,13 @@ import time
 
 import pytest
 from sqlalchemy import select
-from support.notify import SECRET, env_with, make_alert, outbox_rows, run_cli, write_config
 from support.paths import ROOT
 
-from streaming.alert import Alert
-from streaming.clock import iso_ms
 from streaming.notify.receivers import verify_signature
+from streaming.plumbing.clock import iso_ms
+from streaming.records.alert import Alert
 from streaming.store import Store, alert_history
+from streaming.workshop.hooks import SECRET, env_with, make_alert, outbox_rows, run_cli, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,15 @@ import threading
 import time
 
 import pytest
-from support.notify import (
+from support.paths import ROOT
+
+from streaming.config import FleetwatchConfig
+from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions
+from streaming.notify.lease import Lease
+from streaming.notify.receivers import sign, verify_signature
+from streaming.records.alert import Alert
+from streaming.store import DeliveryQueue, Store
+from streaming.workshop.hooks import (
     Hook,
     NotifierProcess,
     env_with,
@@ -30,15 +38,7 @@ from support.notify import (
     store_text,
     write_config,
 )
-from support.paths import ROOT
-
-from streaming.alert import Alert
-from streaming.config import FleetwatchConfig
-from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions
-from streaming.notify.lease import Lease
-from streaming.notify.receivers import sign, verify_signature
-from streaming.polling import poll
-from streaming.store import DeliveryQueue, Store
+from streaming.workshop.polling import poll
 
 SECRET = "whsec-security-8d2c4e"
 README = ROOT / "deploy" / "README.md"

@@ -15,13 +15,13 @@ import threading
 import time
 
 import pytest
-from support.notify import NotifierProcess, delivery_rows, env_with, make_alert, write_config
 from support.paths import ROOT
 
-from streaming.alert import Alert
-from streaming.polling import poll
-from streaming.ports import free_port
+from streaming.plumbing.ports import free_port
+from streaming.records.alert import Alert
 from streaming.store import Store
+from streaming.workshop.hooks import NotifierProcess, delivery_rows, env_with, make_alert, write_config
+from streaming.workshop.polling import poll
 
 pytestmark = pytest.mark.integration
 

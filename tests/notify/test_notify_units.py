@@ -14,10 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import insert, select
-from support.clock import FakeClock
-from support.notify import SECRET, delivery_rows, iso_ms, make_alert, resolved
 
-from streaming.alert import Alert
 from streaming.config import ConfigError, FleetwatchConfig, Route
 from streaming.notify.delivery import Notifier, NotifyOptions
 from streaming.notify.receivers import (
@@ -32,8 +29,11 @@ from streaming.notify.receivers import (
     verify_signature,
 )
 from streaming.notify.routes import Router
-from streaming.redact import Scrubber, redact_text, redact_url
+from streaming.plumbing.redact import Scrubber, redact_text, redact_url
+from streaming.records.alert import Alert
 from streaming.store import DEAD, NO_RECEIVER, PENDING, Store, deliveries, outbox, parse_duration
+from streaming.workshop.fake_clock import FakeClock
+from streaming.workshop.hooks import SECRET, delivery_rows, iso_ms, make_alert, resolved
 
 
 def test_signature_roundtrip_and_tamper():

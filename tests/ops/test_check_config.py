@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from streaming.ops import check_config
-from streaming.ports import free_port
+from streaming.plumbing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -16,8 +16,8 @@ import pyspark
 import pytest
 import yaml
 
-from streaming import jars
 from streaming.ops import check_config
+from streaming.plumbing import jars
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -235,7 +235,7 @@ def test_the_image_installs_the_hashed_product_lock_from_a_base_by_digest_and_ba
 
     # The connector: fetched with strict checksums and checked against the pins at build time, then
     # copied into Spark's jars; no --packages or ivy resolution anywhere (test_kubernetes_manifests_...).
-    assert "python -m streaming.jars connector" in runs
+    assert "python -m streaming.plumbing.jars connector" in runs
     assert "COPY --from=connector /connector/ /opt/fleetwatch/venv/lib/python3.11/site-packages/pyspark/jars/" \
         in instructions
     assert not re.search(r"packages|ivy", runs)

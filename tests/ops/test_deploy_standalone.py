@@ -26,15 +26,15 @@ import pytest
 import yaml
 from kafka import KafkaProducer
 from sqlalchemy import func, select
-from support.rehearsal import Plan, Rehearsal, Topology, describe
-from support.spark_standalone import Standalone, session_alive
 
-from streaming import topics
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import FleetwatchConfig
 from streaming.job import replay_file
-from streaming.polling import poll
+from streaming.records import topics
 from streaming.store import quarantine
+from streaming.workshop.polling import poll
+from streaming.workshop.rehearsal import Plan, Rehearsal, Topology, describe
+from streaming.workshop.spark_standalone import Standalone, session_alive
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.real_kafka, pytest.mark.postgres]
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 
-from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.cli import main
 from streaming.collect.simulate import FleetSpec, Simulation
-from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.job import replay_file
+from streaming.records import topics
+from streaming.records.contract import event_from_dict
 
 
 @pytest.mark.parametrize(("argv", "said"), [

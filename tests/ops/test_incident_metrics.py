@@ -3,9 +3,9 @@ failing together and an unrelated one, read by `render_metrics` (no server, no S
 
 from __future__ import annotations
 
-from streaming.alert import Alert
-from streaming.incident_settings import IncidentSettings
+from streaming.config import IncidentSettings
 from streaming.metrics import render_metrics
+from streaming.records.alert import Alert
 from streaming.store import IncidentScope, Store
 
 T0 = 1_764_000_000_000

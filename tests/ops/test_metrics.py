@@ -21,12 +21,12 @@ import pytest
 import yaml
 from support.processes import stop_process
 
-from streaming.alert import Alert
 from streaming.config import ConfigError
 from streaming.metrics import CONTENT_TYPE, render_metrics, start_metrics_server
-from streaming.polling import poll
-from streaming.ports import free_port
+from streaming.plumbing.ports import free_port
+from streaming.records.alert import Alert
 from streaming.store import Store
+from streaming.workshop.polling import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from streaming.alert import Alert
 from streaming.metrics import render_metrics
+from streaming.records.alert import Alert
 from streaming.store import Store
 
 NOW_MS = 1_764_000_100_000

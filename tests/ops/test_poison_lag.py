@@ -10,8 +10,8 @@ from pathlib import Path
 
 from support.promtool import rules_firing
 
+from streaming.job.progress import _iso_ms
 from streaming.metrics import render_metrics
-from streaming.progress import _iso_ms
 from streaming.store import Store
 
 NOW_MS = 1_795_000_000_000

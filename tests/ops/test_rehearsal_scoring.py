@@ -1,4 +1,4 @@
-"""The rehearsal's scoring (tests/support/rehearsal/scoring.py) reads a fleet incident notification
+"""The rehearsal's scoring (streaming/workshop/rehearsal/scoring.py) reads a fleet incident notification
 as the arrival of each member it tells of (issue 41.4: `make rehearsal` crashed on one with
 `KeyError: 'alert_id'`), and scores the rows of issue 41.4 (a removed target's alerts resolved by the
 removal, a collector's `collector.silent`). The notification is the notifier's own: a real Notifier (in process, on a
@@ -9,16 +9,15 @@ from __future__ import annotations
 import json
 import time
 
-from support.clock import FakeClock
-from support.notify import SECRET, Hook, make_alert, rack_fleet_brokers, resolved
-from support.rehearsal import TARGET_REMOVED, Fault, RowScore, subject
-from support.rehearsal.scoring import now_ms, score_row
-from support.rehearsal.targets import subject_of
-
-from streaming.alert import Alert, alert_id, queue_subject_of
 from streaming.config import FleetwatchConfig
 from streaming.notify import Notifier, NotifyOptions
+from streaming.records.alert import Alert, alert_id, queue_subject_of
 from streaming.store import Store
+from streaming.workshop.fake_clock import FakeClock
+from streaming.workshop.hooks import SECRET, Hook, make_alert, rack_fleet_brokers, resolved
+from streaming.workshop.rehearsal import TARGET_REMOVED, Fault, RowScore, subject
+from streaming.workshop.rehearsal.scoring import now_ms, score_row
+from streaming.workshop.rehearsal.targets import subject_of
 
 
 def test_a_fleet_incident_notification_is_scored_by_its_members(tmp_path):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from support.promtool import rules_firing
 
-from streaming import clock
 from streaming.metrics import start_metrics_server
+from streaming.plumbing import clock
 from streaming.store import Store
 
 

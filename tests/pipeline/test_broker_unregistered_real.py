@@ -24,15 +24,15 @@ from typing import Any
 import pytest
 from support.healthy_kafka import PROBE
 
-from streaming import clock
 from streaming.collect.probe import Prober
 from streaming.config import FleetwatchConfig
-from streaming.contract import UNREGISTERED, event_from_dict
 from streaming.detect import detect
-from streaming.jars import classpath
-from streaming.kraft import KRaftCluster, target_of
-from streaming.polling import poll
-from streaming.ports import free_port
+from streaming.plumbing import clock
+from streaming.plumbing.jars import classpath
+from streaming.plumbing.ports import free_port
+from streaming.records.contract import UNREGISTERED, event_from_dict
+from streaming.workshop.kraft import KRaftCluster, target_of
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka]
 

@@ -23,8 +23,8 @@ from sqlalchemy import func, select
 from support.live_fleet import CAP, START_MS, capped_fleet, expected_lines, produce, stored_lines
 from support.supervised import SupervisedJob
 
-from streaming import topics
 from streaming.collect.simulate import Simulation
+from streaming.records import topics
 from streaming.store import Store, alert_history, quarantine
 
 pytestmark = [pytest.mark.spark]

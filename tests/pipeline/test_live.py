@@ -32,16 +32,16 @@ from support.live_fleet import CAP, START_MS, capped_fleet, expected_lines, prod
 from support.reference import reference_alerts
 from support.supervised import SupervisedJob
 
-from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, RuleSettings
-from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.job import QUERY_NAME, checkpoint_path, replay_file, start_job
 from streaming.job.session import refuse_one_stage_checkpoint
-from streaming.polling import poll
+from streaming.records import topics
+from streaming.records.contract import event_from_dict
 from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -13,17 +13,17 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from sqlalchemy import func, select
 
-from streaming import topics
-from streaming.alert import Alert
 from streaming.bus import EmbeddedBus, ensure_topics
 from streaming.job import start_job
-from streaming.job_output import Row, alert_row
 from streaming.metrics import render_metrics
 from streaming.pipeline.state import OUTPUT_SCHEMA
-from streaming.polling import poll
+from streaming.records import topics
+from streaming.records.alert import Alert
+from streaming.records.job_output import Row, alert_row
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.store import Store, alert_history, alerts, outbox
+from streaming.workshop.polling import poll
 
 pytestmark = pytest.mark.spark
 
@@ -74,7 +74,7 @@ def test_an_alert_the_bus_refuses_is_still_stored_and_in_the_outbox(spark, tmp_p
 @pytest.mark.real_kafka
 def test_the_job_creates_the_alerts_topic_on_a_bus_that_creates_none(spark, test_config, tmp_path):
     from streaming.collect.simulate import FleetSpec, Simulation
-    from streaming.kraft import KRaftCluster
+    from streaming.workshop.kraft import KRaftCluster
 
     sim = Simulation(FleetSpec(clusters=2, brokers=3, faults=("broker.heartbeat_lost",), start_ms=1_764_000_000_000,
                                duration_ms=90_000, seed=7, first_fault_ms=30_000, fault_every_ms=60_000))

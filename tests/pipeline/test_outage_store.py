@@ -19,12 +19,12 @@ import pytest
 import yaml
 from sqlalchemy import func, select
 from support.live_fleet import expected_lines, produce, simulated_fleet, stored_lines
-from support.postgres import PostgresServer, pg_binaries
 
-from streaming import topics
 from streaming.bus import EmbeddedBus
-from streaming.polling import poll
+from streaming.records import topics
 from streaming.store import Store, alert_history, outbox
+from streaming.workshop.polling import poll
+from streaming.workshop.postgres import PostgresServer, pg_binaries
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -130,7 +130,7 @@ def test_the_job_rides_out_a_postgresql_outage_losing_and_repeating_nothing(tmp_
 def test_the_submitted_driver_serving_metrics_waits_for_a_database_that_is_down(tmp_path):
     # The Spark Operator's driver (`streaming.ops.submit --metrics-port`) opens the store for
     # /metrics before `run` starts: with the database down it must wait, as `run` does, not crash.
-    from streaming.ports import free_port
+    from streaming.plumbing.ports import free_port
 
     down = f"postgresql+psycopg://fleetwatch@127.0.0.1:{free_port()}/fleetwatch"  # nothing listens there
     config_path = tmp_path / "fleetwatch.yaml"

@@ -7,7 +7,8 @@ import itertools
 import orjson
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
-from streaming.contract import (
+from streaming.pipeline.packing import pack, unpack
+from streaming.records.contract import (
     Broker,
     BrokerHeartbeat,
     BrokerState,
@@ -19,7 +20,6 @@ from streaming.contract import (
     TopicLayout,
     parse_message,
 )
-from streaming.pipeline.packing import pack, unpack
 
 EDGE_CASES = [
     MetadataResponse(1, "probe-a", "c1", "t1", "h:9092", Expected("c1", 3), 3, 2, None, 4,

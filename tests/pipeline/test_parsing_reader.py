@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterator
 import pytest
 from kafka import KafkaProducer
 
-from streaming import clock, topics
 from streaming.bus import EmbeddedBus
-from streaming.bus_loss import PLANNED_MS
 from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, ParseSettings
 from streaming.pipeline.parsing_reader import ParsingJsonlReader, ParsingStreamReader
+from streaming.plumbing import clock
+from streaming.records import topics
 from streaming.source import KafkaReaderOptions
+from streaming.source.bus_loss import PLANNED_MS
 from streaming.source.kafka_consumers import drop_executor_consumer
 
 TOPIC = topics.HEARTBEATS

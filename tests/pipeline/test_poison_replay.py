@@ -21,9 +21,9 @@ import pytest
 from sqlalchemy import func, select
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
-from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.job import replay_file
+from streaming.records.contract import event_from_dict
 from streaming.store import Store, alert_history, alerts, quarantine
 
 pytestmark = pytest.mark.spark

@@ -30,9 +30,9 @@ from support.supervised import SupervisedJob
 
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig, RuleSettings
-from streaming.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
-from streaming.polling import poll
 from streaming.store import Store, alerts, broker_transitions, controller_history
+from streaming.workshop.kraft import BackgroundProbe, KRaftCluster, TcpProxy, new_cluster_id, target_of
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark, pytest.mark.broker]
 

@@ -4,12 +4,12 @@ restart count from the store to /metrics (the live cases are in test_supervise.p
 from __future__ import annotations
 
 import pytest
-from support.clock import FakeClock
 
 from streaming.config import ConfigError, RestartSettings, load_config
-from streaming.job.supervise import Backoff, QueryStalled, StallWatch, first_line, restartable
+from streaming.job.supervise import Backoff, QueryStalled, StallWatch, query_failure_line, restartable
 from streaming.metrics import render_metrics
 from streaming.store import Store
+from streaming.workshop.fake_clock import FakeClock
 
 
 def test_delays_double_up_to_the_cap_and_start_over_after_a_healthy_run():
@@ -51,14 +51,14 @@ class QueryFailure(Exception):
 def test_a_failure_is_one_line_with_its_java_cause():
     npe = QueryFailure('Cannot invoke "x" because "y" is null\n\nJVM stacktrace:\n...',
                        'java.lang.NullPointerException: Cannot invoke "x" because "y" is null\n\tat a.b(C.scala:520)')
-    assert first_line(npe) == 'java.lang.NullPointerException: Cannot invoke "x" because "y" is null'
+    assert query_failure_line(npe) == 'java.lang.NullPointerException: Cannot invoke "x" because "y" is null'
     crashed = QueryFailure("An exception was raised by the Python Proxy. Return Message: Traceback (most recent call "
                            "last):\n  File ...\npy4j.protocol.Py4JJavaError: An error occurred\n\tat x\n"
                            "Caused by: org.apache.spark.SparkException: Job aborted due to stage failure: "
                            "Python worker exited unexpectedly (crashed)\n\tat y", "py4j.Py4JException: ...")
-    assert first_line(crashed) == ("org.apache.spark.SparkException: Job aborted due to stage failure: "
+    assert query_failure_line(crashed) == ("org.apache.spark.SparkException: Job aborted due to stage failure: "
                                    "Python worker exited unexpectedly (crashed)")
-    assert first_line(RuntimeError("boom\nmore")) == "boom"
+    assert query_failure_line(RuntimeError("boom\nmore")) == "boom"
 
 
 def test_restart_settings_are_validated(tmp_path):

@@ -12,15 +12,15 @@ import marshal
 import pytest
 
 from streaming.config import RuleSettings
-from streaming.contract import (
+from streaming.pipeline.packing import unpack
+from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, ParseSettings, parse_chunk
+from streaming.records.contract import (
     DEFAULT_MAX_SOURCE_LEAD_MS,
     MAX_TRACKED_SOURCES,
     Rejected,
     event_from_dict,
     refuse_ahead_of_clock,
 )
-from streaming.pipeline.packing import unpack
-from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, ParseSettings, parse_chunk
 
 NOW_MS = 1_795_000_000_000
 LEAD_MS = RuleSettings().max_source_lead_ms

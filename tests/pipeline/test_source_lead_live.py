@@ -22,10 +22,10 @@ from kafka import KafkaProducer
 from sqlalchemy import func, select
 from support.supervised import SupervisedJob
 
-from streaming import clock
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.metrics import start_metrics_server
+from streaming.plumbing import clock
 from streaming.store import Store, alerts, quarantine, source_clocks
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]

@@ -1,5 +1,5 @@
 """The processes fleetwatch starts Spark in, in real Spark: the Python workers from fleetwatch's
-daemon (streaming.spark_daemon), the driver's JVM with `spark.driver_java_options` and the class
+daemon (streaming.job.spark_daemon), the driver's JVM with `spark.driver_java_options` and the class
 archive, the stock Python processes from a precompiled pyspark.zip (streaming.job.startup)."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_workers_run_under_the_fleetwatch_daemon(spark) -> None:
     facts = spark.range(2).repartition(2).mapInPandas(
         worker_facts, "daemon string, zipped string, preloaded boolean, frozen long").collect()
     for row in facts:
-        assert row.daemon.endswith("streaming/spark_daemon.py")
+        assert row.daemon.endswith("streaming/job/spark_daemon.py")
         # pyspark and py4j come from the installed packages: no zip importer re-reads its
         # archive before every task (importlib.invalidate_caches() in pyspark's worker).
         assert json.loads(row.zipped) == []
@@ -54,7 +54,7 @@ def test_both_stages_of_the_job_share_one_pool_of_python_workers(spark, test_con
     replay_file(EXAMPLES / "identity.jsonl", out, test_config)
     assert out.read_text().strip(), "the replay raised no alert: its stateful stage did not run"
     jvm = psutil.Process(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    daemons = [cmdline for cmdline in map(_cmdline, jvm.children()) if "streaming.spark_daemon" in cmdline]
+    daemons = [cmdline for cmdline in map(_cmdline, jvm.children()) if "streaming.job.spark_daemon" in cmdline]
     assert len(daemons) == 1, [" ".join(cmdline) for cmdline in daemons]
 
 

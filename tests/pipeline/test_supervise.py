@@ -30,10 +30,10 @@ import pytest
 import yaml
 from support.live_fleet import expected_lines, produce, simulated_fleet, stored_lines
 
-from streaming.polling import poll
-from streaming.ports import free_port
+from streaming.plumbing.ports import free_port
 from streaming.source import SPARK_SOURCE
 from streaming.store import Store
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 

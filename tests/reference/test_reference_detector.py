@@ -21,8 +21,8 @@ from support.rule_cases import ALL_CASES
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
 from streaming.config import RuleSettings
-from streaming.contract import Event, event_from_dict, parse_message
 from streaming.detect import detect
+from streaming.records.contract import Event, event_from_dict, parse_message
 
 START_MS = 1_764_000_000_000
 

@@ -25,14 +25,14 @@ from kafka.partitioner.default import murmur2
 from support.live_fleet import produce
 from support.supervised import SupervisedJob
 
-from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
-from streaming.contract import event_from_dict
 from streaming.detect import detect
 from streaming.metrics import render_metrics
-from streaming.polling import poll
+from streaming.records import topics
+from streaming.records.contract import event_from_dict
 from streaming.source import KafkaReaderOptions, KafkaStreamReader
 from streaming.store import Store, alert_history
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka]
 
@@ -82,7 +82,7 @@ def _lose_while_stopped(spark, config, kafka_bus: str, store: Store, caplog, eve
         admin.close()
     produce(kafka_bus, rest)
     counted = _lost_total(store)
-    with caplog.at_level(logging.INFO, logger="streaming.progress"):
+    with caplog.at_level(logging.INFO, logger="streaming.job.progress"):
         run_until(len(rest))
     lines = [r for r in caplog.records if r.getMessage().startswith("bus data loss:")]
     return lines, _lost_total(store) - counted

@@ -1,4 +1,4 @@
-"""What a batch's Kafka offsets say about the bus (streaming/bus_loss.py), for both sources' formats:
+"""What a batch's Kafka offsets say about the bus (streaming/source/bus_loss.py), for both sources' formats:
 the records it lost, and the telemetry topics deleted and back (issue 27). Plain Python: the real
 job's lines are checked on a real Kafka bus in test_bus_data_loss.py and test_bus_topic_deleted.py."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from streaming.bus_loss import MESSAGES_READ, messages_read, planned_records, records_lost, topics_changed
+from streaming.source.bus_loss import MESSAGES_READ, messages_read, planned_records, records_lost, topics_changed
 
 HB, ST = "fleetwatch.heartbeats", "fleetwatch.broker-states"
 

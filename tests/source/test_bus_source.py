@@ -14,10 +14,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streaming import topics
 from streaming.bus import BusError, EmbeddedBus, ensure_topics
 from streaming.config import BusConfig, ConfigError
-from streaming.polling import poll
+from streaming.records import topics
 from streaming.source import (
     PYTHON_SOURCE,
     KafkaReaderOptions,
@@ -29,6 +28,7 @@ from streaming.source import (
     jvm_kafka_available,
     read_telemetry,
 )
+from streaming.workshop.polling import poll
 
 # (topic, partition, offset) -> (key, value, timestamp ms)
 Records = dict[tuple[str, int, int], tuple[str | None, str, int]]

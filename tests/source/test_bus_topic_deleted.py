@@ -7,7 +7,7 @@ again with new records, they are read and their alerts stored. Before the Spark 
 pattern, its admin client failed the query at once (UnknownTopicOrPartitionException).
 
 The job's log names the topic: one warning when it is deleted, one info line when it is back (the
-progress listener reads both from the batches' offsets: streaming/bus_loss.py). Before, no line of
+progress listener reads both from the batches' offsets: streaming/source/bus_loss.py). Before, no line of
 the job's Python log named it with either source (the Python reader logs in Spark's Python worker,
 Spark's connector in the JVM).
 """
@@ -23,11 +23,11 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from support.live_fleet import produce
 
-from streaming import topics
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.job import start_job
-from streaming.polling import poll
+from streaming.records import topics
 from streaming.store import Store, alert_history
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka]
 
@@ -47,7 +47,7 @@ def _rules(store: Store) -> set[str]:
 
 
 def _lines(caplog, start: str) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "streaming.progress" and r.getMessage().startswith(start)]
+    return [r for r in caplog.records if r.name == "streaming.job.progress" and r.getMessage().startswith(start)]
 
 
 @pytest.mark.spark

@@ -17,15 +17,15 @@ import pytest
 from kafka import KafkaProducer
 from sqlalchemy import select
 
-from streaming import topics
 from streaming.bus import check_list_offsets
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, FleetwatchConfig
-from streaming.contract import topic_of
 from streaming.job import replay_file, start_job
-from streaming.polling import poll
+from streaming.records import topics
+from streaming.records.contract import topic_of
 from streaming.source import SPARK_SOURCE, choose_source, jvm_kafka_available
 from streaming.store import Store, alert_history
+from streaming.workshop.polling import poll
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.spark]
 

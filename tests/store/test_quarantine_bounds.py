@@ -21,9 +21,9 @@ from support.promtool import rules_firing
 
 from dashboard.queries.pipeline import quarantine_reasons
 from streaming.config import ConfigError, RetentionConfig, load_config
-from streaming.job_output import LateEvent, Refused, Row
 from streaming.metrics import render_metrics
 from streaming.metrics.counters import counter_values
+from streaming.records.job_output import LateEvent, Refused, Row
 from streaming.sinks import BatchWriter
 from streaming.store import Store, quarantine
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from streaming.alert import Alert
-from streaming.job_output import Kind, StateRow, alert_row, mark_row
 from streaming.pipeline.state import OUTPUT_SCHEMA
+from streaming.records.alert import Alert
+from streaming.records.job_output import Kind, StateRow, alert_row, mark_row
 from streaming.sinks.batch_writer import RESET_REASON, BatchWriter
 from streaming.store import Store, alerts, outbox
 

@@ -10,8 +10,8 @@ import json
 import pytest
 from sqlalchemy import select
 
-from streaming.alert import Alert
-from streaming.errors import ConfigError
+from streaming.plumbing.errors import ConfigError
+from streaming.records.alert import Alert
 from streaming.store import Store, alert_history, alerts, outbox
 
 

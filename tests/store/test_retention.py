@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select, text
 
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig, RetentionConfig
 from streaming.metrics import render_metrics
 from streaming.pipeline.state import OUTPUT_SCHEMA
+from streaming.records.alert import Alert
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.store import (
     Store,

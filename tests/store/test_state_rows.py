@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 from support.micro_batch import MicroBatch
 
-from streaming.job_output import Kind, StateRow, compact_json, mark_row
+from streaming.records.job_output import Kind, StateRow, compact_json, mark_row
 from streaming.sinks import BatchWriter
 from streaming.store import Store, brokers, clusters, targets
 

@@ -12,8 +12,8 @@ import threading
 import pytest
 from sqlalchemy import create_engine, func, inspect, select
 
-from streaming.alert import Alert
-from streaming.contract import MAX_TRACKED_SOURCES
+from streaming.records.alert import Alert
+from streaming.records.contract import MAX_TRACKED_SOURCES
 from streaming.store import (
     Store,
     alert_history,

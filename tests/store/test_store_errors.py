@@ -1,7 +1,7 @@
 """Which store errors the job waits out and which fail it (issue 27.3), on real databases.
 
 Only a transient error (the server down, restarting or unreachable, a lock held) is retried
-(`streaming.resilience.retry_store`); a schema error, a read-only or full database file fails the
+(`streaming.plumbing.resilience.retry_store`); a schema error, a read-only or full database file fails the
 micro-batch at once with a one-line message instead of stalling the job forever.
 """
 
@@ -16,9 +16,9 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import OperationalError
 from support.micro_batch import MicroBatch
 
-from streaming.job_output import Refused
-from streaming.ports import free_port
-from streaming.resilience import StoreFailure, is_transient, retry_store
+from streaming.plumbing.ports import free_port
+from streaming.plumbing.resilience import StoreFailure, is_transient, retry_store
+from streaming.records.job_output import Refused
 from streaming.sinks.batch_writer import BatchWriter
 from streaming.store import Store
 
@@ -57,7 +57,7 @@ def test_a_dropped_table_fails_the_batch_at_once_with_one_line(store_url, caplog
         with store.engine.begin() as conn:
             conn.execute(text("DROP TABLE quarantine"))
         stop = threading.Event()
-        with caplog.at_level(logging.INFO, logger="streaming.resilience"):
+        with caplog.at_level(logging.INFO, logger="streaming.plumbing.resilience"):
             raised = _write_in_thread(BatchWriter(store, stop=stop), stop)
         assert isinstance(raised, StoreFailure), repr(raised)
         message = str(raised)

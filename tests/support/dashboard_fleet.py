@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.alert import Alert
+from streaming.records.alert import Alert
 from streaming.store import Store
 
 __all__ = ["BIL", "EVIL", "HOSTILE", "IDENTITY_TAGS", "LOG", "NEW", "ORD", "ORDERS", "PAY", "SEA", "T0", "alert",

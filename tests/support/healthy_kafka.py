@@ -17,10 +17,10 @@ import threading
 import time
 from pathlib import Path
 
-from streaming import topics
 from streaming.bus import EmbeddedBus
 from streaming.collect.probe import LayoutLimits, ProbeOptions
-from streaming.kraft import BackgroundProbe, KRaftCluster, target_of
+from streaming.records import topics
+from streaming.workshop.kraft import BackgroundProbe, KRaftCluster, target_of
 
 __all__ = ["FAST_LAYOUT", "PROBE", "HealthyWatch"]
 

@@ -12,15 +12,15 @@ from pathlib import Path
 from kafka import KafkaAdminClient, KafkaProducer
 from sqlalchemy import select
 
-from streaming import topics
 from streaming.bus import BusError, ensure_topics
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook
-from streaming.contract import event_from_dict
 from streaming.detect import detect
-from streaming.kraft import KRaftCluster
-from streaming.polling import poll
+from streaming.records import topics
+from streaming.records.contract import event_from_dict
 from streaming.store import Store, alert_history
+from streaming.workshop.kraft import KRaftCluster
+from streaming.workshop.polling import poll
 
 __all__ = ["CAP", "START_MS", "capped_fleet", "empty_topics", "expected_lines", "produce", "real_kafka_bus",
            "simulated_fleet", "stored_lines"]

@@ -19,11 +19,11 @@ from typing import Any
 import pandas as pd
 from kafka.partitioner.default import murmur2
 
-from streaming import topics
-from streaming.alert import decode_output
 from streaming.config import RuleBook
 from streaming.pipeline.parse import ParseSettings, parse_chunk
 from streaming.pipeline.state import DetectorProcessor, HolderProcessor
+from streaming.records import topics
+from streaming.records.alert import decode_output
 from streaming.source.kafka_offsets import allocate
 
 __all__ = ["Bus", "InMemoryJob"]

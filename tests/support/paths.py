@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from streaming.workshop.paths import ROOT
 
 __all__ = ["EXAMPLES", "ROOT"]
 
-ROOT = Path(__file__).resolve().parents[2]
 # The worked examples beside the SPEC: the repository is cloned beside shared/.
 EXAMPLES = ROOT.parent / "shared" / "examples"

@@ -20,9 +20,9 @@ from streaming.bus import answers_api_versions, tansu_binary
 from streaming.collect import probe
 from streaming.collect.probe import Target
 from streaming.collect.protocol import decode_request, encode_response
-from streaming.contract import event_from_dict
-from streaming.polling import poll
-from streaming.ports import free_port
+from streaming.plumbing.ports import free_port
+from streaming.records.contract import event_from_dict
+from streaming.workshop.polling import poll
 
 HOST = "127.0.0.1"
 

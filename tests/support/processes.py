@@ -1,4 +1,4 @@
-"""Real processes in tests: stopping a child (ports: streaming.ports; polling: streaming.polling)."""
+"""Real processes in tests: stopping a child (ports: streaming.plumbing.ports; polling: streaming.workshop.polling)."""
 
 from __future__ import annotations
 

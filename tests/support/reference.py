@@ -8,7 +8,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from streaming.contract import Event, event_to_dict
+from streaming.records.contract import Event, event_to_dict
 from support.paths import ROOT
 
 __all__ = ["REFERENCE", "as_lines", "reference_alerts"]

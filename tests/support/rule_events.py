@@ -19,8 +19,8 @@ from functools import partial
 from typing import Any
 
 from streaming.config import RuleBook, RuleSettings
-from streaming.contract import Event, event_from_dict
 from streaming.detect import detect
+from streaming.records.contract import Event, event_from_dict
 
 # -- SPEC section 4, written out here (not taken from the code) -------------------------------
 

@@ -20,8 +20,8 @@ from pyspark.sql import SparkSession
 from streaming.config import FleetwatchConfig
 from streaming.job import QUERY_NAME, start_job
 from streaming.job.live import RunningJob
+from streaming.job.progress import ProgressRecorder
 from streaming.job.supervise import Supervisor
-from streaming.progress import ProgressRecorder
 from streaming.store import Store
 
 __all__ = ["CONNECT_BACK", "SupervisedJob"]

@@ -37,8 +37,8 @@ from dashboard.queries.identity import target_registry
 from dashboard.views.elements import cluster_path
 from dashboard.views.fleet import LISTED_LIMIT, fleet_table
 from dashboard.views.formatting import format_age
-from streaming.alert import Alert
-from streaming.incident_settings import IncidentSettings
+from streaming.config import IncidentSettings
+from streaming.records.alert import Alert
 from streaming.store import Store
 
 

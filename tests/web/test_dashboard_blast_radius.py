@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from dashboard.page_content import PageContent
-from streaming.alert import Alert
+from streaming.records.alert import Alert
 from streaming.store import Store
 
 NOW_MS = 1_764_000_100_000

@@ -19,11 +19,11 @@ from support.dashboard_fleet import PAY, T0, alert
 
 from dashboard.app import create_app
 from dashboard.queries.deliveries import delivery_counts, delivery_list, delivery_receivers
-from dashboard.screenshots import LocalReceiver
-from streaming.alert import Alert
 from streaming.config import FleetwatchConfig
 from streaming.notify.delivery import Notifier, NotifyOptions
+from streaming.records.alert import Alert
 from streaming.store import Store
+from streaming.workshop.screenshots import LocalReceiver
 
 TOKEN = "tok-9d3e7c1a55"  # in the receiver's URL: must never reach the page
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dashboard.app import create_app
 from dashboard.page_content import PageContent
 from dashboard.queries.incidents import incident_list
-from streaming.alert import Alert
-from streaming.incident_settings import IncidentSettings
+from streaming.config import IncidentSettings
+from streaming.records.alert import Alert
 from streaming.store import Store
 
 T0 = 1_764_000_000_000

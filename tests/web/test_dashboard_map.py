@@ -19,7 +19,7 @@ from dashboard.app import create_app
 from dashboard.page_content import PageContent
 from dashboard.queries import fleet as fleet_queries
 from dashboard.views import fleet as fleet_views
-from streaming.alert import Alert
+from streaming.records.alert import Alert
 from streaming.store import Store
 
 # cluster id -> (target, tags, the state its tile must show)

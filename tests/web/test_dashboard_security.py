@@ -44,11 +44,11 @@ from support.dashboard_fleet import PAY, T0, alert, fill_fleet
 from dashboard.app import create_app
 from dashboard.cli import command, configure_parser
 from dashboard.page_content import PageContent
-from streaming.alert import Alert
 from streaming.config import ConfigError
-from streaming.polling import poll
-from streaming.ports import free_port
+from streaming.plumbing.ports import free_port
+from streaming.records.alert import Alert
 from streaming.store import Silence, Store, silences
+from streaming.workshop.polling import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTH = ("FLEETWATCH_DASHBOARD_USER", "FLEETWATCH_DASHBOARD_PASSWORD")

@@ -16,9 +16,9 @@ from support.rule_events import C, run, t
 from test_dashboard_map import TILE_COLOUR, _palette, _rgb
 
 from dashboard.app import create_app
-from streaming.alert import Alert
-from streaming.polling import poll
+from streaming.records.alert import Alert
 from streaming.store import Store
+from streaming.workshop.polling import poll
 
 TILE_JS = """const t = document.querySelector('#fleet-map a.tile');
 return [t.className, getComputedStyle(t).backgroundColor, getComputedStyle(t).borderLeftColor];"""

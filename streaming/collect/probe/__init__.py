@@ -83,7 +83,7 @@ Isolation (issue 26): one dead, slow or hostile cluster never delays the others.
   (`AUTH_FAILED`) before any key is derived, so no proof is sent; the derivation runs in a worker.
   So does a server message that is not SCRAM (not UTF-8, a count that is not ASCII digits, a
   salt or signature that is not base64): one line in the event's `error_detail`, no traceback.
-The limits are the config's `probe:` section (streaming/config.py, ProbeConfig).
+The limits are the config's `probe:` section (streaming/config/, ProbeConfig).
 
 The controller id: in KRaft, Metadata's ControllerId is a random live broker (KIP-590), which
 would look like a controller that moves every round (measured on Kafka 4.4). When the broker

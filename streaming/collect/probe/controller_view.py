@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from streaming.contract import UNREGISTERED, BrokerHeartbeat, BrokerState, event_to_dict
-from streaming.errors import FleetwatchError
+from streaming.plumbing.errors import FleetwatchError
+from streaming.records.contract import UNREGISTERED, BrokerHeartbeat, BrokerState, event_to_dict
 
 __all__ = ["ControllerReading", "MetricsUnavailable", "ViewMemory", "parse_metrics", "read_controllers",
            "view_events"]

@@ -15,8 +15,8 @@ from typing import Any
 
 from streaming.collect.probe.targets import Target, format_address
 from streaming.collect.protocol.client import DEFAULT_MAX_FRAME, TIMEOUT, Connection, KafkaErrorResponse, ProbeFailure
-from streaming.contract import MAX_NAME_CHARS, Broker, Expected, MetadataResponse, event_to_dict
-from streaming.errors import FleetwatchError
+from streaming.plumbing.errors import FleetwatchError
+from streaming.records.contract import MAX_NAME_CHARS, Broker, Expected, MetadataResponse, event_to_dict
 
 __all__ = [
     "DESCRIBE_CLUSTER",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.collect.probe.exchange import Answer
-from streaming.contract import UNREGISTERED, BrokerHeartbeat, BrokerState, event_to_dict
+from streaming.records.contract import UNREGISTERED, BrokerHeartbeat, BrokerState, event_to_dict
 
 __all__ = ["LastReadings", "fetch_time", "heartbeats", "registered", "registrations"]
 

@@ -26,7 +26,13 @@ from typing import Any
 
 from streaming.collect.probe.targets import LayoutLimits, ProbeOptions, Target
 from streaming.collect.protocol.client import Connection, ProbeFailure
-from streaming.contract import MAX_LAYOUT_PARTITIONS, MAX_NAME_CHARS, PartitionLayout, TopicLayout, event_to_dict
+from streaming.records.contract import (
+    MAX_LAYOUT_PARTITIONS,
+    MAX_NAME_CHARS,
+    PartitionLayout,
+    TopicLayout,
+    event_to_dict,
+)
 
 __all__ = ["LayoutReading", "layout_event", "layout_frame_limit", "read_layout"]
 

@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming import clock
 from streaming.collect.probe.controller_view import ViewMemory, read_controllers, view_events
 from streaming.collect.probe.exchange import Answer, IdentityCheckUnusable, converse, response_event
 from streaming.collect.probe.kraft_readings import LastReadings, heartbeats, registered, registrations
@@ -19,7 +18,8 @@ from streaming.collect.probe.quorum import QuorumReader, TargetView
 from streaming.collect.probe.slots import Slots
 from streaming.collect.probe.targets import ProbeOptions, Target, endpoint_problem, format_address
 from streaming.collect.protocol.client import Connection, ProbeFailure, classify
-from streaming.contract import REBOOTSTRAP_REQUIRED, CollectorRound, CollectorTargets, Expected, event_to_dict
+from streaming.plumbing import clock
+from streaming.records.contract import REBOOTSTRAP_REQUIRED, CollectorRound, CollectorTargets, Expected, event_to_dict
 
 __all__ = ["IDENTITY_RETRY_S", "EventSink", "Prober"]
 
@@ -304,7 +304,7 @@ class Prober:
                                           self.options.source, target.session_timeout_ms,
                                           target.heartbeat_interval_ms))
         self._note_health(target, events)
-        # Last, at the round's end: every event of the round is before it (streaming/collector_contract.py).
+        # Last, at the round's end: every event of the round is before it (streaming/records/collector.py).
         ended = now_ms + max(0, int((loop.time() - started) * 1000), *(ev["ts"] - now_ms for ev in events))
         events.append(event_to_dict(CollectorRound(
             ended, self.options.source, state.cluster_id, target.name,

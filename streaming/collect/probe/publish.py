@@ -8,10 +8,10 @@ from typing import IO, Any
 
 import orjson
 
-from streaming import topics
 from streaming.bus import BusAccess
-from streaming.contract import topic_of
-from streaming.resilience import Throttle
+from streaming.plumbing.resilience import Throttle
+from streaming.records import topics
+from streaming.records.contract import topic_of
 
 __all__ = ["BusPublisher", "JsonlWriter"]
 

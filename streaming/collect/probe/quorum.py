@@ -1,6 +1,6 @@
 """The fast quorum reading (issue 44; streaming/detect/README.md, "Before Kafka knows: quorum readings"):
 each cluster's KRaft quorum every `quorum_interval_ms` (1 s), apart from the rounds, as one
-`quorum_reading` event (streaming/quorum_contract.py).
+`quorum_reading` event (streaming/records/quorum.py).
 
 A healthy broker fetches the metadata log from the KRaft leader at least every 500 ms. One reading is two
 requests on one connection per cluster, kept open between readings (no connect, ApiVersions or SASL per
@@ -34,12 +34,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streaming import clock
 from streaming.collect.probe.exchange import DESCRIBE_CLUSTER, DESCRIBE_QUORUM, describe_cluster, describe_quorum
 from streaming.collect.probe.kraft_readings import LastReadings, fetch_time
 from streaming.collect.probe.targets import ProbeOptions, Target, format_address
 from streaming.collect.protocol.client import Connection, KafkaErrorResponse, ProbeFailure, classify
-from streaming.contract import QuorumReading, event_to_dict
+from streaming.plumbing import clock
+from streaming.records.contract import QuorumReading, event_to_dict
 
 __all__ = ["DESCRIBE_QUORUM", "FOLLOW_UP_MARGIN_MS", "QuorumLink", "QuorumReader", "TargetView", "follow_up_in",
            "reading_of"]

@@ -43,7 +43,7 @@ class ProbeOptions:
     concurrency: int = 256  # exchanges (connections) in flight at once, over all targets
     source: str = field(default_factory=default_source)
     client_id: str = "fleetwatch-probe"
-    # What one target may take (streaming/config.py, ProbeConfig): exchanges in flight, endpoints
+    # What one target may take (streaming/config/, ProbeConfig): exchanges in flight, endpoints
     # probed per round, and the largest answer read.
     target_concurrency: int = _DEFAULTS.target_concurrency
     max_endpoints: int = _DEFAULTS.max_endpoints_per_target

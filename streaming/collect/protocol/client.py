@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.collect.protocol.codec import DecodeError, decode_response, encode_request, spec
-from streaming.errors import FleetwatchError
+from streaming.plumbing.errors import FleetwatchError
 
 __all__ = [
     "AUTH_FAILED",
@@ -99,7 +99,7 @@ SCRAM_MAX_ITERATIONS = 16384
 # 8 lookups at ~1 ms each (a caching resolver) resolve a target's 256 endpoints in ~30 ms; at
 # 100 ms each, in ~3 s.
 LOOKUPS_PER_TARGET = 8
-# The lookups of a connection made without the prober's pool (the tools of streaming/kraft).
+# The lookups of a connection made without the prober's pool (the tools of streaming/workshop/kraft).
 _RESOLVER = ThreadPoolExecutor(max_workers=64, thread_name_prefix="probe-dns")
 # Big answers are decoded here (and SCRAM keys derived: hashlib releases the GIL). Each target
 # decodes one big answer at a time (its `decode_slot`), so one target takes at most one worker.

@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any
 
 from streaming.collect.protocol.specs import SPECS
-from streaming.errors import FleetwatchError
+from streaming.plumbing.errors import FleetwatchError
 
 __all__ = [
     "API_VERSIONS_KEY",

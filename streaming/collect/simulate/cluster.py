@@ -13,7 +13,7 @@ from typing import Any
 from streaming.collect.simulate.identities import DOMAIN, PORT, ClusterIdentity
 from streaming.collect.simulate.placement import PREFERRED_ELECTION_MS, Placement
 from streaming.collect.simulate.spec import ERROR_TIMEOUT, LAYOUT_INTERVAL_MS, FleetSpec
-from streaming.contract import (
+from streaming.records.contract import (
     Broker,
     BrokerHeartbeat,
     BrokerState,

@@ -16,7 +16,7 @@ from typing import Any
 from streaming.collect.simulate.cluster import ClusterSim, PlannedFault, SimBroker
 from streaming.collect.simulate.identities import ClusterIdentity
 from streaming.collect.simulate.spec import ERROR_REFUSED, ERROR_TIMEOUT, LAYOUT_INTERVAL_MS, RULES, InjectedFault
-from streaming.contract import REBOOTSTRAP_REQUIRED
+from streaming.records.contract import REBOOTSTRAP_REQUIRED
 
 __all__ = ["NEEDS_PARTNER", "READ_AFTER_MS", "SCRIPTS", "TIMELINE", "begin", "injected"]
 

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import cached_property
 
-from streaming.contract import Broker, Expected
+from streaming.records.contract import Broker, Expected
 
 __all__ = ["BAD_RELEASE", "DOMAIN", "PORT", "RACKS", "RACK_ROW", "ClusterIdentity", "cluster_id_of", "make_identity",
            "rack_row", "release_of", "shared_racks"]

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 
 from streaming.bus import BusAccess
-from streaming.clock import now_ms
 from streaming.collect.simulate.fleet import Simulation
+from streaming.plumbing.clock import now_ms
 
 __all__ = ["LiveRun", "produce_live", "write_events", "write_labels"]
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from streaming.contract import TopicLayout
+from streaming.records.contract import TopicLayout
 
 __all__ = ["PREFERRED_ELECTION_MS", "Placement"]
 

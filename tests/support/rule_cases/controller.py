@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.contract import Event
+from streaming.records.contract import Event
 from support.rule_events import (
     CONTROLLER_FLAP_WINDOW,
     CONTROLLER_WINDOW,
