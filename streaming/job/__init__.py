@@ -3,23 +3,24 @@ workers is streaming.pipeline's).
 
 Its door, for `fleetwatch run`, `demo`, `replay`, the spark-submit driver, check-config, the
 benches and tests:
-- `JobCoordinator(config, JobPlan, observer, stop).run()` -> `Outcome`: the one start sequence of
+- `JobCoordinator(config, plan, observer, stop).run()` -> `Outcome`: the one start sequence of
   every job (bus, store, /metrics, companions, Spark, the alerts topic, the query, supervision,
-  stop in reverse order); the observer (`JobObserver`; the console's `JobView`) is told what
-  opened (`Wiring`), each phase, and when the query runs; `Companions` are the parts a job runs
-  beside its query (the demo's); a replay's plan names its file (`Recording.of(path)`).
-  `stop_on_signals(stop)`.
+  stop in reverse order), for a `LivePlan` or a `ReplayPlan` (its file: `Recording.of(path)`);
+  the observer (`JobObserver`; the console's `JobView`) is told what opened (`Wiring`), each
+  phase, and when the query runs; `Companions` are the parts a live job runs beside its query
+  (the demo's). `stop_on_signals(stop)`.
 - `run_job(config, RunOptions)`: all of `fleetwatch run` and the spark-submit driver.
 - `replay_file(events, alerts_out, config, store=)` -> `ReplaySummary`.
-- `start_job(spark, config, bus, store, publisher, stop)` -> `RunningJob` (`.query`, `.recorder`;
-  `run_until(stop, finished)`, then `stop()`): the live query in a session of one's own;
-  `stop_gracefully`, `open_store`, `QUERY_NAME`.
+- `start_live_query(spark, config, bus, store, publisher, stop)` -> `RunningQuery` (`.query`,
+  `.recorder`; `run_until(stop, finished)`, then `stop()`): the live job's query in a session of
+  one's own; `stop_gracefully`, `open_store`, `QUERY_NAME`.
 - `spark_session(config)`, `context_settings(config)`; `checkpoint_path`, `checkpoint_id`.
 
 Inside, bottom first: `prepared` (what `make` prepares for a fast start), `session`, `query` (a
 started query), `live` and `recorded` (the live job's and the replay's query: startup checks,
-source, writer), `supervise`, `coordinator`, then the programs on it: `run`, `replay`, `startup`
-(`python -m streaming.job.startup`, run by `make`). No module imports one above it.
+source, writer), `plans` (what a job is made of), `supervise`, `coordinator`, then the programs
+on it: `run`, `replay`, `startup` (`python -m streaming.job.startup`, run by `make`). No module
+imports one above it.
 
 Names are loaded on first use: `fleetwatch run` checks its config before Spark's modules load.
 """
@@ -31,17 +32,10 @@ from typing import TYPE_CHECKING
 from streaming.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
-    from streaming.job.coordinator import (
-        Companions,
-        JobCoordinator,
-        JobObserver,
-        JobPlan,
-        Outcome,
-        Wiring,
-        stop_on_signals,
-    )
-    from streaming.job.live import QUERY_NAME, open_store, start_job
-    from streaming.job.query import RunningJob, stop_gracefully
+    from streaming.job.coordinator import JobCoordinator, JobObserver, Outcome, stop_on_signals
+    from streaming.job.live import QUERY_NAME, open_store, start_live_query
+    from streaming.job.plans import Companions, LivePlan, ReplayPlan, Wiring
+    from streaming.job.query import RunningQuery, stop_gracefully
     from streaming.job.recorded import Recording
     from streaming.job.replay import ReplaySummary, replay_file
     from streaming.job.run import RunOptions, run_job
@@ -53,12 +47,13 @@ __all__ = [
     "Companions",
     "JobCoordinator",
     "JobObserver",
-    "JobPlan",
+    "LivePlan",
     "Outcome",
     "Recording",
+    "ReplayPlan",
     "ReplaySummary",
     "RunOptions",
-    "RunningJob",
+    "RunningQuery",
     "Wiring",
     "checkpoint_id",
     "checkpoint_path",
@@ -68,16 +63,16 @@ __all__ = [
     "replay_file",
     "run_job",
     "spark_session",
-    "start_job",
+    "start_live_query",
     "stop_gracefully",
     "stop_on_signals",
 ]
 
 _HOME = {
-    **dict.fromkeys(("Companions", "JobCoordinator", "JobObserver", "JobPlan", "Outcome", "Wiring", "stop_on_signals"),
-                    "coordinator"),
-    **dict.fromkeys(("QUERY_NAME", "open_store", "start_job"), "live"),
-    **dict.fromkeys(("RunningJob", "stop_gracefully"), "query"),
+    **dict.fromkeys(("JobCoordinator", "JobObserver", "Outcome", "stop_on_signals"), "coordinator"),
+    **dict.fromkeys(("QUERY_NAME", "open_store", "start_live_query"), "live"),
+    **dict.fromkeys(("Companions", "LivePlan", "ReplayPlan", "Wiring"), "plans"),
+    **dict.fromkeys(("RunningQuery", "stop_gracefully"), "query"),
     "Recording": "recorded",
     **dict.fromkeys(("ReplaySummary", "replay_file"), "replay"),
     **dict.fromkeys(("RunOptions", "run_job"), "run"),
