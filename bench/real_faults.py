@@ -56,7 +56,7 @@ from sqlalchemy import func, select
 from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions
 from streaming.config import FleetwatchConfig, RuleSettings
-from streaming.job import spark_session, start_job
+from streaming.job import spark_session, start_live_query
 from streaming.records import topics
 from streaming.store import Store, alerts, controller_history, quarantine
 from streaming.workshop.kraft import BackgroundProbe, KRaftCluster, target_of
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet: dict[str, Any] | None = None
     with EmbeddedBus(partitions={t: 2 for t in topics.TELEMETRY}, log_path=workdir / "tansu.log") as bus:
         spark = spark_session(config, "fleetwatch-real-faults")
-        job = start_job(spark, config, bus.bootstrap, store)
+        job = start_live_query(spark, config, bus.bootstrap, store)
         cluster = KRaftCluster(workdir / "cluster", brokers=3, controllers=3, partitionable=[2],
                                session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
                                metrics_exporter=args.controller_view)

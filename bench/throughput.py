@@ -77,7 +77,7 @@ from throughput_report import print_table, write_chart
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live, write_events
 from streaming.config import FleetwatchConfig
-from streaming.job import QUERY_NAME, spark_session, start_job, stop_gracefully
+from streaming.job import QUERY_NAME, spark_session, start_live_query, stop_gracefully
 from streaming.pipeline import build_pipeline, counting_messages, read_parsed_telemetry
 from streaming.records import topics
 from streaming.sinks import BatchWriter
@@ -241,7 +241,7 @@ def _live_phase(spark: SparkSession, config: FleetwatchConfig, result: FleetResu
         rss.excluded.add(bus.pid)
         live_config = config.model_copy(update={
             "spark": config.spark.model_copy(update={"checkpoint_dir": str(workdir / "cp-live")})})
-        job = start_job(spark, live_config, bus.bootstrap, store)
+        job = start_live_query(spark, live_config, bus.bootstrap, store)
         # A deployment is up before faults happen: the fleet starts once the job has finished its
         # first (empty) micro-batch, which plans the query and starts Spark's Python workers.
         poll(lambda: any(b["query"] == QUERY_NAME for b in log.rows) or not job.query.isActive, 300,

@@ -174,7 +174,7 @@ def test_no_modules_import_each_other_in_a_circle():
 def test_the_product_starts_a_job_in_one_place():
     """Burrow's core/burrow.go: run, demo, replay and the spark-submit driver start Spark, a job's
     query and its supervision through the job coordinator, not each in a start sequence of its own."""
-    starts = {"spark_session", "start_job", "start_recorded", "Supervisor"}
+    starts = {"spark_session", "start_live_query", "start_recorded_query", "Supervisor"}
     callers = sorted({_module(path) for path in SOURCES if not path.is_relative_to(ROOT / "bench")
                       for node in ast.walk(_tree(path)) if isinstance(node, ast.Call)
                       and getattr(node.func, "id", getattr(node.func, "attr", None)) in starts})

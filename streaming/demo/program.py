@@ -136,7 +136,7 @@ class _Dashboard:
 def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
     check_workdir(options.workdir)  # before anything starts (Spark's modules too); emptied below
     tansu_binary()  # the demo's bus is the embedded one, an optional extra: without it, say so before anything starts
-    from streaming.job import JobCoordinator, JobPlan, query_failure_line, stop_on_signals
+    from streaming.job import JobCoordinator, LivePlan, query_failure_line, stop_on_signals
 
     if not nobody_listens_on(options.port):
         raise ConfigError(f"port {options.port} is in use: give the dashboard another one with --port")
@@ -157,8 +157,8 @@ def run_demo(config: FleetwatchConfig, options: DemoOptions) -> int:
         parts = _DemoParts(config, options, spec, stop, console, log_path)
         view = JobView(console, parts.banner, deliveries_shown=True)
         parts.view = view
-        plan = JobPlan(app_name="fleetwatch-demo", companions=parts,
-                       embedded_bus=EmbeddedBus(topics=topics.ALL, log_path=workdir / "tansu.log"))
+        plan = LivePlan(app_name="fleetwatch-demo", companions=parts,
+                        embedded_bus=EmbeddedBus(topics=topics.ALL, log_path=workdir / "tansu.log"))
         try:
             outcome = JobCoordinator(config, plan, view, stop).run()
         except KeyboardInterrupt:  # Ctrl-C while PySpark's own SIGINT handler was in place (Spark starting)

@@ -40,10 +40,10 @@ from streaming.detect.bus_clock import BusClock
 from streaming.detect.bus_gaps import BusGap, ReadPositions, Run
 from streaming.detect.carried import carried_over_ends, is_carried_over
 from streaming.detect.domains import BrokerPlace, ClusterPlace, Domain, places_of
-from streaming.detect.driver import detect
 from streaming.detect.engine import ShardEngine
 from streaming.detect.holder_shard import HolderShard
 from streaming.detect.identity import HeldId
+from streaming.detect.in_batches import detect
 from streaming.detect.incidents import (
     FleetIncident,
     GroupingRules,

@@ -11,7 +11,7 @@ clusters a collector no longer observes (`ShardOutput.handoffs`) to the shards o
 (holder_shard.py), the rules that compare clusters, targets and collectors with each other.
 
 `ShardEngine` is plain, picklable Python: the Spark job keeps one per shard in its state store (in
-the format of state_format.py), and `driver.detect()` runs the same engines over a list of events
+the format of state_format.py), and `in_batches.detect()` runs the same engines over a list of events
 for tests and benchmarks.
 """
 

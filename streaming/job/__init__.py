@@ -3,23 +3,27 @@ workers is streaming.pipeline's).
 
 Its door, for `fleetwatch run`, `demo`, `replay`, the spark-submit driver, check-config, the
 benches and tests:
-- `JobCoordinator(config, JobPlan, observer, stop).run()` -> `Outcome`: the one start sequence of
+- `JobCoordinator(config, plan, observer, stop).run()` -> `Outcome`: the one start sequence of
   every job (bus, store, /metrics, companions, Spark, the alerts topic, the query, supervision,
-  stop in reverse order); the observer (`JobObserver`; the console's `JobView`) is told what
-  opened (`Wiring`), each phase, and when the query runs; `Companions` are the parts a job runs
-  beside its query (the demo's); a replay's plan names its file (`Recording.of(path)`).
-  `stop_on_signals(stop)`.
+  stop in reverse order), for a `LivePlan` or a `ReplayPlan` (its file: `Recording.of(path)`);
+  the observer (`JobObserver`; the console's `JobView`) is told what opened (`Wiring`), each
+  phase, and when the query runs; `Companions` are the parts a live job runs beside its query
+  (the demo's). `stop_on_signals(stop)`.
 - `run_job(config, RunOptions)`: all of `fleetwatch run` and the spark-submit driver.
 - `replay_file(events, alerts_out, config, store=)` -> `ReplaySummary`.
-- `start_job(spark, config, bus, store, publisher, stop)` -> `RunningJob` (`.query`, `.recorder`;
-  `run_until(stop, finished)`, then `stop()`): the live query in a session of one's own;
-  `stop_gracefully`, `open_store`, `QUERY_NAME`.
+- `start_live_query(spark, config, bus, store, publisher, stop)` -> `RunningQuery` (`.query`,
+  `.recorder`; `run_until(stop, finished)`, then `stop()`): the live job's query in a session of
+  one's own; `stop_gracefully`, `open_store`, `QUERY_NAME`.
 - `spark_session(config)`, `context_settings(config)`; `checkpoint_path`, `checkpoint_id`.
+- `ProgressRecorder`: each micro-batch's progress, into the store and for the runners.
+- `Console`, `open_console`, `JobView`: what `run` and `demo` show a person at a terminal.
 
-Inside, bottom first: `prepared` (what `make` prepares for a fast start), `session`, `query` (a
-started query), `live` and `recorded` (the live job's and the replay's query: startup checks,
-source, writer), `supervise`, `coordinator`, then the programs on it: `run`, `replay`, `startup`
-(`python -m streaming.job.startup`, run by `make`). No module imports one above it.
+Inside, bottom first: `prepared` (what `make` prepares for a fast start), `spark_daemon` (Spark's
+Python worker daemon, `spark.python.daemon.module`), `session`, `progress`, `query` (a started
+query), `console`, `live` and `recorded` (the live job's and the replay's query: startup checks,
+source, writer), `plans` (what a job is made of), `supervise`, `coordinator`, then the programs
+on it: `run`, `replay`, `startup` (`python -m streaming.job.startup`, run by `make`). No module
+imports one above it.
 
 Names are loaded on first use: `fleetwatch run` checks its config before Spark's modules load.
 """
@@ -32,18 +36,11 @@ from streaming.plumbing.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
     from streaming.job.console import Console, JobView, duration_text, open_console, plural
-    from streaming.job.coordinator import (
-        Companions,
-        JobCoordinator,
-        JobObserver,
-        JobPlan,
-        Outcome,
-        Wiring,
-        stop_on_signals,
-    )
-    from streaming.job.live import QUERY_NAME, open_store, start_job
+    from streaming.job.coordinator import JobCoordinator, JobObserver, Outcome, stop_on_signals
+    from streaming.job.live import QUERY_NAME, open_store, start_live_query
+    from streaming.job.plans import Companions, LivePlan, ReplayPlan, Wiring
     from streaming.job.progress import ProgressRecorder
-    from streaming.job.query import RunningJob, stop_gracefully
+    from streaming.job.query import RunningQuery, stop_gracefully
     from streaming.job.recorded import Recording
     from streaming.job.replay import ReplaySummary, replay_file
     from streaming.job.run import RunOptions, run_job
@@ -56,14 +53,15 @@ __all__ = [
     "Console",
     "JobCoordinator",
     "JobObserver",
-    "JobPlan",
     "JobView",
+    "LivePlan",
     "Outcome",
     "ProgressRecorder",
     "Recording",
+    "ReplayPlan",
     "ReplaySummary",
     "RunOptions",
-    "RunningJob",
+    "RunningQuery",
     "Wiring",
     "checkpoint_id",
     "checkpoint_path",
@@ -76,7 +74,7 @@ __all__ = [
     "replay_file",
     "run_job",
     "spark_session",
-    "start_job",
+    "start_live_query",
     "stop_gracefully",
     "stop_on_signals",
 ]
@@ -84,10 +82,10 @@ __all__ = [
 _HOME = {
     **dict.fromkeys(("Console", "JobView", "duration_text", "open_console", "plural"), "console"),
     "ProgressRecorder": "progress",
-    **dict.fromkeys(("Companions", "JobCoordinator", "JobObserver", "JobPlan", "Outcome", "Wiring", "stop_on_signals"),
-                    "coordinator"),
-    **dict.fromkeys(("QUERY_NAME", "open_store", "start_job"), "live"),
-    **dict.fromkeys(("RunningJob", "stop_gracefully"), "query"),
+    **dict.fromkeys(("JobCoordinator", "JobObserver", "Outcome", "stop_on_signals"), "coordinator"),
+    **dict.fromkeys(("QUERY_NAME", "open_store", "start_live_query"), "live"),
+    **dict.fromkeys(("Companions", "LivePlan", "ReplayPlan", "Wiring"), "plans"),
+    **dict.fromkeys(("RunningQuery", "stop_gracefully"), "query"),
     "Recording": "recorded",
     **dict.fromkeys(("ReplaySummary", "replay_file"), "replay"),
     **dict.fromkeys(("RunOptions", "run_job"), "run"),

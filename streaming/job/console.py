@@ -244,7 +244,7 @@ class OpenedParts(Protocol):
 
 
 class StartedQuery(Protocol):
-    """A query the coordinator started (streaming.job.RunningJob), as read here."""
+    """A query the coordinator started (streaming.job.RunningQuery), as read here."""
 
     recorder: ProgressRecorder
 

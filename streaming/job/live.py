@@ -1,8 +1,8 @@
 """The live job's query: the telemetry topics in, the store and the alerts topic out.
 
-- `start_job`: its startup checks (a checkpoint it cannot continue, the alerts topic, a reset
+- `start_live_query`: its startup checks (a checkpoint it cannot continue, the alerts topic, a reset
   detection state), its source (Spark's Kafka connector or the Python reader), its query
-  `QUERY_NAME` and its batch writer -> `RunningJob`. The coordinator calls it, at the start and
+  `QUERY_NAME` and its batch writer -> `RunningQuery`. The coordinator calls it, at the start and
   at each restart; the tests and benches that bring their own session call it too.
 - `open_store`: the store, waited for while the database is down.
 """
@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from streaming.bus import BusAccess
 from streaming.config import FleetwatchConfig
 from streaming.job.progress import ProgressRecorder
-from streaming.job.query import RunningJob, start_query
+from streaming.job.query import RunningQuery, start_query
 from streaming.job.session import checkpoint_id, checkpoint_path, refuse_one_stage_checkpoint
 from streaming.pipeline import read_parsed_telemetry
 from streaming.plumbing.resilience import Stopping, retry_store
@@ -26,7 +26,7 @@ from streaming.sinks import AlertPublisher, BatchWriter
 from streaming.source import choose_source
 from streaming.store import Store
 
-__all__ = ["QUERY_NAME", "open_store", "reconcile_reset", "start_job"]
+__all__ = ["QUERY_NAME", "open_store", "reconcile_reset", "start_live_query"]
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,10 @@ def reconcile_reset(store: Store, current_checkpoint: str | None, *,
     return retry_store(store.orphaned_since, what="read orphaned alerts", stop=stop)
 
 
-def start_job(spark: SparkSession, config: FleetwatchConfig, bus: str | BusAccess, store: Store,
-              publisher: AlertPublisher | None = None, stop: threading.Event | None = None,
-              recorder: ProgressRecorder | None = None) -> RunningJob:
-    """Start the live job; its progress recorder also feeds the dashboard's pipeline page.
+def start_live_query(spark: SparkSession, config: FleetwatchConfig, bus: str | BusAccess, store: Store,
+                     publisher: AlertPublisher | None = None, stop: threading.Event | None = None,
+                     recorder: ProgressRecorder | None = None) -> RunningQuery:
+    """Start the live job's query; its progress recorder also feeds the dashboard's pipeline page.
 
     Before the query starts: a checkpoint of the job of one detection stage is refused
     (ConfigError), the alerts topic is created when missing, and the open alerts are orphaned
@@ -87,7 +87,7 @@ def start_job(spark: SparkSession, config: FleetwatchConfig, bus: str | BusAcces
     writer = BatchWriter(store, on_alerts=publisher, stop=stop, retention=config.store.retention,
                          checkpoint=(QUERY_NAME, lambda: checkpoint_id(spark, location)),
                          orphaned_since=orphaned_since)
-    job = start_query(spark, config, telemetry, writer, name=QUERY_NAME, checkpoint=location,
-                      trigger=f"{config.spark.trigger_ms} milliseconds", store=store, recorder=recorder)
+    query = start_query(spark, config, telemetry, writer, name=QUERY_NAME, checkpoint=location,
+                        trigger=f"{config.spark.trigger_ms} milliseconds", store=store, recorder=recorder)
     log.info("job started", extra={"bootstrap": access.bootstrap, "checkpoint": location, "source": source})
-    return job
+    return query

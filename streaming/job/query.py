@@ -2,8 +2,8 @@
 
 - `start_query`: the pipeline graph (`streaming.pipeline.build_pipeline`) over the parse stage's
   rows (`read_parsed_telemetry`, `read_parsed_recording`), into a foreachBatch writer, with its
-  progress recorder -> `RunningJob`.
-- `RunningJob.run_until(stop, finished)`, then `RunningJob.stop()` (`stop_gracefully`).
+  progress recorder -> `RunningQuery`.
+- `RunningQuery.run_until(stop, finished)`, then `RunningQuery.stop()` (`stop_gracefully`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from streaming.job.progress import ProgressRecorder, QueryStats
 from streaming.pipeline import build_pipeline
 from streaming.store import Store
 
-__all__ = ["RunningJob", "start_query", "stop_gracefully"]
+__all__ = ["RunningQuery", "start_query", "stop_gracefully"]
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def stop_gracefully(spark: SparkSession, query: StreamingQuery, timeout_s: float
 
 
 @dataclass
-class RunningJob:
+class RunningQuery:
     """A started pipeline query and its progress recorder (`recorder.stats[query.name]`)."""
 
     spark: SparkSession
@@ -79,7 +79,7 @@ class RunningJob:
 
 def start_query(spark: SparkSession, config: FleetwatchConfig, telemetry: DataFrame,
                 writer: Callable[[DataFrame, int], Any], *, name: str, checkpoint: str, trigger: str,
-                store: Store | None, recorder: ProgressRecorder | None = None) -> RunningJob:
+                store: Store | None, recorder: ProgressRecorder | None = None) -> RunningQuery:
     """Start the pipeline over `telemetry` (as `build_pipeline` takes it) into `writer` (foreachBatch), as query
     `name`; its progress is recorded (in `store` too, when given). `trigger`: Spark's processingTime.
     `recorder`: the one of an earlier start of the query (already listening), so a restarted query's
@@ -93,4 +93,4 @@ def start_query(spark: SparkSession, config: FleetwatchConfig, telemetry: DataFr
              .option("checkpointLocation", checkpoint)
              .trigger(processingTime=trigger)
              .start())
-    return RunningJob(spark, query, recorder)
+    return RunningQuery(spark, query, recorder)

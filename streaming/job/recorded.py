@@ -19,11 +19,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streaming.config import FleetwatchConfig
 from streaming.job.progress import QueryStats
-from streaming.job.query import RunningJob, start_query
+from streaming.job.query import RunningQuery, start_query
 from streaming.pipeline import read_parsed_recording
 from streaming.store import Store
 
-__all__ = ["REPLAY_QUERY", "Recording", "start_recorded"]
+__all__ = ["REPLAY_QUERY", "Recording", "start_recorded_query"]
 
 REPLAY_QUERY = "fleetwatch_replay"
 
@@ -49,8 +49,9 @@ class Recording:
         return done
 
 
-def start_recorded(spark: SparkSession, config: FleetwatchConfig, recording: Recording,
-                   writer: Callable[[DataFrame, int], Any], *, checkpoint: str, store: Store | None) -> RunningJob:
+def start_recorded_query(spark: SparkSession, config: FleetwatchConfig, recording: Recording,
+                         writer: Callable[[DataFrame, int], Any], *, checkpoint: str,
+                         store: Store | None) -> RunningQuery:
     """Start the pipeline over `recording` into `writer`, as query `REPLAY_QUERY`, as fast as it reads."""
     telemetry = read_parsed_recording(spark, recording.path, config.rule_book(), config.spark.state_buckets,
                                       lines_per_partition=config.spark.max_records_per_batch)

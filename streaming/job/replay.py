@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from streaming.config import FleetwatchConfig
-from streaming.job.coordinator import JobCoordinator, JobPlan
+from streaming.job.coordinator import JobCoordinator
+from streaming.job.plans import ReplayPlan
 from streaming.job.progress import QueryStats
 from streaming.job.recorded import REPLAY_QUERY, Recording
 from streaming.sinks import KeyedAlert
@@ -52,15 +53,15 @@ def replay_file(events_path: str | Path, alerts_out: str | Path | None, config: 
     recording = Recording.of(events_path)
     started = time.monotonic()
     collected: list[KeyedAlert] = []
-    outcome = JobCoordinator(config, JobPlan(app_name=REPLAY_QUERY, recording=recording, store=store,
-                                             on_alerts=collected.extend, timeout_s=timeout_s)).run()
-    assert outcome.job is not None and outcome.writer is not None  # a replay ends with its query read, or raises
+    plan = ReplayPlan(recording, store=store, on_alerts=collected.extend, timeout_s=timeout_s)
+    outcome = JobCoordinator(config, plan).run()
+    assert outcome.query is not None and outcome.writer is not None  # a replay ends with its query read, or raises
     collected.sort(key=lambda keyed: keyed[0])
     alerts = [alert.to_dict() for _, alert in collected]
     if alerts_out is not None:
         with Path(alerts_out).open("w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(a) + "\n" for a in alerts)
-    stats = outcome.job.recorder.stats.get(REPLAY_QUERY, QueryStats())
+    stats = outcome.query.recorder.stats.get(REPLAY_QUERY, QueryStats())
     return ReplaySummary(
         lines=recording.lines,
         quarantined=outcome.writer.quarantined,

@@ -16,7 +16,8 @@ from sqlalchemy.engine import make_url
 
 from streaming.config import FleetwatchConfig
 from streaming.job.console import JobView, duration_text, open_console, plural
-from streaming.job.coordinator import JobCoordinator, JobPlan, Wiring
+from streaming.job.coordinator import JobCoordinator
+from streaming.job.plans import LivePlan, Wiring
 from streaming.job.supervise import query_failure_line
 
 __all__ = ["RunOptions", "run_job"]
@@ -48,7 +49,7 @@ def run_job(config: FleetwatchConfig, options: RunOptions) -> int:
     metrics = None if options.metrics_port is None else (options.metrics_port, options.metrics_host)
     with open_console(log_path, verbose=options.verbose) as console:
         view = JobView(console, banner, deliveries_shown=False)
-        outcome = JobCoordinator(config, JobPlan(metrics=metrics), view).run()
+        outcome = JobCoordinator(config, LivePlan(metrics=metrics), view).run()
         if not view.shown:  # stopped while the store was out of reach: nothing was started to speak of
             return 0
         if outcome.failure is not None:

@@ -43,7 +43,7 @@ from streaming.store import Store
 
 if TYPE_CHECKING:
     from streaming.job.progress import ProgressRecorder
-    from streaming.job.query import RunningJob
+    from streaming.job.query import RunningQuery
 
 __all__ = ["NOT_RESTARTABLE", "Backoff", "QueryStalled", "StallWatch", "Supervisor", "query_failure_line",
            "restartable"]
@@ -178,7 +178,7 @@ class Supervisor:
         self._stop = stop
         self._backoff = Backoff(settings)
         self._store = store
-        self.job: RunningJob | None = None
+        self.running: RunningQuery | None = None  # None once stopped, and until a failed query restarts
         self.restarts = 0
         self.last_error: str | None = None
 
@@ -188,15 +188,15 @@ class Supervisor:
         times = "once" if self.restarts == 1 else f"{self.restarts} times"
         return f"query restarted {times} (last: {(self.last_error or '')[:80]})"
 
-    def run(self, job: RunningJob, restart: Callable[[ProgressRecorder], RunningJob],
+    def run(self, query: RunningQuery, restart: Callable[[ProgressRecorder], RunningQuery],
             show: Callable[[str | None], Any] = lambda _: None,
             on_poll: Callable[[], Any] = lambda: None) -> BaseException | None:
-        """Run the started `job` until a stop (None) or a failure that ends the run (returned); `stop()`
+        """Run the started `query` until a stop (None) or a failure that ends the run (returned); `stop()`
         afterwards. `restart(recorder)` starts the query again, with the first start's progress
         recorder (a ConfigError it raises ends the run); `show` tells the status line what is
         going on (None: the query runs); `on_poll` runs every second while the query runs."""
-        self.job = job
-        recorder = job.recorder
+        self.running = query
+        recorder = query.recorder
         while True:
             started = time.monotonic()
             try:
@@ -222,9 +222,9 @@ class Supervisor:
             show("restarting the query")
 
     def stop(self, *, graceful: bool = True) -> None:
-        if self.job is not None:
-            self.job.stop(graceful=graceful)
-            self.job = None
+        if self.running is not None:
+            self.running.stop(graceful=graceful)
+            self.running = None
 
     def _stop_within(self, timeout_s: float) -> bool:
         """Stop the failed or stuck query at once; False when it did not stop within `timeout_s`."""
@@ -233,30 +233,30 @@ class Supervisor:
         stopper.join(timeout_s)
         return not stopper.is_alive()
 
-    def _watch(self, start: Callable[[], RunningJob], show: Callable[[str | None], Any],
+    def _watch(self, start: Callable[[], RunningQuery], show: Callable[[str | None], Any],
                on_poll: Callable[[], Any]) -> BaseException | None:
         """Start the query if it is not running, and run it until a stop (None) or its failure."""
-        if self.job is None:
+        if self.running is None:
             try:
-                self.job = start()
+                self.running = start()
             except (ConfigError, Stopping):
                 raise
             except Exception as exc:  # e.g. the bus unreachable for the alerts topic: as a failed query
                 return exc
             show(None)
-        watch = StallWatch(self.job.query, self._backoff.settings.stalled_after_ms / 1000)
+        watch = StallWatch(self.running.query, self._backoff.settings.stalled_after_ms / 1000)
 
         def poll() -> None:
             watch.check()
             on_poll()
 
         try:
-            self.job.run_until(self._stop, on_poll=poll)
+            self.running.run_until(self._stop, on_poll=poll)
         except QueryStalled as stalled:
             return stalled
         if self._stop.is_set():  # a batch that gave up waiting for the store on a stop is no failure
             return None
-        return self.job.query.exception()  # None: stopped by someone else, as a stop
+        return self.running.query.exception()  # None: stopped by someone else, as a stop
 
     def _delay_after(self, failure: BaseException, ran_s: float) -> float | None:
         """Log the failure once, count it when it is restarted; the delay before the restart, or

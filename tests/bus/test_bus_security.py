@@ -19,7 +19,7 @@ from streaming.bus import BusAccess, BusError, ensure_topics
 from streaming.collect.simulate import FleetSpec, Simulation, produce_live
 from streaming.config import ConfigError, SecurityConfig
 from streaming.detect import detect
-from streaming.job import start_job
+from streaming.job import start_live_query
 from streaming.plumbing.ports import free_port
 from streaming.records import topics
 from streaming.records.contract import event_from_dict
@@ -72,7 +72,7 @@ def test_the_job_reads_and_publishes_over_sasl_ssl(spark, test_config, secure_bu
                                                       "trigger_ms": 500})})
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     publisher = AlertPublisher(access, partitions=1)
-    job = start_job(spark, config, access, store, publisher)
+    job = start_live_query(spark, config, access, store, publisher)
     recorder = job.recorder
     try:
         poll(lambda: _lines(store) == expected, 180, lambda: f"the replay's alert lines in the store (missing "

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from support.live_fleet import expected_lines, produce, simulated_fleet, stored_lines
 
 from streaming.bus import EmbeddedBus
-from streaming.job import start_job
+from streaming.job import start_live_query
 from streaming.records import topics
 from streaming.sinks.alerts_topic import AlertPublisher
 from streaming.store import Store, alert_history, outbox, quarantine
@@ -65,7 +65,7 @@ def test_the_job_rides_out_a_bus_restart_losing_and_repeating_nothing(spark, tes
     restarted = None
     publisher = AlertPublisher(bus.bootstrap)
     produced = produce(bus.bootstrap, events[:half])
-    job = start_job(spark, config, bus.bootstrap, store, publisher)
+    job = start_live_query(spark, config, bus.bootstrap, store, publisher)
     query, recorder = job.query, job.recorder
     try:
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced, timeout_s=240), "first half not read"

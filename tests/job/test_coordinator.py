@@ -4,14 +4,18 @@ console as its observer (streaming.job.console.JobView): what the observer is to
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from support.paths import EXAMPLES
 
-from streaming.job import JobCoordinator, JobPlan, Recording, Wiring
+from streaming.config import FleetwatchConfig
+from streaming.job import JobCoordinator, LivePlan, Outcome, Recording, ReplayPlan, Wiring
 from streaming.job.console import JobView, Status
+from streaming.plumbing.ports import free_port
 from streaming.store import Store
 
 
@@ -27,8 +31,8 @@ class Told:
     def phase(self, text: str | None) -> None:
         self.said.append(("phase", text))
 
-    def started(self, job) -> None:
-        self.said.append(("started", job.query.name, job.query.isActive))
+    def started(self, query) -> None:
+        self.said.append(("started", query.query.name, query.query.isActive))
 
     def stopping(self) -> None:
         self.said.append(("stopping",))
@@ -42,17 +46,33 @@ def test_a_replay_runs_through_the_coordinator_and_tells_its_observer_each_step(
     if not EXAMPLES.is_dir():
         pytest.skip(f"worked examples not found at {EXAMPLES}")
     told, collected = Told(), []
-    plan = JobPlan(app_name="fleetwatch_replay", recording=Recording.of(EXAMPLES / "identity.jsonl"),
-                   on_alerts=collected.extend)
+    plan = ReplayPlan(Recording.of(EXAMPLES / "identity.jsonl"), on_alerts=collected.extend)
     outcome = JobCoordinator(test_config, plan, told).run()
     assert told.said == [("opened", "fleetwatch_replay", None, None, None), ("phase", "starting Spark"),
                          ("phase", "starting the job"), ("started", "fleetwatch_replay", True), ("phase", None),
                          ("stopping",), ("closed",)]
-    assert outcome.failure is None and outcome.job is not None and not outcome.job.query.isActive
+    assert outcome.failure is None and outcome.query is not None and not outcome.query.query.isActive
     expected = (EXAMPLES / "identity.expected.jsonl").read_text().splitlines()
     assert len(collected) == len(expected) and expected
     assert outcome.writer is not None and not outcome.writer.quarantined
     assert spark.streams.active == []
+
+
+def test_a_live_job_stopped_while_its_database_is_down_starts_nothing():
+    """Ctrl-C while `fleetwatch run` waits for the database: the run ends there, before Spark or
+    any part starts, and the console has nothing to draw (`run_job` then exits 0 in silence)."""
+    config = FleetwatchConfig.model_validate({
+        "bus": {"bootstrap_servers": "127.0.0.1:9092"},
+        "store": {"url": f"postgresql+psycopg://fleetwatch@127.0.0.1:{free_port()}/fleetwatch"}})
+    told, stop = Told(), threading.Event()
+    stop.set()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        outcome = JobCoordinator(config, LivePlan(), told, stop).run()
+    finally:
+        for sig, handler in handlers.items():  # a live job takes SIGINT and SIGTERM: give them back to pytest
+            signal.signal(sig, handler)
+    assert outcome == Outcome() and told.said == []
 
 
 class Screen:

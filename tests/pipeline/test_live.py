@@ -36,7 +36,7 @@ from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, RuleSettings
 from streaming.detect import detect
-from streaming.job import QUERY_NAME, checkpoint_path, replay_file, start_job
+from streaming.job import QUERY_NAME, checkpoint_path, replay_file, start_live_query
 from streaming.job.session import refuse_one_stage_checkpoint
 from streaming.records import topics
 from streaming.records.contract import event_from_dict
@@ -187,7 +187,7 @@ def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_con
         return test_config.model_copy(update={"spark": test_config.spark.model_copy(update={
             "checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500, "state_buckets": buckets})})
 
-    job = start_job(spark, config(8), bus.bootstrap, store)
+    job = start_live_query(spark, config(8), bus.bootstrap, store)
     query, recorder = job.query, job.recorder
     try:
         assert recorder.wait("fleetwatch", lambda s: s.input_rows > 0, timeout_s=120)
@@ -195,7 +195,7 @@ def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_con
         job.stop()
         spark.streams.removeListener(recorder)
     produce(bus.bootstrap, events[len(events) // 2:])
-    job = start_job(spark, config(4), bus.bootstrap, store)
+    job = start_live_query(spark, config(4), bus.bootstrap, store)
     query, recorder = job.query, job.recorder
     try:
         poll(lambda: not query.isActive, 120, "the job to refuse the checkpoint", interval_s=0.5)
@@ -241,7 +241,7 @@ def test_a_checkpoint_of_the_one_stage_job_is_refused_in_one_line(spark, test_co
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     with pytest.raises(ConfigError, match=f"^the checkpoint {location} was written by a fleetwatch with one "
                                           "detection stage, which this one cannot continue: move it aside"):
-        start_job(spark, config, bus.bootstrap, store)
+        start_live_query(spark, config, bus.bootstrap, store)
     assert spark.streams.active == []
     # A two-stage job that died in its first batch (a Python worker that missed Spark's connect-back,
     # under load) left the first operator's state and no second's, and committed nothing: not refused.

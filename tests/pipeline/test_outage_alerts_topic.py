@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from sqlalchemy import func, select
 
 from streaming.bus import EmbeddedBus, ensure_topics
-from streaming.job import start_job
+from streaming.job import start_live_query
 from streaming.metrics import render_metrics
 from streaming.pipeline.state import OUTPUT_SCHEMA
 from streaming.records import topics
@@ -94,7 +94,7 @@ def test_the_job_creates_the_alerts_topic_on_a_bus_that_creates_none(spark, test
         config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
             update={"checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500})})
         publisher = AlertPublisher(bootstrap)
-        job = start_job(spark, config, bootstrap, store, publisher)
+        job = start_live_query(spark, config, bootstrap, store, publisher)
         query, recorder = job.query, job.recorder
         try:
             assert topics.ALERTS in admin.list_topics()

@@ -24,7 +24,7 @@ from kafka.admin import NewTopic
 from support.live_fleet import produce
 
 from streaming.collect.simulate import FleetSpec, Simulation
-from streaming.job import start_job
+from streaming.job import start_live_query
 from streaming.records import topics
 from streaming.store import Store, alert_history
 from streaming.workshop.polling import poll
@@ -66,7 +66,7 @@ def test_a_telemetry_topic_deleted_under_the_job_is_read_again_once_it_is_back(
     cluster_id = next(e["cluster_id"] for _, e in events if e.get("cluster_id"))
     admin = KafkaAdminClient(bootstrap_servers=kafka_bus)
     produce(kafka_bus, events)
-    job = start_job(spark, config, kafka_bus, store)
+    job = start_live_query(spark, config, kafka_bus, store)
     try:
         with caplog.at_level(logging.INFO):
             assert job.recorder.wait("fleetwatch", lambda s: s.input_rows >= len(events) or job.query.exception(), 180)

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from streaming.bus import check_list_offsets
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, FleetwatchConfig
-from streaming.job import replay_file, start_job
+from streaming.job import replay_file, start_live_query
 from streaming.records import topics
 from streaming.records.contract import topic_of
 from streaming.source import SPARK_SOURCE, choose_source, jvm_kafka_available
@@ -73,7 +73,7 @@ def test_the_connector_over_real_kafka_gives_exactly_the_alerts_of_replay(spark,
     produced = _produce(kafka_bus, events)
     config = _config(tmp_path, test_config, kafka_bus, "spark")
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    job = start_job(spark, config, kafka_bus, store)
+    job = start_live_query(spark, config, kafka_bus, store)
     query, recorder = job.query, job.recorder
     try:
         assert recorder.wait("fleetwatch", lambda s: s.input_rows >= produced, timeout_s=240)
@@ -88,16 +88,16 @@ def test_the_connector_over_real_kafka_gives_exactly_the_alerts_of_replay(spark,
 
 def test_a_checkpoint_keeps_the_source_that_started_it(spark, test_config, kafka_bus, tmp_path, caplog):
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    job = start_job(spark, _config(tmp_path, test_config, kafka_bus, "spark"), kafka_bus, store)
+    job = start_live_query(spark, _config(tmp_path, test_config, kafka_bus, "spark"), kafka_bus, store)
     job.stop()
     spark.streams.removeListener(job.recorder)
     assert (tmp_path / "checkpoint" / "fleetwatch" / f"source={SPARK_SOURCE}").exists()
     with pytest.raises(ConfigError, match="cannot switch sources"):
-        start_job(spark, _config(tmp_path, test_config, kafka_bus, "python"), kafka_bus, store)
+        start_live_query(spark, _config(tmp_path, test_config, kafka_bus, "python"), kafka_bus, store)
     # `auto` resumes with the checkpoint's source.
     caplog.clear()  # the first start's line is captured too when an earlier test left the logger at INFO
     with caplog.at_level(logging.INFO, logger="streaming.source.telemetry"):
-        job = start_job(spark, _config(tmp_path, test_config, kafka_bus, "auto"), kafka_bus, store)
+        job = start_live_query(spark, _config(tmp_path, test_config, kafka_bus, "auto"), kafka_bus, store)
     job.stop()
     spark.streams.removeListener(job.recorder)
     assert [r.source for r in caplog.records if r.getMessage().startswith("telemetry source:")] == [SPARK_SOURCE]

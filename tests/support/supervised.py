@@ -18,8 +18,7 @@ from types import TracebackType
 from pyspark.sql import SparkSession
 
 from streaming.config import FleetwatchConfig
-from streaming.job import QUERY_NAME, start_job
-from streaming.job.live import RunningJob
+from streaming.job import QUERY_NAME, RunningQuery, start_live_query
 from streaming.job.progress import ProgressRecorder
 from streaming.job.supervise import Supervisor
 from streaming.store import Store
@@ -41,7 +40,7 @@ class SupervisedJob:
         self._failures: list[str] = []  # each failure the supervisor restarted after, first line
         self._ended: BaseException | None = None  # the failure that ended the run, if one did
         self._thread = threading.Thread(target=self._run, name="supervised-job", daemon=True)
-        self._first: RunningJob | None = None
+        self._first: RunningQuery | None = None
 
     @property
     def recorder(self) -> ProgressRecorder:
@@ -74,10 +73,10 @@ class SupervisedJob:
         self._supervisor.stop()
         self._spark.streams.removeListener(self.recorder)
 
-    def _start(self, recorder: ProgressRecorder | None = None) -> RunningJob:
-        return start_job(self._spark, self._config, self._bus, self._store, stop=self._stop, recorder=recorder)
+    def _start(self, recorder: ProgressRecorder | None = None) -> RunningQuery:
+        return start_live_query(self._spark, self._config, self._bus, self._store, stop=self._stop, recorder=recorder)
 
-    def _restart(self, recorder: ProgressRecorder) -> RunningJob:
+    def _restart(self, recorder: ProgressRecorder) -> RunningQuery:
         # The supervisor has logged and counted the failure it restarts after.
         self._failures.append(self._supervisor.last_error or "")
         return self._start(recorder)
