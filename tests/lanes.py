@@ -38,9 +38,9 @@ LANES = {
     "A": ("tests/collect", "tests/pipeline/test_real_kafka_faults.py", "tests/ops/test_deploy_standalone.py",
           "tests/pipeline/test_outage_store.py", "tests/pipeline/test_broker_unregistered_real.py",
           "tests/ops/test_whatif.py"),
-    "B": ("tests/bus", "tests/source", *(f"tests/pipeline/{name}.py" for name in (
-        "test_supervise", "test_live", "test_source_lead_live", "test_outage_alerts_topic", "test_source_lead",
-        "test_spark_daemon", "test_restart_policy", "test_packing"))),
+    "B": ("tests/bus", "tests/source", *(f"tests/{name}.py" for name in (
+        "job/test_supervise", "job/test_live", "pipeline/test_source_lead_live", "pipeline/test_outage_alerts_topic",
+        "pipeline/test_source_lead", "job/test_spark_daemon", "job/test_restart_policy", "pipeline/test_packing"))),
 }
 NOT_TESTS = ("support", "fixtures", "__pycache__")
 

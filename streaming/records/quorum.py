@@ -35,7 +35,7 @@ __all__ = ["MAX_FETCHES", "Fetch", "QuorumReading", "reading_from_dict", "readin
 
 _MAX_NAME_CHARS = 255  # contract.MAX_NAME_CHARS: a target name is a name like the others
 _SCHEMA = "fleetwatch.event/v1"  # contract.SCHEMA
-# More brokers than any cluster has (collector_contract.MAX_REGISTERED): beyond, `too_long:fetches`.
+# More brokers than any cluster has (collector.MAX_REGISTERED): beyond, `too_long:fetches`.
 MAX_FETCHES = 100_000
 # One broker as a reading saw it: (node id, fetch age in ms or None when unknown, fenced or None).
 Fetch = tuple[int, int | None, bool | None]

@@ -1,6 +1,6 @@
 """A job restarted onto a backlog bigger than one micro-batch gives the alerts of one batch (issue 41.1),
 through Spark's kafka connector on a real Apache Kafka 4.4 bus (the production path; the Python reader
-on the embedded Tansu bus: tests/pipeline/test_live.py, a `fleetwatch run` killed -9 and restarted).
+on the embedded Tansu bus: tests/job/test_live.py, a `fleetwatch run` killed -9 and restarted).
 
 The job reads the first minute of a faulty fleet and stops; the next three minutes land on the bus
 meanwhile; it is started again on its checkpoint with `spark.max_records_per_batch` far below that

@@ -1,7 +1,7 @@
 """The Python readers that parse as they read (streaming/pipeline/parsing_reader.py), driven as Spark
 drives a data source's reader (plan on the driver, read in an executor): the Kafka one on a real
 Tansu bus, the replay's on a file. The live job and the replay over them, with Spark, are
-tests/pipeline/test_live.py and test_replay.py."""
+tests/job/test_live.py and test_replay.py."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ start launches three fresh Python interpreters that must connect back to Spark w
 hard-coded 10 s (`PythonWorkerFactory.createSimpleWorker`: the Python source's runner and the two
 stateful operators' schema workers). At that load one sometimes does not, and the query fails with
 "Python worker failed to connect back" (CI, stop 37 run 8). In the field the Supervisor restarts it
-(tests/pipeline/test_supervise.py). A test about something else runs its job the same way, and
+(tests/job/test_supervise.py). A test about something else runs its job the same way, and
 still fails on any other failure: `unexpected()` names every failure but that one.
 """
 

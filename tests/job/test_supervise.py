@@ -3,7 +3,7 @@ Spark's kafka connector (`source: auto`), the job as a subprocess, a real SQLite
 
 - A driver killed with `kill -9` mid-stream and started again on its checkpoint is the short
   rehearsal's (tests/ops/test_deploy_standalone.py: the connector on a 3-node real Kafka bus, every
-  alert delivered once); the embedded default's is tests/pipeline/test_live.py's.
+  alert delivered once); the embedded default's is tests/job/test_live.py's.
 - A Python worker of Spark stopped (SIGSTOP) mid-batch hangs the query without failing it: the
   job sees the micro-batch stuck past `spark.restarts.stalled_after_ms`, stops the query and
   restarts it, and the alerts keep coming.
