@@ -249,6 +249,32 @@ def test_each_stage_declares_its_face(stage):
     assert missing == []
 
 
+def test_other_stages_reach_the_stores_tables_through_its_functions():
+    """Issue 46.5: the notifier's lease called the store's private `_insert`, and the lease, /metrics and
+    the console built SQL on the store's tables. The store's door is its functions: no module of
+    streaming/ outside streaming/store imports a table (or `metadata`) or a private name from it, or
+    calls a private method of `Store`. (The dashboard's read side, dashboard/queries/, still reads the
+    tables itself, and so does the workshop, which checks what the product wrote.)"""
+    from sqlalchemy import MetaData, Table
+
+    store = importlib.import_module("streaming.store")
+    tables = {name for name in store.__all__ if isinstance(getattr(store, name), Table | MetaData)}
+    private = {name for name in vars(store.Store) if name.startswith("_") and not name.startswith("__")}
+    inside = []
+    for path in SOURCES:
+        if not path.is_relative_to(ROOT / "streaming") or any(
+                path.is_relative_to(ROOT / "streaming" / room) for room in ("store", "workshop")):
+            continue
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streaming.store"):
+                inside += [f"{_module(path)} imports {alias.name}" for alias in node.names
+                           if alias.name in tables or alias.name.startswith("_")]
+            elif (isinstance(node, ast.Attribute) and node.attr in private
+                  and not (isinstance(node.value, ast.Name) and node.value.id == "self")):
+                inside.append(f"{_module(path)}:{node.lineno} calls Store.{node.attr}")
+    assert inside == []
+
+
 def test_no_module_is_over_500_lines():
     tests = sorted((ROOT / "tests").rglob("*.py"))
     long = [f"{p.relative_to(ROOT)}: {n}" for p in [*SOURCES, *tests]

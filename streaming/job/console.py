@@ -26,11 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.plumbing.logs import capture_stdio, setup_logging
-from streaming.store import Store, alerts, deliveries
+from streaming.store import Store, status_counts
 
 if TYPE_CHECKING:
     from streaming.job.progress import ProgressRecorder
@@ -111,17 +110,6 @@ class StatusReader:
         self.started = time.monotonic() if started is None else started
         self._samples: deque[tuple[float, int]] = deque()
 
-    def _counts(self) -> tuple[int, int, int, int]:
-        with self.store.engine.connect() as conn:
-            by_status = {status: n for status, n in conn.execute(
-                select(alerts.c.status, func.count()).group_by(alerts.c.status))}
-            by_state = {state: n for state, n in conn.execute(
-                select(deliveries.c.state, func.count()).group_by(deliveries.c.state))}
-            retrying = conn.scalar(select(func.count()).select_from(deliveries).where(
-                deliveries.c.state == "pending", deliveries.c.attempts > 0)) or 0
-        return (by_status.get("firing", 0), sum(by_status.values()), by_state.get("delivered", 0),
-                by_state.get("dead", 0) + retrying)
-
     def read(self, *, phase: str | None = None, note: str | None = None) -> Status:
         now = time.monotonic()
         stats = self.recorder.stats.get(self.query) if self.recorder is not None else None
@@ -131,8 +119,9 @@ class StatusReader:
         while len(self._samples) > 2 and now - self._samples[1][0] >= _RATE_WINDOW_S:
             self._samples.popleft()
         lag = None if stats.max_event_ms is None else max(0.0, time.time() - stats.max_event_ms / 1000)
-        firing, seen, delivered, failing = self._counts()
-        return Status(now - self.started, stats.batches, rate_per_s(self._samples), lag, firing, seen,
+        counts = status_counts(self.store)
+        delivered, failing = counts.delivered, counts.failing
+        return Status(now - self.started, stats.batches, rate_per_s(self._samples), lag, counts.firing, counts.alerts,
                       delivered if self.deliveries_shown or delivered or failing else None, failing, phase, note)
 
 

@@ -1,6 +1,7 @@
 """Prometheus `/metrics`: fleet gauges read from the store, in the plain-text exposition format.
 
-Every scrape reads the store with a few grouped statements, so the endpoint holds no state and
+Every scrape reads the store with a few grouped statements (the store's `fleet_rows`,
+`source_clock_rows`, `firing_broker_details`, `recent_incidents`), so the endpoint holds no state and
 any process that reaches the store can serve it: `fleetwatch run --metrics-port`, the
 spark-submit driver (`streaming.ops.submit`), or a WSGI server (`wsgi_app`).
 
@@ -72,7 +73,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
-from sqlalchemy import Engine, case, func, select
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.config import DOMAIN_KINDS
@@ -88,20 +89,8 @@ from streaming.metrics.serving import REQUEST_TIMEOUT_S, BoundedHTTPServer, Read
 from streaming.plumbing import clock
 from streaming.plumbing.errors import first_line
 from streaming.records.alert import RULES
-from streaming.records.contract import AHEAD_REASONS, BROKER_STATES
-from streaming.store import (
-    IncidentScope,
-    alerts,
-    brokers,
-    clusters,
-    job_restarts,
-    outbox,
-    pipeline_progress,
-    quarantine,
-    recent_incidents,
-    source_clocks,
-    targets,
-)
+from streaming.records.contract import BROKER_STATES
+from streaming.store import IncidentScope, firing_broker_details, fleet_rows, recent_incidents, source_clock_rows
 
 __all__ = [
     "CONTENT_TYPE",
@@ -209,85 +198,63 @@ def _fleet(engine: Engine, now_ms: int) -> list[_Family]:
     oldest = _Family("fleetwatch_outbox_oldest_pending_timestamp_seconds",
                      "Creation time of the oldest undelivered notification.")
 
-    state = func.coalesce(brokers.c.state, "UNKNOWN")
-    attributed = func.coalesce(alerts.c.cluster_id, targets.c.pinned_cluster_id, targets.c.last_cluster_id)
-    alert_target = func.coalesce(alerts.c.target, clusters.c.target)
-    with engine.connect() as conn:
-        counts: dict[tuple[str, str], dict[str, int]] = {}
-        for cluster_id, target, st, n in conn.execute(
-                select(brokers.c.cluster_id, clusters.c.target, state, func.count())
-                .select_from(brokers.outerjoin(clusters, clusters.c.cluster_id == brokers.c.cluster_id))
-                .group_by(brokers.c.cluster_id, clusters.c.target, state)
-                .order_by(brokers.c.cluster_id)):
-            counts.setdefault((cluster_id, target or ""), {})[st] = n
-        for (cluster_id, target), per_state in counts.items():
-            for st in _STATES:
-                if st != "UNKNOWN" or st in per_state:
-                    brokers_by_state.add(per_state.get(st, 0), cluster_id=cluster_id, target=target, state=st)
+    rows = fleet_rows(engine)
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for cluster_id, target, st, n in rows.brokers:
+        counts.setdefault((cluster_id, target or ""), {})[st] = n
+    for (cluster_id, target), per_state in counts.items():
+        for st in _STATES:
+            if st != "UNKNOWN" or st in per_state:
+                brokers_by_state.add(per_state.get(st, 0), cluster_id=cluster_id, target=target, state=st)
 
-        rule_totals: dict[str, int] = {}
-        for cluster_id, target, rule, severity, n in conn.execute(
-                select(attributed, alert_target, alerts.c.rule, alerts.c.severity, func.count())
-                .select_from(alerts.outerjoin(targets, targets.c.target == alerts.c.target)
-                             .outerjoin(clusters, clusters.c.cluster_id == alerts.c.cluster_id))
-                .where(alerts.c.status == "firing")
-                .group_by(attributed, alert_target, alerts.c.rule, alerts.c.severity)
-                .order_by(attributed, alerts.c.rule)):
-            firing.add(n, cluster_id=cluster_id, target=target, rule=rule, severity=severity)
-            rule_totals[rule] = rule_totals.get(rule, 0) + n
-        for rule, (severity, _subject) in sorted(RULES.items()):
-            by_rule.add(rule_totals.get(rule, 0), rule=rule, severity=severity)
+    rule_totals: dict[str, int] = {}
+    for cluster_id, target, rule, severity, n in rows.firing:
+        firing.add(n, cluster_id=cluster_id, target=target, rule=rule, severity=severity)
+        rule_totals[rule] = rule_totals.get(rule, 0) + n
+    for rule, (severity, _subject) in sorted(RULES.items()):
+        by_rule.add(rule_totals.get(rule, 0), rule=rule, severity=severity)
 
-        for cluster_id, target, controller_id, last_ms in conn.execute(
-                select(clusters.c.cluster_id, clusters.c.target, clusters.c.controller_id,
-                       clusters.c.last_response_ms).order_by(clusters.c.cluster_id)):
-            controller.add(-1 if controller_id is None else controller_id, cluster_id=cluster_id, target=target)
-            last_response.add(_seconds(last_ms), cluster_id=cluster_id, target=target)
+    for cluster_id, target, controller_id, last_ms in rows.clusters:
+        controller.add(-1 if controller_id is None else controller_id, cluster_id=cluster_id, target=target)
+        last_response.add(_seconds(last_ms), cluster_id=cluster_id, target=target)
 
-        latest = (select(pipeline_progress.c.query, func.max(pipeline_progress.c.id).label("id"))
-                  .group_by(pipeline_progress.c.query).subquery())
-        p = pipeline_progress
-        queries: set[str] = set()
-        for row in conn.execute(select(p).join(latest, latest.c.id == p.c.id).order_by(p.c.query)):
-            queries.add(row.query)
-            q = {"query": row.query}
-            pipe["batch_duration_seconds"].add(_seconds(row.batch_duration_ms), **q)
-            pipe["input_rows"].add(row.input_rows, **q)
-            pipe["processed_rows_per_second"].add(_number(row.processed_rows_per_s), **q)
-            pipe["watermark_timestamp_seconds"].add(_seconds(row.watermark_ms), **q)
-            if row.watermark_ms:
-                # Not clamped at 0: a watermark ahead of the wall clock (events from the future moved
-                # it) is negative lag, and FleetwatchWatermarkAhead pages on it.
-                pipe["lag_seconds"].add((now_ms - row.watermark_ms) / 1000.0, **q)
-            pipe["last_batch_timestamp_seconds"].add(_seconds(row.recorded_at), **q)
-            pipe["last_batch_id"].add(row.batch_id, **q)
-            pipe["state_rows"].add(row.state_rows, **q)
+    queries: set[str] = set()
+    for row in rows.progress:
+        queries.add(row.query)
+        q = {"query": row.query}
+        pipe["batch_duration_seconds"].add(_seconds(row.batch_duration_ms), **q)
+        pipe["input_rows"].add(row.input_rows, **q)
+        pipe["processed_rows_per_second"].add(_number(row.processed_rows_per_s), **q)
+        pipe["watermark_timestamp_seconds"].add(_seconds(row.watermark_ms), **q)
+        if row.watermark_ms:
+            # Not clamped at 0: a watermark ahead of the wall clock (events from the future moved
+            # it) is negative lag, and FleetwatchWatermarkAhead pages on it.
+            pipe["lag_seconds"].add((now_ms - row.watermark_ms) / 1000.0, **q)
+        pipe["last_batch_timestamp_seconds"].add(_seconds(row.recorded_at), **q)
+        pipe["last_batch_id"].add(row.batch_id, **q)
+        pipe["state_rows"].add(row.state_rows, **q)
 
-        restarted = {row.query: row for row in conn.execute(select(job_restarts))}
-        for query in sorted(queries | restarted.keys()):
-            row = restarted.get(query)
-            restarts.add(row.restarts if row else 0, query=query)
-            last_failure.add(_seconds(row.last_failure_ms) if row else None, query=query)
+    restarted = {row.query: row for row in rows.restarts}
+    for query in sorted(queries | restarted.keys()):
+        row = restarted.get(query)
+        restarts.add(row.restarts if row else 0, query=query)
+        last_failure.add(_seconds(row.last_failure_ms) if row else None, query=query)
 
-        by_code: dict[str, list[int]] = {}
-        for reason, n, more in conn.execute(select(quarantine.c.reason, func.count(), func.sum(quarantine.c.not_stored))
-                                            .group_by(quarantine.c.reason)):
-            code = reason.split(":", 1)[0]  # the field path (with list indices) stays in the store
-            counts = by_code.setdefault(code, [0, 0])
-            counts[0] += n
-            counts[1] += int(more or 0)  # PostgreSQL sums a BIGINT as a NUMERIC
-        for code, (n, more) in sorted(by_code.items()):
-            quarantined.add(n, reason=code)
-            not_stored.add(more, reason=code)
-        stored_rows.add(conn.scalar(select(func.coalesce(func.max(quarantine.c.id), 0))))
+    by_code: dict[str, list[int]] = {}
+    for reason, n, more in rows.quarantine:
+        code = reason.split(":", 1)[0]  # the field path (with list indices) stays in the store
+        sums = by_code.setdefault(code, [0, 0])
+        sums[0] += n
+        sums[1] += int(more or 0)  # PostgreSQL sums a BIGINT as a NUMERIC
+    for code, (n, more) in sorted(by_code.items()):
+        quarantined.add(n, reason=code)
+        not_stored.add(more, reason=code)
+    stored_rows.add(rows.quarantine_last_id)
 
-        backlog = conn.execute(
-            select(func.count(), func.coalesce(func.sum(case((outbox.c.last_error.is_not(None), 1), else_=0)), 0),
-                   func.min(outbox.c.created_at))
-            .where(outbox.c.delivered_at.is_(None))).one()
-        pending.add(backlog[0])
-        failing.add(backlog[1])
-        oldest.add(_seconds(backlog[2]))
+    undelivered, with_error, oldest_ms = rows.outbox
+    pending.add(undelivered)
+    failing.add(with_error)
+    oldest.add(_seconds(oldest_ms))
     return [brokers_by_state, firing, by_rule, controller, last_response, *pipe.values(), restarts, last_failure,
             quarantined, not_stored, stored_rows, pending, failing, oldest]
 
@@ -304,17 +271,11 @@ def _source_clock_families(engine: Engine, now_ms: int) -> list[_Family]:
                    "events (negative: delivery delay); beyond rules.max_source_lead_ms they are quarantined.")
     ahead = _Family("fleetwatch_source_quarantined_ahead_messages",
                     "The source's messages in quarantine for an event time ahead of the job's clock.")
-    s, q = source_clocks, quarantine
-    refused = func.count().label("n")
-    with engine.connect() as conn:
-        for source, lead_ms in conn.execute(
-                select(s.c.source, s.c.lead_ms).where(s.c.updated_ms >= now_ms - _SOURCE_RECENT_MS)
-                .order_by(s.c.lead_ms.desc(), s.c.source).limit(_SOURCE_SERIES)):
-            lead.add(lead_ms / 1000.0, source=source)
-        for source, n in conn.execute(
-                select(q.c.source, refused).where(q.c.reason.in_(AHEAD_REASONS), q.c.source.is_not(None))
-                .group_by(q.c.source).order_by(refused.desc(), q.c.source).limit(_SOURCE_SERIES)):
-            ahead.add(n, source=source)
+    leads, refused = source_clock_rows(engine, now_ms - _SOURCE_RECENT_MS, _SOURCE_SERIES)
+    for source, lead_ms in leads:
+        lead.add(lead_ms / 1000.0, source=source)
+    for source, n in refused:
+        ahead.add(n, source=source)
     return [lead, ahead]
 
 
@@ -329,17 +290,12 @@ def _impact_families(engine: Engine) -> list[_Family]:
     family = _Family("fleetwatch_incident_partitions",
                      "Partitions a firing broker incident touches: led, replicas held, offline and under "
                      "min.insync.replicas because of it (from the cluster's partition layout).")
-    a = alerts
-    with engine.connect() as conn:
-        for cluster_id, broker_id, rule, details in conn.execute(
-                select(a.c.cluster_id, a.c.broker_id, a.c.rule, a.c.details)
-                .where(a.c.status == "firing", a.c.broker_id.is_not(None))
-                .order_by(a.c.starts_at.desc()).limit(_IMPACT_SERIES)):
-            impact = (details or {}).get("impact") if isinstance(details, dict) else None
-            if isinstance(impact, dict):
-                for name, key in _IMPACT_KEYS.items():
-                    family.add(_number(impact.get(key)), cluster_id=cluster_id or "", broker_id=broker_id,
-                               rule=rule, impact=name)
+    for cluster_id, broker_id, rule, details in firing_broker_details(engine, _IMPACT_SERIES):
+        impact = (details or {}).get("impact") if isinstance(details, dict) else None
+        if isinstance(impact, dict):
+            for name, key in _IMPACT_KEYS.items():
+                family.add(_number(impact.get(key)), cluster_id=cluster_id or "", broker_id=broker_id,
+                           rule=rule, impact=name)
     return [family]
 
 

@@ -9,6 +9,7 @@ the store.
 
 from streaming.notify import cli
 from streaming.notify.delivery import Notifier, NotifierBusy, NotifyOptions
-from streaming.notify.receivers import INCIDENT_SCHEMA, sign, verify_signature
+from streaming.notify.receivers import INCIDENT_SCHEMA, OutgoingAlert, sign, verify_signature
 
-__all__ = ["INCIDENT_SCHEMA", "Notifier", "NotifierBusy", "NotifyOptions", "cli", "sign", "verify_signature"]
+__all__ = ["INCIDENT_SCHEMA", "Notifier", "NotifierBusy", "NotifyOptions", "OutgoingAlert", "cli", "sign",
+           "verify_signature"]

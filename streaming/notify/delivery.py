@@ -71,6 +71,7 @@ from streaming.store import (
     HELD,
     SILENCED,
     DeliveryQueue,
+    NotAnAlert,
     QueuedDelivery,
     StateChange,
     Store,
@@ -104,25 +105,10 @@ class NotifyOptions:
     retention_batches: int = 20
 
 
-_NotAnAlert = ValueError | KeyError | TypeError  # what `OutgoingAlert.of` raises for a body that is no alert
-
-
-def _parsed(rows: Iterable[QueuedDelivery]) -> dict[int, OutgoingAlert | _NotAnAlert]:
-    """delivery id -> its stored body parsed once, into the alert its silences and its receiver
-    read; or, for a body that is not an alert object, why (its send fails for good)."""
-    out: dict[int, OutgoingAlert | _NotAnAlert] = {}
-    for row in rows:
-        try:
-            out[row.id] = OutgoingAlert.of(row.body)
-        except (ValueError, KeyError, TypeError) as exc:
-            out[row.id] = exc
-    return out
-
-
-def _outgoing(parsed: OutgoingAlert | _NotAnAlert) -> OutgoingAlert:
-    if isinstance(parsed, OutgoingAlert):
-        return parsed
-    raise parsed
+def _outgoing(rows: Iterable[QueuedDelivery]) -> dict[int, OutgoingAlert | NotAnAlert]:
+    """delivery id -> what its receiver is sent: the alert and stored object the queue read (once);
+    or, for a body that is not an alert object, why (its send fails for good)."""
+    return {r.id: r.alert if isinstance(r.alert, NotAnAlert) else OutgoingAlert(r.alert, r.stored) for r in rows}
 
 
 def _state_change(delivery: QueuedDelivery, verdict: Verdict) -> StateChange:
@@ -186,10 +172,8 @@ class Notifier:
 
     # -- silences ----------------------------------------------------------------------------
 
-    def _silence_verdicts(self, receiver: Receiver, rows: list[QueuedDelivery],
-                          alerts: Mapping[int, OutgoingAlert | _NotAnAlert], now: int) -> dict[int, Verdict]:
-        """delivery id -> what a silence makes of it, for the rows not simply sent now (`alerts`:
-        the rows' alerts, `_parsed`)."""
+    def _silence_verdicts(self, receiver: Receiver, rows: list[QueuedDelivery], now: int) -> dict[int, Verdict]:
+        """delivery id -> what a silence makes of it, for the rows not simply sent now."""
         if not rows:
             return {}
         silences = active_silences(self.store, min(r.created_at for r in rows))
@@ -198,16 +182,16 @@ class Notifier:
             [r.alert_id for r in rows if r.status != "resolved"] if silences else [])
         out: dict[int, Verdict] = {}
         for row in rows:
-            parsed = alerts[row.id]
-            if not isinstance(parsed, OutgoingAlert):
+            alert = row.alert
+            if isinstance(alert, NotAnAlert):
                 continue  # no alert: its send fails for good
             if row.status == "resolved":
                 state, silence_id, until = firing_state.get(row.alert_id, (None, None, None))
                 if state is None and not silences:
                     continue
-                verdict = resolution_verdict(parsed.alert, row.created_at, now, silences, state, silence_id, until)
+                verdict = resolution_verdict(alert, row.created_at, now, silences, state, silence_id, until)
             elif silences:
-                verdict = firing_verdict(parsed.alert, row.created_at, now, silences, resolved_at.get(row.alert_id))
+                verdict = firing_verdict(alert, row.created_at, now, silences, resolved_at.get(row.alert_id))
             else:
                 continue
             if verdict.action != SEND:
@@ -220,7 +204,7 @@ class Notifier:
         held = self.queue.held_due(receiver.name, now, self.options.batch_limit)
         if not held:
             return
-        verdicts = self._silence_verdicts(receiver, held, _parsed(held), now)
+        verdicts = self._silence_verdicts(receiver, held, now)
         released = [r for r in held if r.id not in verdicts]
         self.queue.settle_held([_state_change(r, verdicts[r.id]) for r in held
                                 if r.id in verdicts and verdicts[r.id].action in (HOLD, SILENCE)], released, now)
@@ -245,7 +229,7 @@ class Notifier:
 
     # -- sending -----------------------------------------------------------------------------
 
-    def _units(self, receiver: Receiver, rows: list[QueuedDelivery], alerts: Mapping[int, OutgoingAlert | _NotAnAlert]
+    def _units(self, receiver: Receiver, rows: list[QueuedDelivery], alerts: Mapping[int, OutgoingAlert | NotAnAlert]
                ) -> list[tuple[IncidentNotice | None, list[QueuedDelivery]]]:
         """(what it tells of a fleet incident or None, the deliveries sent as one request)."""
         units, rows = self.incidents.units(receiver, rows, alerts)
@@ -258,13 +242,17 @@ class Notifier:
         return units + [(None, group[i:i + size]) for group in groups.values() for i in range(0, len(group), size)]
 
     def _deliver(self, receiver: Receiver, incident: IncidentNotice | None, unit: list[QueuedDelivery],
-                 alerts: Mapping[int, OutgoingAlert | _NotAnAlert]) -> Outcome:
-        try:
-            items = [_outgoing(alerts[r.id]) for r in unit]
-            request = (receiver.request(items, self.now_ms()) if incident is None
-                       else receiver.incident_request(incident, items, self.now_ms()))
-        except (ValueError, KeyError, TypeError) as exc:
-            outcome = Outcome(False, permanent=True, error=f"cannot build the message: {type(exc).__name__}: {exc}")
+                 alerts: Mapping[int, OutgoingAlert | NotAnAlert]) -> Outcome:
+        items = [alerts[r.id] for r in unit]
+        request, why = None, next((item.why for item in items if isinstance(item, NotAnAlert)), None)
+        if why is None:
+            try:
+                request = (receiver.request(items, self.now_ms()) if incident is None
+                           else receiver.incident_request(incident, items, self.now_ms()))
+            except (ValueError, KeyError, TypeError) as exc:
+                why = f"{type(exc).__name__}: {exc}"
+        if request is None:
+            outcome = Outcome(False, permanent=True, error=f"cannot build the message: {why}")
         else:
             # Units wait in the receiver's pool: the lease is judged when each attempt starts.
             if not self.lease.held_for(self.attempt_s):
@@ -372,8 +360,8 @@ class Notifier:
             if not rows:
                 break
             attempted.update(r.id for r in rows)
-            alerts = self.incidents.tagged(receiver, rows, _parsed(rows))
-            verdicts = self._silence_verdicts(receiver, rows, alerts, now)
+            alerts = self.incidents.tagged(receiver, rows, _outgoing(rows))
+            verdicts = self._silence_verdicts(receiver, rows, now)
             if verdicts:
                 self._record_verdicts(receiver, [r for r in rows if r.id in verdicts], verdicts)
                 rows = [r for r in rows if r.id not in verdicts]

@@ -36,6 +36,7 @@ from streaming.records.alert import Alert
 from streaming.store import (
     DeliveryQueue,
     IncidentScope,
+    NotAnAlert,
     QueuedDelivery,
     fleet_incidents,
     fleet_places,
@@ -107,10 +108,10 @@ class IncidentUnits:
 
     def open_firings(self, receiver: str, incident_id: str | None = None) -> list[OutgoingAlert]:
         """The firings delivered to `receiver` whose alert still fires, each with the incident it went
-        under; with `incident_id`, those that went under it."""
-        return [OutgoingAlert(r.body, Alert.from_json(r.body), r.incident_id and IncidentTag(r.incident_id,
-                                                                                            r.incident_domain or ""))
-                for r in self.queue.open_firings(receiver, incident_id)]
+        under; with `incident_id`, those that went under it. One whose body this version cannot read
+        (a rule it does not know) is left out: it cannot be told again."""
+        return [OutgoingAlert(r.alert, r.stored, r.incident_id and IncidentTag(r.incident_id, r.incident_domain or ""))
+                for r in self.queue.open_firings(receiver, incident_id) if not isinstance(r.alert, NotAnAlert)]
 
     def units(self, receiver: Receiver, rows: Sequence[QueuedDelivery], alerts: Mapping[int, object]
               ) -> tuple[list[tuple[IncidentNotice, list[QueuedDelivery]]], list[QueuedDelivery]]:

@@ -15,7 +15,8 @@ Every takeover increments the lease's `generation`, a fencing token: the write t
 send's outcome checks, in its own transaction, that the lease still has this owner and
 generation (`fence`, `DeliveryQueue.record_outcome`), so a deposed notifier's late write (one
 paused past its lease) is refused and the new holder sends that notification again (at least
-once; the receiver deduplicates on (alert_id, status)).
+once; the receiver deduplicates on (alert_id, status)). The lease row's SQL is the store's
+(`try_lease`, `release_lease`: streaming/store/leasing.py).
 
 The holder is one process *instance*: a random token, never the host name and pid, which two
 containers (or two notifiers in one process) can share. A lease is taken over when it expired,
@@ -32,22 +33,14 @@ import socket
 import time
 import uuid
 
-from sqlalchemy import delete, func, literal_column, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.config import lease_margin_ms
-from streaming.store import LeaseFence, Store, notifier_lease
+from streaming.store import LeaseClaim, LeaseFence, Store, release_lease, try_lease
 
-__all__ = ["Lease", "database_now_ms", "process_space"]
+__all__ = ["Lease", "process_space"]
 
 log = logging.getLogger(__name__)
-
-
-def database_now_ms(store: Store):
-    """The database's clock in epoch ms, as an SQL expression evaluated by the database."""
-    if store.engine.dialect.name == "postgresql":
-        return literal_column("CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)")
-    return literal_column("CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)")
 
 
 def process_space() -> str:
@@ -115,47 +108,24 @@ class Lease:
     def acquire(self) -> bool:
         """Take or renew the lease; False (and `holder` says who) when another live notifier has it."""
         started = time.monotonic()  # before the database's now: the local validity ends first
-        t = notifier_lease
-        now = database_now_ms(self.store)
-        mine = {"owner": self.owner, "host": self.host, "pid": self.pid, "acquired_at": now,
-                "expires_at": now + self.ttl_ms}
-        generation = None
-        with self.store.engine.begin() as conn:
-            conn.execute(self.store._insert(t).values(name=self.NAME, generation=1, **mine)
-                         .on_conflict_do_nothing(index_elements=["name"]))
-            row = conn.execute(select(t, now.label("db_now")).where(t.c.name == self.NAME)).one()
-            if row.owner == self.owner:
-                got = conn.execute(update(t).where(t.c.name == self.NAME, t.c.owner == self.owner)
-                                   .values(expires_at=now + self.ttl_ms)).rowcount == 1
-                generation = row.generation
-            else:
-                dead = self._holder_is_dead(row.host, row.pid)
-                got = False
-                if dead or row.expires_at <= row.db_now:
-                    # Compare-and-set on the holder seen, the expiry judged again by the database.
-                    taken = [t.c.name == self.NAME, t.c.owner == row.owner]
-                    if not dead:
-                        taken.append(t.c.expires_at <= now)
-                    got = conn.execute(update(t).where(*taken).values(
-                        **mine, generation=func.coalesce(t.c.generation, 0) + 1)).rowcount == 1
-                if got:
-                    generation = conn.scalar(select(t.c.generation).where(t.c.name == self.NAME))
-                    log.info("took over the notifier lease", extra={
-                        "previous_pid": row.pid, "previous_host": row.host, "generation": generation,
-                        "previous_expired_ms_ago": row.db_now - row.expires_at, "previous_dead": dead})
-                else:
-                    self.holder = f"pid {row.pid} on {row.host}"
-        self.generation = generation if got else self.generation
+        tried = try_lease(self.store, LeaseClaim(self.NAME, self.owner, self.host, self.pid), self.ttl_ms,
+                          self._holder_is_dead)
+        found = tried.found
+        if tried.got and found.owner != self.owner:
+            log.info("took over the notifier lease", extra={
+                "previous_pid": found.pid, "previous_host": found.host, "generation": tried.generation,
+                "previous_expired_ms_ago": found.db_now - found.expires_at, "previous_dead": tried.holder_dead})
+        elif not tried.got and found.owner != self.owner:
+            self.holder = f"pid {found.pid} on {found.host}"
+        self.generation = tried.generation if tried.got else self.generation
         # Stop sending a little before the lease runs out, should renewing fail.
-        self._valid_until = started + (self.ttl_ms - lease_margin_ms(self.ttl_ms)) / 1000 if got else 0.0
+        self._valid_until = started + (self.ttl_ms - lease_margin_ms(self.ttl_ms)) / 1000 if tried.got else 0.0
         self._renewed_at = started
-        return got
+        return tried.got
 
     def release(self) -> None:
         self._valid_until = 0.0
         try:
-            with self.store.engine.begin() as conn:
-                conn.execute(delete(notifier_lease).where(notifier_lease.c.name == self.NAME,
-                                                          notifier_lease.c.owner == self.owner))
+            release_lease(self.store, self.NAME, self.owner)
         except SQLAlchemyError:
             log.warning("could not release the notifier lease; it expires by itself", exc_info=True)

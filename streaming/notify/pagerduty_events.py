@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streaming.detect import FleetIncident
@@ -60,7 +60,8 @@ def _broker(alert: Alert) -> str | None:
     return f"broker {alert.broker_id}" + (f" ({alert.broker_host})" if alert.broker_host else "")
 
 
-def alert_event(alert: Alert, routing_key: str, links: Links, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+def alert_event(alert: Alert, routing_key: str, links: Links, stored: Mapping[str, Any] | None = None
+                ) -> dict[str, Any]:
     """One alert's trigger or resolve (`dedup_key`). `stored`: the alert object as the store holds it (an
     older job's has no names), for the custom details; else the alert's own."""
     if alert.status == "resolved":

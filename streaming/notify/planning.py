@@ -55,9 +55,8 @@ class Planner:
             for row in rows:
                 base = {"outbox_id": row.id, "alert_id": row.alert_id, "status": row.status,
                         "subject": row.subject, "attempts": 0, "dead_letter": False, "created_at": now}
-                try:
-                    alert = Alert.from_json(row.body)
-                except (ValueError, TypeError, KeyError):
+                alert = row.alert  # its body, read once by the queue
+                if not isinstance(alert, Alert):
                     broken.append(row.id)
                     planned.append({**base, "receiver": NO_RECEIVER, "rule": "", "group_key": "", "state": DEAD,
                                     "dead_letter": True, "next_attempt_at": now, "last_error": _NOT_AN_ALERT})

@@ -108,19 +108,14 @@ class IncidentTag:
 
 @dataclass(frozen=True)
 class OutgoingAlert:
-    """One (alert_id, status) to deliver: the stored body (exact bytes) and its alert; `incident`,
-    the fleet incident its firing was delivered under, for the receivers whose alert identity
-    names it (Alertmanager's labels, PagerDuty's dedup key)."""
+    """One (alert_id, status) to deliver: its alert, and the alert object as the outbox stored it
+    (what a webhook and PagerDuty's custom details carry), both as the store read them once;
+    `incident`, the fleet incident its firing was delivered under, for the receivers whose alert
+    identity names it (Alertmanager's labels, PagerDuty's dedup key)."""
 
-    body: str
     alert: Alert
+    stored: Mapping[str, Any]
     incident: IncidentTag | None = None
-
-    @classmethod
-    def of(cls, body: str) -> OutgoingAlert:
-        """The alert of a stored body (outbox, deliveries), parsed once for the silences and the
-        receivers. Raises ValueError, KeyError or TypeError for a body that is not an alert object."""
-        return cls(body, Alert.from_json(body))
 
 
 @dataclass(frozen=True)
@@ -331,7 +326,7 @@ class WebhookReceiver(Receiver):
 
     def _linked(self, item: OutgoingAlert) -> dict[str, Any]:
         """The stored alert object with its links (`runbook_url`, `dashboard_url`)."""
-        return {**json.loads(item.body), **self.links.of_alert(item.alert)}
+        return {**item.stored, **self.links.of_alert(item.alert)}
 
     def _signed(self, body: bytes, headers: Mapping[str, str], now_ms: int) -> HttpRequest:
         """A JSON POST of `body` with `headers`, signed when the receiver has a secret: v1 over the
@@ -405,7 +400,7 @@ class PagerDutyReceiver(Receiver):
 
     def request(self, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         (item,) = items
-        return self._event(alert_event(item.alert, self.routing_key, self.links, json.loads(item.body)))
+        return self._event(alert_event(item.alert, self.routing_key, self.links, item.stored))
 
     def incident_request(self, incident: IncidentNotice, items: Sequence[OutgoingAlert], now_ms: int) -> HttpRequest:
         if isinstance(incident, MemberResolved):

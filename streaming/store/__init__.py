@@ -9,9 +9,11 @@
   notifier's (notifier_tables.py: deliveries, its lease, silences), all in `metadata`. The
   quarantine's bounds (quarantine_bounds.py: `fit_raw`, `RAW_MAX_BYTES`, `reason_group`, and the
   table's row cap, which `write_batch` keeps).
-- The notifier's queries and writes (delivery_queue.py: `DeliveryQueue`; delivery_states.py: the
-  states of a delivery), its retention (notification_retention.py), and silences (silencing.py:
-  written by `fleetwatch silence` and the dashboard, applied by the notifier).
+- The notifier's queries and writes (delivery_queue.py: `DeliveryQueue`, whose reads carry each
+  outbox body read once, outbox_bodies.py; delivery_states.py: the states of a delivery), its lease
+  (leasing.py: `try_lease`, `release_lease`), its retention (notification_retention.py), and
+  silences (silencing.py: written by `fleetwatch silence` and the dashboard, applied by the notifier).
+- The numbers /metrics and the console's status line show (gauges.py).
 - Fleet incidents over the store (incidents.py: `fleet_incidents`, `fleet_places`): the alerts
   grouped by shared failure domain, computed when asked, for the notifier, /metrics, the dashboard.
 """
@@ -19,8 +21,24 @@
 from __future__ import annotations
 
 from streaming.store.database import Store
-from streaming.store.delivery_queue import NO_RECEIVER, DeliveryQueue, LeaseFence, QueuedDelivery, StateChange
+from streaming.store.delivery_queue import (
+    NO_RECEIVER,
+    DeliveredFiring,
+    DeliveryQueue,
+    LeaseFence,
+    OutboxEntry,
+    QueuedDelivery,
+    StateChange,
+)
 from streaming.store.delivery_states import DEAD, DELIVERED, FINAL_OK, HELD, PENDING, SILENCED, SUPERSEDED
+from streaming.store.gauges import (
+    FleetRows,
+    StatusCounts,
+    firing_broker_details,
+    fleet_rows,
+    source_clock_rows,
+    status_counts,
+)
 from streaming.store.incidents import (
     Configured,
     IncidentScope,
@@ -46,8 +64,10 @@ from streaming.store.job_tables import (
     source_clocks,
     targets,
 )
+from streaming.store.leasing import LeaseClaim, LeaseHolder, LeaseTry, release_lease, try_lease
 from streaming.store.notification_retention import RetentionCounts, delete_expired_notifications
 from streaming.store.notifier_tables import deliveries, notifier_lease, silences
+from streaming.store.outbox_bodies import NotAnAlert
 from streaming.store.quarantine_bounds import RAW_MAX_BYTES, fit_raw, reason_group
 from streaming.store.silencing import (
     Silence,
@@ -69,13 +89,21 @@ __all__ = [
     "SILENCED",
     "SUPERSEDED",
     "Configured",
+    "DeliveredFiring",
     "DeliveryQueue",
+    "FleetRows",
     "IncidentScope",
+    "LeaseClaim",
     "LeaseFence",
+    "LeaseHolder",
+    "LeaseTry",
+    "NotAnAlert",
+    "OutboxEntry",
     "QueuedDelivery",
     "RetentionCounts",
     "Silence",
     "StateChange",
+    "StatusCounts",
     "Store",
     "active_silences",
     "add_silence",
@@ -88,9 +116,11 @@ __all__ = [
     "delete_expired_notifications",
     "deliveries",
     "expire_silence",
+    "firing_broker_details",
     "fit_raw",
     "fleet_incidents",
     "fleet_places",
+    "fleet_rows",
     "grouping_rules",
     "job_checkpoints",
     "job_restarts",
@@ -104,7 +134,11 @@ __all__ = [
     "reason_group",
     "recent_alerts",
     "recent_incidents",
+    "release_lease",
     "silences",
+    "source_clock_rows",
     "source_clocks",
+    "status_counts",
     "targets",
+    "try_lease",
 ]

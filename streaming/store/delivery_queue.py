@@ -2,6 +2,9 @@
 says what they are for): planning, the queue heads due per receiver, silences' verdicts, the
 outcome of a send, sweeping and requeueing dead letters.
 
+What it reads of an outbox row carries its body read once (outbox_bodies.py): the alert, and the
+object as stored that receivers send; the notifier never parses a body itself.
+
 Every write that finishes a delivery also closes the outbox rows whose deliveries are then all
 done (`delivered_at`), in the same transaction. The write that records a send's outcome is
 fenced: it first checks, in its transaction and holding the lease row, that the notifier lease
@@ -10,26 +13,42 @@ still has the sender's owner and generation (`LeaseFence`), and writes nothing o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Row, and_, bindparam, exists, select, update
 
+from streaming.records.alert import Alert
 from streaming.store.database import Store
 from streaming.store.delivery_states import DEAD, DELIVERED, FINAL_OK, HELD, PENDING, SUPERSEDED
 from streaming.store.job_tables import outbox
 from streaming.store.notifier_tables import deliveries, notifier_lease
+from streaming.store.outbox_bodies import NotAnAlert, read_body
 
-__all__ = ["NO_RECEIVER", "DeliveryQueue", "LeaseFence", "QueuedDelivery", "StateChange"]
+__all__ = ["NO_RECEIVER", "DeliveredFiring", "DeliveryQueue", "LeaseFence", "OutboxEntry", "QueuedDelivery",
+           "StateChange"]
 
 # The receiver of the dead letter planned for an outbox row that is not an alert object.
 NO_RECEIVER = "-"
 
 
 @dataclass(frozen=True)
+class OutboxEntry:
+    """An outbox row not planned yet, with the alert of its body (or why it is none)."""
+
+    id: int
+    alert_id: str
+    status: str
+    subject: str
+    created_at: int  # when the outbox row was recorded
+    alert: Alert | NotAnAlert
+
+
+@dataclass(frozen=True)
 class QueuedDelivery:
-    """A delivery waiting to be sent (pending, or held by a silence), with its outbox row's body."""
+    """A delivery waiting to be sent (pending, or held by a silence), with its outbox row's alert (or
+    why its body is none) and the object as stored, which receivers send."""
 
     id: int
     outbox_id: int
@@ -41,7 +60,19 @@ class QueuedDelivery:
     next_attempt_at: int
     planned_at: int  # when this delivery was planned: the dead-letter age counts from here
     created_at: int  # when the outbox row was recorded
-    body: str
+    alert: Alert | NotAnAlert
+    stored: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DeliveredFiring:
+    """A firing delivered to a receiver, with its alert (or why its body is none), the object as
+    stored, and the fleet incident it was delivered under (None: on its own)."""
+
+    alert: Alert | NotAnAlert
+    stored: Mapping[str, Any]
+    incident_id: str | None
+    incident_domain: str | None
 
 
 @dataclass(frozen=True)
@@ -70,6 +101,12 @@ def _queued_columns():
             d.c.next_attempt_at, d.c.created_at.label("planned_at"), outbox.c.created_at, outbox.c.body)
 
 
+def _queued(row: Row[Any]) -> QueuedDelivery:
+    columns = dict(row._mapping)
+    alert, stored = read_body(columns.pop("body"))
+    return QueuedDelivery(**columns, alert=alert, stored=stored)
+
+
 def _done_condition():
     pending = exists(select(deliveries.c.id).where(deliveries.c.outbox_id == outbox.c.id,
                                                    deliveries.c.state.not_in(FINAL_OK)))
@@ -94,7 +131,7 @@ class DeliveryQueue:
 
     # -- planning ----------------------------------------------------------------------------
 
-    def unplanned(self, limit: int) -> tuple[list[Row[Any]], dict[str, list[str]]]:
+    def unplanned(self, limit: int) -> tuple[list[OutboxEntry], dict[str, list[str]]]:
         """Outbox rows with no deliveries yet (outbox order), and alert_id -> the receivers the
         firings of their resolutions were planned to (in planning order)."""
         stmt = (select(outbox.c.id, outbox.c.alert_id, outbox.c.status, outbox.c.subject, outbox.c.body,
@@ -104,7 +141,8 @@ class DeliveryQueue:
                 .order_by(outbox.c.id).limit(limit))
         firing_went: dict[str, list[str]] = {}
         with self.store.engine.connect() as conn:
-            rows = list(conn.execute(stmt).all())
+            rows = [OutboxEntry(r.id, r.alert_id, r.status, r.subject, r.created_at, read_body(r.body)[0])
+                    for r in conn.execute(stmt)]
             for ids in _chunks(sorted({r.alert_id for r in rows if r.status == "resolved"})):
                 for r in conn.execute(select(deliveries.c.alert_id, deliveries.c.receiver)
                                       .where(deliveries.c.alert_id.in_(ids), deliveries.c.status != "resolved",
@@ -139,12 +177,12 @@ class DeliveryQueue:
         if fresh_only:
             base = base.where(d.c.attempts == 0)
         with self.store.engine.connect() as conn:
-            due = [QueuedDelivery(**r._mapping) for r in conn.execute(
+            due = [_queued(r) for r in conn.execute(
                 base.where(d.c.next_attempt_at <= now).order_by(d.c.outbox_id).limit(limit))]
             if not grouped or not due:
                 return due
             keys = sorted({r.group_key for r in due})
-            more = [QueuedDelivery(**r._mapping) for r in conn.execute(
+            more = [_queued(r) for r in conn.execute(
                 base.where(d.c.group_key.in_(keys), d.c.next_attempt_at > now)
                 .order_by(d.c.outbox_id).limit(limit * 4))]
         return sorted(due + more, key=lambda r: r.outbox_id)
@@ -153,7 +191,7 @@ class DeliveryQueue:
         """Firings held by silences whose hold has ended, in outbox order."""
         d = deliveries
         with self.store.engine.connect() as conn:
-            return [QueuedDelivery(**r._mapping) for r in conn.execute(
+            return [_queued(r) for r in conn.execute(
                 select(*_queued_columns()).join(outbox, outbox.c.id == d.c.outbox_id)
                 .where(d.c.receiver == receiver, d.c.state == HELD, d.c.next_attempt_at <= now)
                 .order_by(d.c.outbox_id).limit(limit))]
@@ -181,9 +219,9 @@ class DeliveryQueue:
                     out[alert_id] = recorded_at
         return out
 
-    def open_firings(self, receiver: str, incident_id: str | None = None) -> list[Row[Any]]:
-        """(body, incident_id, incident_domain) of the firings delivered to `receiver` whose alert has
-        not resolved (outbox order); with `incident_id`, only those delivered under that incident."""
+    def open_firings(self, receiver: str, incident_id: str | None = None) -> list[DeliveredFiring]:
+        """The firings delivered to `receiver` whose alert has not resolved (outbox order); with
+        `incident_id`, only those delivered under that incident."""
         resolved = outbox.alias("resolved")
         stmt = (select(outbox.c.body, deliveries.c.incident_id, deliveries.c.incident_domain)
                 .join(deliveries, deliveries.c.outbox_id == outbox.c.id)
@@ -195,7 +233,7 @@ class DeliveryQueue:
         if incident_id is not None:
             stmt = stmt.where(deliveries.c.incident_id == incident_id)
         with self.store.engine.connect() as conn:
-            return list(conn.execute(stmt).all())
+            return [DeliveredFiring(*read_body(r.body), r.incident_id, r.incident_domain) for r in conn.execute(stmt)]
 
     def incident_tags(self, receiver: str, alert_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         """alert_id -> (incident_id, incident_domain) of its firing delivered to `receiver` under a

@@ -4,6 +4,7 @@ and what the store holds afterwards. Imported by the tests in tests/notify/ and 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,14 +20,15 @@ from typing import Any
 import yaml
 from sqlalchemy import select, text
 
+from streaming.notify import OutgoingAlert
 from streaming.plumbing.ports import free_port
 from streaming.plumbing.receiver import Reply, Request, WebhookReceiver
-from streaming.records.alert import RULES, alert_id, queue_subject_of
+from streaming.records.alert import RULES, Alert, alert_id, queue_subject_of
 from streaming.store import Store, deliveries, metadata, outbox
 from streaming.workshop.paths import ROOT
 
 __all__ = ["SECRET", "Hook", "NotifierProcess", "all_delivered", "delivery_rows", "env_with", "iso_ms", "make_alert",
-           "outbox_rows", "rack_fleet_brokers", "resolved", "run_cli", "store_text", "write_config"]
+           "outbox_rows", "outgoing", "rack_fleet_brokers", "resolved", "run_cli", "store_text", "write_config"]
 
 # The webhook secret of the notifier tests: it must never show in a log, an answer or the store.
 SECRET = "whsec-test-7f3a9c1e"
@@ -120,6 +122,12 @@ def make_alert(rule: str, *, cluster: str | None = "clusterA", broker: int | Non
 
 def resolved(alert: dict[str, Any], ends_at: int) -> dict[str, Any]:
     return {**alert, "status": "resolved", "ends_at": ends_at}
+
+
+def outgoing(alert: dict[str, Any]) -> OutgoingAlert:
+    """An alert object as a receiver is handed it: the alert, and the object as the store reads it back."""
+    stored = json.loads(json.dumps(alert))
+    return OutgoingAlert(Alert.from_dict(stored), stored)
 
 
 def rack_fleet_brokers(now: int) -> list[dict[str, Any]]:

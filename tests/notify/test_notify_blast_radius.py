@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from streaming.config import FleetwatchConfig
-from streaming.notify.receivers import OutgoingAlert, PagerDutyReceiver, SlackReceiver, WebhookReceiver
-from streaming.workshop.hooks import make_alert
+from streaming.notify.receivers import PagerDutyReceiver, SlackReceiver, WebhookReceiver
+from streaming.workshop.hooks import make_alert, outgoing
 
 IMPACT = {"layout_at": 1_763_799_998_000, "led_as_of": 1_763_799_998_000, "complete": True,
           "partitions_led": 4, "replicas_held": 12, "partitions_offline": 0, "partitions_under_min_isr": 12,
@@ -28,7 +28,7 @@ def test_every_body_carries_the_blast_radius():
     hook, slack, pager = _receivers()
     alert = make_alert("broker.heartbeat_lost", cluster="c1", broker=3, starts_at=1_763_800_000_000,
                        details={"impact": IMPACT})
-    item = OutgoingAlert.of(json.dumps(alert, sort_keys=True))
+    item = outgoing(alert)
     assert json.loads(hook.request([item], 0).body)["details"]["impact"] == IMPACT
     assert f"> blast radius: {TEXT}" in json.loads(slack.request([item], 0).body)["text"]
     details = json.loads(pager.request([item], 0).body)["payload"]["custom_details"]
@@ -38,7 +38,7 @@ def test_every_body_carries_the_blast_radius():
 def test_an_alert_without_an_impact_is_sent_as_before():
     _, slack, pager = _receivers()
     alert = make_alert("broker.heartbeat_lost", cluster="c1", broker=3, starts_at=1_763_800_000_000)
-    item = OutgoingAlert.of(json.dumps(alert, sort_keys=True))
+    item = outgoing(alert)
     assert "blast radius" not in json.loads(slack.request([item], 0).body)["text"]
     assert json.dumps(json.loads(pager.request([item], 0).body)["payload"]["custom_details"]) == json.dumps(
         alert, sort_keys=True)

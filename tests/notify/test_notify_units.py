@@ -22,7 +22,6 @@ from streaming.notify.receivers import (
     AlertmanagerReceiver,
     HttpRequest,
     IncidentTag,
-    OutgoingAlert,
     PagerDutyReceiver,
     SlackReceiver,
     sign,
@@ -33,7 +32,7 @@ from streaming.plumbing.redact import Scrubber, redact_text, redact_url
 from streaming.records.alert import Alert
 from streaming.store import DEAD, NO_RECEIVER, PENDING, Store, deliveries, outbox, parse_duration
 from streaming.workshop.fake_clock import FakeClock
-from streaming.workshop.hooks import SECRET, delivery_rows, iso_ms, make_alert, resolved
+from streaming.workshop.hooks import SECRET, delivery_rows, iso_ms, make_alert, outgoing, resolved
 
 
 def test_signature_roundtrip_and_tamper():
@@ -188,16 +187,16 @@ def test_slack_and_pagerduty_messages():
     slack, pager = SlackReceiver(cfg[0], {}), PagerDutyReceiver(cfg[1], {"PD": "key-12345"})
     alert = {**make_alert("connection.misrouted", cluster="c1", endpoint="b1:9092", starts_at=1_763_800_000_000),
              "summary": "b1:9092 answers as <cluster c2> & node 4"}
-    text = json.loads(slack.request([OutgoingAlert.of(json.dumps(alert))], 0).body)["text"]
+    text = json.loads(slack.request([outgoing(alert)], 0).body)["text"]
     assert "&lt;cluster c2&gt; &amp; node 4" in text and "*[FIRING]* critical `connection.misrouted`" in text
     assert pager.url == "https://events.pagerduty.com/v2/enqueue"
-    trigger = json.loads(pager.request([OutgoingAlert.of(json.dumps(alert, sort_keys=True))], 0).body)
+    trigger = json.loads(pager.request([outgoing(alert)], 0).body)
     assert trigger["event_action"] == "trigger" and trigger["dedup_key"] == alert["alert_id"]
     assert trigger["payload"]["timestamp"] == "2025-11-22T08:26:40.000Z"
     assert trigger["payload"]["component"] == "b1:9092" and trigger["payload"]["source"] == "tgt-c1"
     # the alert object as stored: its keys sorted
     assert json.dumps(trigger["payload"]["custom_details"]) == json.dumps(alert, sort_keys=True)
-    resolve = json.loads(pager.request([OutgoingAlert.of(json.dumps(resolved(alert, 1_763_800_060_000)))], 0).body)
+    resolve = json.loads(pager.request([outgoing(resolved(alert, 1_763_800_060_000))], 0).body)
     assert resolve == {"routing_key": "key-12345", "dedup_key": alert["alert_id"], "event_action": "resolve"}
     with pytest.raises(ConfigError, match=r"\$PD, which is not set"):
         PagerDutyReceiver(cfg[1], {})
@@ -245,4 +244,21 @@ def test_planning_dead_letters_an_outbox_body_that_is_not_an_alert(tmp_path):
                    for r in conn.execute(select(deliveries))}
     assert planned.pop("good") == ("ops", PENDING, "broker.fenced", "cluster:c1")
     assert planned == {name: (NO_RECEIVER, DEAD, "", "") for name in bodies if name != "good"}
+    notifier.close()
+
+
+def test_a_body_is_sent_as_the_store_holds_it(tmp_path):
+    """The queue reads a body once, into its alert and the object as stored: a webhook is sent the
+    object as stored (with its links), not the alert written out again, so an older job's object
+    (without the names of issue 43) goes without them."""
+    sent: list[bytes] = []
+    notifier = _notifier(tmp_path, lambda request: sent.append(request.content) or httpx.Response(200), group_wait_ms=0)
+    older = make_alert("broker.fenced", cluster="c1", broker=1, starts_at=1_000)
+    with notifier.store.engine.begin() as conn:
+        conn.execute(insert(outbox), [{"alert_id": older["alert_id"], "status": "firing", "subject": "broker:c1:1",
+                                       "body": json.dumps(older, sort_keys=True), "created_at": 1_000, "attempts": 0}])
+    notifier.run(once=True)
+    links = notifier.receivers["ops"].links.of_alert(Alert.from_dict(older))
+    assert sent == [json.dumps({**older, **links}, sort_keys=True, separators=(",", ":")).encode()]
+    assert "cluster_name" not in json.loads(sent[0])
     notifier.close()
