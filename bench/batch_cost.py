@@ -2,7 +2,7 @@
 batch; issue 26's test time: a live job of the tests is mostly this).
 
     .venv/bin/python bench/batch_cost.py [--clusters 3] [--brokers 3] [--seconds 60] [--trigger-ms 1000]
-                                         [--checkouts DIR,DIR...] [--json]
+                                         [--checkouts DIR,DIR...] [--state-buckets N,N...] [--json]
 
 Per checkout, `fleetwatch run` (local[2], the Python reader) reads an embedded Tansu bus that a
 simulated fleet is produced to at its real pace (its event times moved onto the wall clock, as a
@@ -14,7 +14,9 @@ more than a second. Processes the JVM forks and reaps between two readings are n
 
 `--checkouts`: the job of each (a git worktree of another commit, e.g. `git worktree add
 /tmp/base HEAD~1`; its code runs with this checkout's virtualenv), one after another on a quiet
-machine; the first is the baseline of the ratios. Default: this checkout alone.
+machine; the first is the baseline of the ratios. Default: this checkout alone. `--state-buckets`: each
+checkout's job once per count of detection's state buckets (`spark.state_buckets`; default: the
+config's default), to see what the buckets cost a batch.
 """
 
 from __future__ import annotations
@@ -106,8 +108,8 @@ def _label(checkout: Path) -> str:
     return (rev + ("+" if dirty else "")) or checkout.name
 
 
-def measure(checkout: Path, args: argparse.Namespace) -> dict[str, Any]:
-    label = _label(checkout)
+def measure(checkout: Path, args: argparse.Namespace, buckets: int | None) -> dict[str, Any]:
+    label = _label(checkout) + ("" if buckets is None else f" b={buckets}")
     work = Path(tempfile.mkdtemp(prefix="fleetwatch-batch-cost-"))
     bus = EmbeddedBus(partitions={t: 2 for t in topics.TELEMETRY}, log_path=work / "tansu.log")
     bus.start()
@@ -120,7 +122,8 @@ def measure(checkout: Path, args: argparse.Namespace) -> dict[str, Any]:
     config.write_text(yaml.safe_dump({
         "bus": {"bootstrap_servers": bus.bootstrap, "source": "python"},
         "store": {"url": f"sqlite:///{work / 'store.db'}"},
-        "spark": {"master": "local[2]", "trigger_ms": args.trigger_ms, "checkpoint_dir": str(work / "checkpoint")}}))
+        "spark": {"master": "local[2]", "trigger_ms": args.trigger_ms, "checkpoint_dir": str(work / "checkpoint"),
+                  **({} if buckets is None else {"state_buckets": buckets})}}))
     log = work / "job.log"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(checkout)}
     with log.open("wb") as out:
@@ -158,23 +161,26 @@ def main() -> int:
     parser.add_argument("--trigger-ms", type=int, default=1000)
     parser.add_argument("--checkouts", default=str(ROOT),
                         help="comma-separated checkouts of fleetwatch whose job to measure; the first is the baseline")
+    parser.add_argument("--state-buckets", default="",
+                        help="comma-separated counts of state buckets, a run of each checkout's job per count")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = parser.parse_args()
     checkouts = [Path(c).resolve() for c in args.checkouts.split(",")]
     missing = [str(c) for c in checkouts if not (c / "streaming" / "cli.py").is_file()]
     if missing:
         parser.error(f"not a fleetwatch checkout: {', '.join(missing)}")
-    rows = [measure(c, args) for c in checkouts]
+    counts = [int(n) for n in args.state_buckets.split(",") if n] or [None]
+    rows = [measure(c, args, n) for c in checkouts for n in counts]
     if args.json:
         print(json.dumps({"fleet": f"{args.clusters}x{args.brokers}", "trigger_ms": args.trigger_ms, "rows": rows}))
         return 0
     base = rows[0]["cpu_s_per_batch"]
     print(f"fleet {args.clusters} x {args.brokers} at its real pace, trigger {args.trigger_ms} ms, "
           f"{args.seconds} s measured per checkout")
-    print(f"{'checkout':<12} {'batches':>7} {'cores':>6} {'CPU-s/batch':>11} {'vs base':>7}  by part (CPU-s/batch)")
+    print(f"{'checkout':<16} {'batches':>7} {'cores':>6} {'CPU-s/batch':>11} {'vs base':>7}  by part (CPU-s/batch)")
     for row in rows:
         parts = ", ".join(f"{k} {v}" for k, v in row["parts_cpu_s_per_batch"].items())
-        print(f"{row['checkout']:<12} {row['batches']:>7} {row['cores']:>6} {row['cpu_s_per_batch']:>11} "
+        print(f"{row['checkout']:<16} {row['batches']:>7} {row['cores']:>6} {row['cpu_s_per_batch']:>11} "
               f"{row['cpu_s_per_batch'] / base:>7.2f}  {parts}  (load {row['load_1m']})")
     return 0
 
