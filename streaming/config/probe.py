@@ -5,20 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
-from streaming.config.bounds import Strict
+from streaming.config.bounds import Strict, off_or_at_least
 
 __all__ = ["MIN_QUORUM_INTERVAL_MS", "ProbeConfig"]
 
 # probe.quorum_interval_ms: 0 (off) or at least this (a reading costs a round trip to the controller).
 MIN_QUORUM_INTERVAL_MS = 100
-
-
-def _quorum_interval(value: int) -> int:
-    if 0 < value < MIN_QUORUM_INTERVAL_MS:
-        raise ValueError(f"must be 0 (off) or at least {MIN_QUORUM_INTERVAL_MS}")
-    return value
 
 
 class ProbeConfig(Strict):
@@ -37,4 +31,4 @@ class ProbeConfig(Strict):
     layout_timeout_ms: int = Field(10_000, ge=100, le=600_000)
     # The fast quorum reading (issue 44; streaming/collect/probe/quorum.py): each cluster's DescribeQuorum and
     # DescribeCluster every this often, apart from the rounds, for broker.stalled (0: off).
-    quorum_interval_ms: Annotated[int, Field(ge=0, le=60_000), AfterValidator(_quorum_interval)] = 1000
+    quorum_interval_ms: Annotated[int, Field(ge=0, le=60_000), off_or_at_least(MIN_QUORUM_INTERVAL_MS)] = 1000

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
-from streaming.config.bounds import MAX_DURATION_MS, MAX_FLAP_THRESHOLD, MAX_STATE_TTL_MS, Strict
+from streaming.config.bounds import MAX_DURATION_MS, MAX_FLAP_THRESHOLD, MAX_STATE_TTL_MS, Strict, off_or_at_least
 from streaming.records.contract import DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_MAX_SOURCE_LEAD_MS
 
 __all__ = ["MIN_STALL_AFTER_MS", "RuleOverrides", "RuleSettings"]
@@ -19,13 +19,8 @@ __all__ = ["MIN_STALL_AFTER_MS", "RuleOverrides", "RuleSettings"]
 MIN_STALL_AFTER_MS = 1000
 
 
-def _stall_after(value: int | None) -> int | None:
-    if value is not None and 0 < value < MIN_STALL_AFTER_MS:
-        raise ValueError(f"must be 0 (off) or at least {MIN_STALL_AFTER_MS}: a healthy broker fetches every 500 ms")
-    return value
-
-
-StallAfter = Annotated[int, Field(ge=0, le=MAX_DURATION_MS), AfterValidator(_stall_after)]
+StallAfter = Annotated[int, Field(ge=0, le=MAX_DURATION_MS),
+                      off_or_at_least(MIN_STALL_AFTER_MS, "a healthy broker fetches every 500 ms")]
 
 
 class RuleSettings(Strict):

@@ -159,3 +159,19 @@ def test_check_config_and_run_refuse_every_value_past_its_bound_with_its_line(tm
     for path in values:
         assert f"{config}:{where[path]}: {_dotted(path)}: " in line, (_dotted(path), line)
     assert Path(tmp_path / "checkpoint").exists() is False
+
+
+@pytest.mark.parametrize(("yaml_text", "said"), [
+    ("rules:\n  stall_after_ms: 500\n",
+     "rules.stall_after_ms: Value error, must be 0 (off) or at least 1000: a healthy broker fetches every 500 ms"),
+    ("probe:\n  quorum_interval_ms: 50\n", "probe.quorum_interval_ms: Value error, must be 0 (off) or at least 100"),
+])
+def test_a_setting_that_is_off_or_at_least_a_minimum_refuses_what_is_between(tmp_path, yaml_text, said):
+    path = tmp_path / "fleetwatch.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert str(refused.value) == f"{path}:2: {said}"
+    key, value = yaml_text.split("\n")[1].strip().split(": ")
+    path.write_text(yaml_text.replace(value, "0"))
+    assert load_config(path).model_dump()[yaml_text.split(":")[0]][key] == 0
