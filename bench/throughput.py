@@ -77,6 +77,7 @@ from throughput_report import print_table, write_chart
 from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live, write_events
 from streaming.config import FleetwatchConfig
+from streaming.detect import SecondPass
 from streaming.job import QUERY_NAME, spark_session, start_live_query, stop_gracefully
 from streaming.pipeline import build_pipeline, counting_messages, read_parsed_telemetry
 from streaming.records import topics
@@ -148,7 +149,7 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
         telemetry = parsed_read(spark, config, bus.bootstrap)
         query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets,
                                 config.spark.max_records_per_batch).writeStream.queryName("full")
-                 .foreachBatch(BatchWriter(store))
+                 .foreachBatch(BatchWriter(store, second_pass=SecondPass(config.rule_book())))
                  .option("checkpointLocation", str(workdir / "cp-full"))
                  .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())
         _drain(spark, query, log, "full", sent, timeout_s=3600)

@@ -23,6 +23,12 @@ Its interface, as the pipeline (streaming/pipeline/) and the others use it:
 - `is_carried_over(starts_at, evidence_since)`, `carried_over_ends(carried, fired, snapshots)`:
   which alerts open before a reset of the detection state outlive it, and when the new state ends
   them (carried.py).
+- A bucket of shards over one micro-batch, as both passes run it: `run_bucket(engines, by_shard,
+  before, after, book)` over `BucketEngines` (pickled engines beside their deadlines), `output_rows`
+  of its outputs (buckets.py).
+- `SecondPass`: the second pass, which the job's driver runs over each micro-batch's output rows
+  (the address, cluster-id and collector shards over the first pass's hand-offs, `handoff_rows`),
+  its state carried from batch to batch and kept in the store by the live job (second_pass.py).
 - `detect(events, book)`: the same engines over a list of events, cut into micro-batches as
   the job does, for replays in tests and benchmarks.
 - `group_incidents(alerts, places, rules)`: fleet incidents, alerts of several clusters that start
@@ -36,6 +42,7 @@ The rules themselves (README.md beside this file) are plain Python over contract
 """
 
 
+from streaming.detect.buckets import NEVER_LATE, BucketEngines, ShardItems, output_rows, run_bucket
 from streaming.detect.bus_clock import BusClock
 from streaming.detect.bus_gaps import BusGap, ReadPositions, Run
 from streaming.detect.carried import carried_over_ends, is_carried_over
@@ -55,15 +62,18 @@ from streaming.detect.incidents import (
 from streaming.detect.misroutes import Advertisements
 from streaming.detect.observers import CollectorSilence
 from streaming.detect.routing import EVERY_SHARD, engine_for, shard_of_handoff, shards_of
+from streaming.detect.second_pass import SecondPass, handoff_rows
 from streaming.detect.shard_output import Handoff, Position, ShardOutput
 from streaming.detect.state_format import STATE_FORMAT_VERSION, dump_engine, load_engine
 from streaming.detect.thinning import redundant_heartbeats
 
 __all__ = [
     "EVERY_SHARD",
+    "NEVER_LATE",
     "STATE_FORMAT_VERSION",
     "Advertisements",
     "BrokerPlace",
+    "BucketEngines",
     "BusClock",
     "BusGap",
     "ClusterPlace",
@@ -77,7 +87,9 @@ __all__ = [
     "Position",
     "ReadPositions",
     "Run",
+    "SecondPass",
     "ShardEngine",
+    "ShardItems",
     "ShardOutput",
     "alert_domains",
     "carried_over_ends",
@@ -87,10 +99,13 @@ __all__ = [
     "engine_for",
     "evidence",
     "group_incidents",
+    "handoff_rows",
     "is_carried_over",
     "load_engine",
+    "output_rows",
     "places_of",
     "redundant_heartbeats",
+    "run_bucket",
     "shard_of_handoff",
     "shards_of",
 ]

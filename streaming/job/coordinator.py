@@ -44,6 +44,7 @@ from pyspark.sql import SparkSession
 
 from streaming.bus import BusAccess, BusError, EmbeddedBus, tansu_binary
 from streaming.config import FleetwatchConfig
+from streaming.detect import SecondPass
 from streaming.job.live import QUERY_NAME, open_store, start_live_query
 from streaming.job.plans import Companions, LivePlan, Plan, ReplayPlan, Wiring
 from streaming.job.progress import ProgressRecorder
@@ -325,13 +326,14 @@ class _ReplaySteps:
         pass  # it stays up for the process's next replay
 
     def prepare(self, parts: ExitStack) -> bool:
-        self._writer = BatchWriter(self.plan.store, on_alerts=self.plan.on_alerts)
         self._checkpoint = tempfile.mkdtemp(prefix="fleetwatch-replay-")
         parts.callback(shutil.rmtree, self._checkpoint, ignore_errors=True)
         return True
 
     def start(self, spark: SparkSession, config: FleetwatchConfig, parts: ExitStack) -> RunningQuery:
-        assert self._writer is not None
+        # The second pass's state stays in memory: a replay is never run again from its checkpoint.
+        self._writer = BatchWriter(self.plan.store, on_alerts=self.plan.on_alerts,
+                                   second_pass=SecondPass(config.rule_book()))
         query = start_recorded_query(spark, config, self.plan.recording, self._writer, checkpoint=self._checkpoint,
                                      store=self.plan.store)
         parts.callback(spark.streams.removeListener, query.recorder)

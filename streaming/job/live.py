@@ -16,9 +16,10 @@ from pyspark.sql import SparkSession
 
 from streaming.bus import BusAccess
 from streaming.config import FleetwatchConfig
+from streaming.detect import SecondPass
 from streaming.job.progress import ProgressRecorder
 from streaming.job.query import RunningQuery, start_query
-from streaming.job.session import checkpoint_id, checkpoint_path, refuse_one_stage_checkpoint
+from streaming.job.session import checkpoint_id, checkpoint_path, claim_checkpoint
 from streaming.pipeline import read_parsed_telemetry
 from streaming.plumbing.resilience import Stopping, retry_store
 from streaming.records import topics
@@ -67,15 +68,16 @@ def start_live_query(spark: SparkSession, config: FleetwatchConfig, bus: str | B
                      recorder: ProgressRecorder | None = None) -> RunningQuery:
     """Start the live job's query; its progress recorder also feeds the dashboard's pipeline page.
 
-    Before the query starts: a checkpoint of the job of one detection stage is refused
-    (ConfigError), the alerts topic is created when missing, and the open alerts are orphaned
-    when the detection state was reset (`reconcile_reset`). `stop`: store writes are
+    Before the query starts: a checkpoint of an older layout of the detection state is refused
+    (ConfigError) and a new one marked with this job's (`claim_checkpoint`), the alerts topic is
+    created when missing, and the open alerts are orphaned when the detection state was reset
+    (`reconcile_reset`). `stop`: store writes are
     retried while the store is unavailable, until `stop` is set (without it a store error fails
     the batch). `bus`: a configured bus's access, or the embedded broker's address. `recorder`:
     the earlier start's, when the query is restarted.
     """
     location = checkpoint_path(config, QUERY_NAME)
-    refuse_one_stage_checkpoint(spark, location)
+    claim_checkpoint(spark, location)
     if publisher is not None:
         publisher.ensure_topic()
     orphaned_since = reconcile_reset(store, checkpoint_id(spark, location), stop=stop)
@@ -86,7 +88,7 @@ def start_live_query(spark: SparkSession, config: FleetwatchConfig, bus: str | B
                                       kafka_options={"failOnDataLoss": str(config.bus.fail_on_data_loss).lower()})
     writer = BatchWriter(store, on_alerts=publisher, stop=stop, retention=config.store.retention,
                          checkpoint=(QUERY_NAME, lambda: checkpoint_id(spark, location)),
-                         orphaned_since=orphaned_since)
+                         orphaned_since=orphaned_since, second_pass=SecondPass(config.rule_book()))
     query = start_query(spark, config, telemetry, writer, name=QUERY_NAME, checkpoint=location,
                         trigger=f"{config.spark.trigger_ms} milliseconds", store=store, recorder=recorder)
     log.info("job started", extra={"bootstrap": access.bootstrap, "checkpoint": location, "source": source})

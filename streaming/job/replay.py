@@ -32,7 +32,8 @@ class ReplaySummary:
     resolved_by_rule: Counter[str]
     seconds: float
     batches: int
-    state_rows: int  # detection state left at the end: one row per bucket of shards still remembered
+    # Detection state left at the end: one row per bucket of shards still remembered, of either pass.
+    state_rows: int
     alerts: list[dict[str, Any]] = field(repr=False, default_factory=list)
 
     def render(self) -> str:
@@ -62,6 +63,7 @@ def replay_file(events_path: str | Path, alerts_out: str | Path | None, config: 
         with Path(alerts_out).open("w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(a) + "\n" for a in alerts)
     stats = outcome.query.recorder.stats.get(REPLAY_QUERY, QueryStats())
+    second_pass = outcome.writer.second_pass
     return ReplaySummary(
         lines=recording.lines,
         quarantined=outcome.writer.quarantined,
@@ -69,6 +71,6 @@ def replay_file(events_path: str | Path, alerts_out: str | Path | None, config: 
         resolved_by_rule=Counter(a["rule"] for a in alerts if a["status"] == "resolved"),
         seconds=time.monotonic() - started,
         batches=stats.batches,
-        state_rows=stats.state_rows,
+        state_rows=stats.state_rows + (0 if second_pass is None else second_pass.buckets),
         alerts=alerts,
     )

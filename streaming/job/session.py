@@ -3,8 +3,8 @@
 `spark_session` puts the Kafka connector on the classpath (`connector_jars`) and sets the
 driver's JVM options when this process starts Spark itself, and the executors'
 (`context_settings`); `checkpoint_path`/`checkpoint_id` name a query's checkpoint and read the
-query id Spark keeps in it; `refuse_one_stage_checkpoint` says in one line that a checkpoint of
-the job of one detection stage cannot be continued.
+query id Spark keeps in it; `claim_checkpoint` marks a new checkpoint with the layout of this
+job's detection state, and says in one line that a checkpoint of an older layout cannot be continued.
 """
 
 from __future__ import annotations
@@ -21,7 +21,14 @@ from streaming.config import ConfigError, FleetwatchConfig
 from streaming.job.prepared import class_archive
 from streaming.plumbing.jars import connector_jars
 
-__all__ = ["checkpoint_id", "checkpoint_path", "context_settings", "refuse_one_stage_checkpoint", "spark_session"]
+__all__ = ["CHECKPOINT_LAYOUT", "checkpoint_id", "checkpoint_path", "claim_checkpoint", "context_settings",
+           "spark_session"]
+
+# The layout of the detection state in a checkpoint of this job, in the file `_LAYOUT_FILE` beside
+# Spark's own: the first pass in Spark's one stateful operator, the second pass's state in the store
+# (streaming/detect/second_pass.py). Checkpoints of the layouts before it have no such file.
+CHECKPOINT_LAYOUT = "fleetwatch detection state: first pass in the checkpoint, second pass in the store\n"
+_LAYOUT_FILE = "fleetwatch-layout"
 
 
 def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
@@ -148,18 +155,35 @@ def _exists(spark: SparkSession, path: str) -> bool:
     return bool(fs.exists(hadoop_path))
 
 
-def refuse_one_stage_checkpoint(spark: SparkSession, location: str) -> None:
-    """A checkpoint of the job of one detection stage (before the fleet-wide shard was split into
-    two passes, 2026-11-26) has state of one stateful operator: Spark refuses to continue it with two, in a
-    Java stack trace. Say instead, in one line, what to do. A two-stage job that died in its first
-    micro-batch, before its second operator wrote any state, committed nothing: it is no such checkpoint."""
+def _committed(spark: SparkSession, root: str) -> bool:
+    """Whether Spark committed a micro-batch of the checkpoint (it keeps the newest commits only)."""
+    fs, commits = _on_hadoop(spark, f"{root}/commits")
+    return bool(fs.exists(commits)) and any(not status.getPath().getName().startswith(".")
+                                            for status in fs.listStatus(commits))
+
+
+def claim_checkpoint(spark: SparkSession, location: str) -> None:
+    """Mark a checkpoint new to this job with its layout (`CHECKPOINT_LAYOUT`); refuse, in one line
+    that says what to do, one that Spark committed batches to with an older layout: of the job of one
+    detection stage (before 2026-11-26), or of two stateful passes (until 2026-11-29), whose second
+    pass's state this job would not find (Spark would refuse the first in a Java stack trace, and could
+    load the second's operators' state into the wrong pass). A checkpoint that committed nothing (a job
+    that died in its first micro-batch) starts as a new one."""
     root = location.rstrip("/")
-    if (_exists(spark, f"{root}/state/0/_metadata") and not _exists(spark, f"{root}/state/1")
-            and _exists(spark, f"{root}/commits/0")):
-        raise ConfigError(f"the checkpoint {location} was written by a fleetwatch with one detection stage, which "
-                          "this one cannot continue: move it aside (or set spark.checkpoint_dir to a new directory) "
-                          "and start again; the open alerts are then resolved or fired again as the new state "
-                          "catches up")
+    fs, marker = _on_hadoop(spark, f"{root}/{_LAYOUT_FILE}")
+    if fs.exists(marker):
+        return
+    if _committed(spark, root):
+        older = ("two stateful detection passes" if _exists(spark, f"{root}/state/1")
+                 else "one detection stage")
+        raise ConfigError(f"the checkpoint {location} was written by a fleetwatch with {older}, which this one "
+                          "cannot continue: move it aside (or set spark.checkpoint_dir to a new directory) and start "
+                          "again; the open alerts are then resolved or fired again as the new state catches up")
+    stream = fs.create(marker, True)
+    try:
+        stream.write(bytearray(CHECKPOINT_LAYOUT.encode()))
+    finally:
+        stream.close()
 
 
 def checkpoint_id(spark: SparkSession, location: str) -> str | None:

@@ -5,13 +5,15 @@ Its door, for the job that starts it (streaming.job), the Spark daemon, the benc
   path, ...)`: the parse stage's rows of the bus, read by the chosen source (the Python Kafka reader
   parses in its own worker, `parsing_reader`; Spark's connector feeds `parse_stage`), and of a
   recorded file (the replay's reader parses in its worker);
-- `build_pipeline(parsed, book, buckets, cap)`: those rows -> rows of `OUTPUT_SCHEMA`;
+- `build_pipeline(parsed, book, buckets, cap)`: those rows -> rows of `OUTPUT_SCHEMA`, for a sink
+  that runs the second pass over them first (streaming.sinks.BatchWriter with a SecondPass);
 - `parse_stage(raw, book, buckets)` alone, `counting_messages(parsed)`; `bucket_of(shard, buckets)`.
 
 Inside: `parse` (contract check, heartbeat thinning, routing to buckets) -> `state`
-(DetectorProcessor, the first pass: the cluster and target shards per bucket, with event-time
-timers -> HolderProcessor, the second pass: the address and cluster-id shards per bucket, over
-the first pass's hand-offs), wired by `graph`. Who starts, runs and stops it is streaming.job.
+(DetectorProcessor, detection's first pass and the graph's one stateful operator: the cluster and
+target shards per bucket; its rows carry the hand-offs that the second pass, run by the job's
+driver over each micro-batch, takes: streaming.detect.SecondPass), wired by `graph`. Who starts,
+runs and stops it is streaming.job.
 
 Names are loaded on first use: Spark's Python workers import the graph through this door, and
 must not load what only the driver needs.

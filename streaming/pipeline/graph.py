@@ -1,5 +1,6 @@
 """The pipeline's Spark graph: the parse stage's rows -> event-time watermark -> detection's first pass
-per bucket -> its second pass per bucket."""
+per bucket, its one stateful operator. (The second pass runs in the job's driver, over each
+micro-batch's output: streaming/detect/second_pass.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pyspark.sql import functions as F
 
 from streaming.config import RuleBook
 from streaming.pipeline.parse import counting_messages
-from streaming.pipeline.state import HANDOFF_SCHEMA, HANDOFF_TIME, OUTPUT_SCHEMA, DetectorProcessor, HolderProcessor
+from streaming.pipeline.state import OUTPUT_SCHEMA, DetectorProcessor
 from streaming.records.job_output import Kind
 
 __all__ = ["DETECTION_WATERMARK", "build_pipeline"]
@@ -20,7 +21,8 @@ DETECTION_WATERMARK = "detection_watermark"
 
 def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int, cap: int | None) -> DataFrame:
     """The parse stage's rows (PARSED_SCHEMA: `read_parsed_telemetry`, `read_parsed_recording`, parsed
-    with the same rules and buckets) -> OUTPUT_SCHEMA rows; `buckets`: spark.state_buckets; `cap`:
+    with the same rules and buckets) -> OUTPUT_SCHEMA rows, the first pass's hand-offs among them (the
+    sink runs the second pass over them: streaming.detect.SecondPass); `buckets`: spark.state_buckets; `cap`:
     spark.max_records_per_batch, the cap the source plans micro-batches with (None: none)."""
     parsed = counting_messages(parsed)
     lateness = book.defaults.allowed_lateness_ms
@@ -33,16 +35,8 @@ def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int, cap: int | N
         # its progress and the checkpoint's operators, which were written in event-time mode.
         .drop("event_time")
     )
-    handed_on = events.groupBy("bucket").transformWithStateInPandas(
+    output = events.groupBy("bucket").transformWithStateInPandas(
         statefulProcessor=DetectorProcessor(book, buckets, cap),
-        outputStructType=HANDOFF_SCHEMA,
-        outputMode="Append",
-        timeMode="EventTime",
-        # The event time Spark checks its rows for the second pass against (just past its watermark).
-        eventTimeColumnName=HANDOFF_TIME,
-    )
-    output = handed_on.groupBy("bucket").transformWithStateInPandas(
-        statefulProcessor=HolderProcessor(book, buckets),
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",

@@ -1,10 +1,10 @@
-"""The stateful detection stages: the engines of each pass per bucket of shards, their state and their output rows.
+"""Detection's stateful operator: the first pass's engines per bucket of shards, their state and
+their output rows.
 
-- `DetectorProcessor` (first pass): the cluster and target shards over the parsed events. Its
-  rows (`HANDOFF_SCHEMA`) carry, per bucket and micro-batch, its output rows packed, and the
-  hand-offs for each bucket of the second pass.
-- `HolderProcessor` (second pass): the address and cluster-id shards over the hand-offs; it
-  passes the first pass's output rows on, with its own alerts (`OUTPUT_SCHEMA`).
+`DetectorProcessor` runs the cluster and target shards of a bucket over its parsed events. Its
+rows (`OUTPUT_SCHEMA`) are the job's output rows, with the bucket's watermark and, one row per
+bucket of the second pass, the hand-offs to it (`Kind.HANDOFFS`): the job's driver runs the
+second pass over them (streaming/detect/second_pass.py) before the sink reads the batch.
 """
 
 from __future__ import annotations
@@ -25,40 +25,29 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
 from streaming.config import RuleBook
 from streaming.detect import (
     EVERY_SHARD,
+    NEVER_LATE,
+    BucketEngines,
     BusClock,
     Handoff,
     Position,
     ReadPositions,
     Run,
-    ShardOutput,
-    dump_engine,
-    engine_for,
-    load_engine,
+    ShardItems,
+    handoff_rows,
+    output_rows,
+    run_bucket,
     shard_of_handoff,
 )
 from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of, no_cycle_collection
-from streaming.records.contract import event_to_dict
-from streaming.records.job_output import (
-    ClockReading,
-    Kind,
-    LateEvent,
-    Refused,
-    Row,
-    StateRow,
-    alert_row,
-    compact_json,
-    history_row,
-    mark_row,
-)
+from streaming.records.job_output import ClockReading, Kind, Refused, Row, mark_row
 
-__all__ = ["HANDOFF_SCHEMA", "HANDOFF_TIME", "OUTPUT_SCHEMA", "DetectorProcessor", "HolderProcessor"]
+__all__ = ["OUTPUT_SCHEMA", "DetectorProcessor"]
 
 # One output row (`streaming.records.job_output.Row`: kind, key, ts, payload): a fact of the micro-batch, of a
 # kind of streaming/records/job_output.py, which says how each is spelled.
@@ -69,22 +58,9 @@ OUTPUT_SCHEMA = StructType([
     StructField("payload", StringType()),
 ])
 _OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
-# Between the passes: to the second pass's `bucket`, the first pass's output rows (kind "rows":
-# marshal-ed OUTPUT_SCHEMA tuples) or hand-offs (kind "handoffs": pickled `Handoff`s).
-# `HANDOFF_TIME` is the event time Spark checks rows between stateful operators against: just
-# past Spark's watermark, so that none is late (what a row carries can be older: an alert a
-# deadline fired).
-HANDOFF_TIME = "handoff_time"
-HANDOFF_SCHEMA = StructType([
-    StructField("bucket", IntegerType()),
-    StructField(HANDOFF_TIME, TimestampType()),
-    StructField("kind", StringType()),
-    StructField("data", BinaryType()),
-])
-_HANDOFF_COLUMNS = [f.name for f in HANDOFF_SCHEMA.fields]
 # The state of one bucket: {shard: (next deadline or None, pickled engine)}, a timer (written by
 # versions that woke the bucket with Spark's event-time timers; now always null, see
-# `_BucketsOfShards`), and the bucket count it was written with. Beside the shards, under keys that
+# `DetectorProcessor`), and the bucket count it was written with. Beside the shards, under keys that
 # are no shard's name (each has a prefix with a colon), as (None, pickled value): the first pass's
 # `ReadPositions` (`_POSITIONS`, builtins; a bucket without shards keeps none: a shard new there has
 # no broker session a gap before it could restart), its `BusClock` (`_CLOCK`, builtins: detection's
@@ -97,39 +73,20 @@ _BUCKET_STATE = StructType([
     StructField("timer", LongType()),
     StructField("buckets", IntegerType()),
 ])
-_Engines = dict[str, tuple[int | None, bytes]]
-_Items = dict[str, list[tuple[Position, Any]]]  # a shard's events (or hand-offs), each at its position
 _POSITIONS = "bus-positions"
 _CLOCK = "bus-clock"
 _HELD = "held-events"
-# The watermark a hand-off is checked against: none is late.
-_NEVER_LATE = -(2**62)
 
 
 @dataclass
 class _Bucket:
-    """One bucket's state, as `_BucketsOfShards` loads it (`registered`: a timer an older version left)."""
+    """One bucket's state, as `DetectorProcessor` loads it (`registered`: a timer an older version left)."""
 
-    engines: _Engines = field(default_factory=dict)
+    engines: BucketEngines = field(default_factory=dict)
     registered: int | None = None
     positions: ReadPositions = field(default_factory=ReadPositions)
     clock: BusClock = field(default_factory=BusClock)
     held: list[tuple[str, Position, Any]] = field(default_factory=list)
-
-
-def _output_rows(out: ShardOutput) -> list[Row]:
-    rows = [alert_row(a) for a in out.alerts]
-    rows += [LateEvent(f"{src}:{pos}", event.ts, compact_json(event_to_dict(event))).output()
-             for (src, pos), event in out.late]
-    for kind, snapshots in ((Kind.BROKER, out.brokers), (Kind.CLUSTER, out.clusters), (Kind.TARGET, out.targets)):
-        rows += [StateRow.of(kind, snapshot).output() for snapshot in snapshots]
-    rows += [history_row(Kind.TRANSITION, item) for item in out.transitions]
-    rows += [history_row(Kind.CONTROLLER, item) for item in out.controller_changes]
-    return rows
-
-
-def _rows_of(outputs: list[ShardOutput]) -> list[Row]:
-    return [row for out in outputs for row in _output_rows(out)]
 
 
 def _quarantine_rows(frame: pd.DataFrame) -> list[Row]:
@@ -143,8 +100,8 @@ def _source_clock_rows(frame: pd.DataFrame) -> list[Row]:
     return [ClockReading(*reading).output() for reading in readings]
 
 
-class _BucketsOfShards(StatefulProcessor):
-    """Runs the engines of one bucket of shards, kept in the state store.
+class DetectorProcessor(StatefulProcessor):
+    """The first pass: the cluster and target shards of a bucket over its parsed events, kept in the state store.
 
     Shards are grouped into a fixed number of buckets because each key costs the Python worker
     a fixed ~5 ms (Arrow to pandas, round trips to the JVM's state server): with one key per
@@ -152,16 +109,24 @@ class _BucketsOfShards(StatefulProcessor):
 
     Time is detection's own watermark (`BusClock`, streaming/detect/bus_clock.py), not Spark's:
     a micro-batch's events are checked for lateness against the watermark before it, then every
-    deadline the watermark after it passed falls due, in the same batch. Every bucket of both
-    passes gets rows in every micro-batch that read anything (the parse stage sends each bucket the
-    batch's reads; each bucket of the first pass hands its rows to the same bucket of the second),
-    and the watermark moves only with what is read, so no Spark timer is needed: a timer of Spark's
-    would fire by Spark's watermark, ahead of detection's while a capped backlog is read.
-    """
+    deadline the watermark after it passed falls due, in the same batch. Every bucket gets rows in
+    every micro-batch that read anything (the parse stage sends each bucket the batch's reads), and
+    writes its watermark after it, which the second pass's bucket of the same number runs by; the
+    watermark moves only with what is read, so no Spark timer is needed: a timer of Spark's would
+    fire by Spark's watermark, ahead of detection's while a capped backlog is read.
 
-    def __init__(self, book: RuleBook, buckets: int) -> None:
+    `cap`: the job's `spark.max_records_per_batch`, which tells its clock whether a micro-batch may
+    have been cut by it (streaming/detect/bus_clock.py). After such a batch, the bucket applies only
+    the events before the new watermark and holds the others back, in its state, for a later batch:
+    a capped batch reads some partitions further than others, and an event applied ahead of one an
+    unread partition still holds would decide a deadline out of event-time order. So every event is
+    applied in the order of reading everything at once. (After a batch that read every partition to
+    its end, every event is applied, as it comes.)"""
+
+    def __init__(self, book: RuleBook, buckets: int, cap: int | None) -> None:
         self.book = book
         self.buckets = buckets
+        self.cap = cap
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -175,18 +140,17 @@ class _BucketsOfShards(StatefulProcessor):
         if buckets != self.buckets:
             raise RuntimeError(f"the checkpoint's detection state has {buckets} buckets but spark.state_buckets "
                                f"is {self.buckets}: set it back to {buckets}, or start a new checkpoint")
-        loaded: _Engines = pickle.loads(engines)
+        loaded: BucketEngines = pickle.loads(engines)
         positions, clock, held = (loaded.pop(name, None) for name in (_POSITIONS, _CLOCK, _HELD))
         return _Bucket(loaded, timer, ReadPositions(None if positions is None else pickle.loads(positions[1])),
                        BusClock.load(None if clock is None else pickle.loads(clock[1])),
                        [] if held is None else pickle.loads(held[1]))
 
-    def _save(self, bucket: _Bucket, *, clock: bool) -> None:
-        """Store the bucket back (with its clock, in the first pass)."""
+    def _save(self, bucket: _Bucket) -> None:
         if bucket.registered is not None:  # an older version's timer (every timer call is a round trip)
             self.handle.deleteTimer(bucket.registered)
         kept = dict(bucket.engines)
-        if clock and (bucket.engines or bucket.held):
+        if bucket.engines or bucket.held:
             kept[_CLOCK] = (None, pickle.dumps(bucket.clock.dump(), protocol=pickle.HIGHEST_PROTOCOL))
         if bucket.held:
             kept[_HELD] = (None, pickle.dumps(bucket.held, protocol=pickle.HIGHEST_PROTOCOL))
@@ -197,25 +161,6 @@ class _BucketsOfShards(StatefulProcessor):
         else:  # every shard of the bucket was forgotten (state TTL): so is the bucket's row
             self.state.clear()
 
-    def _step(self, engines: _Engines, shard: str, items: list[tuple[Position, Any]] | None,
-              watermark: int) -> ShardOutput:
-        """Process a shard's events or hand-offs (or, with None, only its due deadlines) and store the engine back."""
-        stored = engines.get(shard)
-        engine = load_engine(stored[1]) if stored is not None else engine_for(shard)
-        out = engine.advance(watermark, self.book) if items is None else engine.process(items, watermark, self.book)
-        if engine.forgotten(watermark, self.book):
-            engines.pop(shard, None)  # quiet for longer than the state TTL, nothing open
-        else:
-            engines[shard] = (engine.next_deadline(self.book), dump_engine(engine))
-        return out
-
-    def _run(self, engines: _Engines, by_shard: _Items, before: int, after: int) -> list[ShardOutput]:
-        """The bucket's shards with items, late against `before` (the watermark before the micro-batch),
-        then every shard whose deadline `after` (the watermark after it) passed."""
-        outputs = [self._step(engines, shard, items, before) for shard, items in by_shard.items()]
-        due = [shard for shard, (deadline, _) in engines.items() if deadline is not None and deadline < after]
-        return outputs + [self._step(engines, shard, None, after) for shard in due]
-
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         # Only a timer a version before detection's own watermark registered (Spark deletes it after
         # this call): what it would have woken falls due with the bucket's next rows, by that watermark.
@@ -224,35 +169,18 @@ class _BucketsOfShards(StatefulProcessor):
     def close(self) -> None:
         pass
 
-
-class DetectorProcessor(_BucketsOfShards):
-    """The first pass: the cluster and target shards of a bucket over its parsed events.
-
-    `cap`: the job's `spark.max_records_per_batch`, which tells its clock whether a micro-batch may
-    have been cut by it (streaming/detect/bus_clock.py). After such a batch, the bucket applies only
-    the events before the new watermark and holds the others back, in its state, for a later batch:
-    a capped batch reads some partitions further than others, and an event applied ahead of one an
-    unread partition still holds would decide a deadline out of event-time order. So every event is
-    applied in the order of reading everything at once. (After a batch that read every partition to
-    its end, every event is applied, as it comes.)"""
-
-    def __init__(self, book: RuleBook, buckets: int, cap: int | None) -> None:
-        super().__init__(book, buckets)
-        self.cap = cap
-
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         (bucket,) = key
-        spark_watermark = timerValues.getCurrentWatermarkInMs()
         if bucket in (QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET):
             to_rows = _quarantine_rows if bucket == QUARANTINE_BUCKET else _source_clock_rows
-            yield self._handing_on(0, [row for frame in rows for row in to_rows(frame)], [], spark_watermark)
+            yield pd.DataFrame([row for frame in rows for row in to_rows(frame)], columns=_OUTPUT_COLUMNS)
             return
         frames = list(rows)
         with no_cycle_collection():
-            result = self._detect(bucket, frames, spark_watermark)
+            result = self._detect(bucket, frames)
         yield result
 
-    def _detect(self, bucket: int, frames: list[pd.DataFrame], spark_watermark: int) -> pd.DataFrame:
+    def _detect(self, bucket: int, frames: list[pd.DataFrame]) -> pd.DataFrame:
         # A function of its own, so that its events are gone when the collector comes back.
         state = self._load()
         items: list[tuple[str, Position, Any]] = state.held
@@ -269,12 +197,12 @@ class DetectorProcessor(_BucketsOfShards):
                     earliest = event.ts if earliest is None else min(earliest, event.ts)
         # A bucket new, or without shards before, or of a state written before the clock: nothing is late for
         # it (as in one batch), and its clock starts from what this batch read (never ahead of the others').
-        before = _NEVER_LATE if state.clock.watermark is None else state.clock.watermark
+        before = NEVER_LATE if state.clock.watermark is None else state.clock.watermark
         capped = state.clock.advance(reads, self.cap, self.book.defaults.allowed_lateness_ms)
-        after = _NEVER_LATE if state.clock.watermark is None else state.clock.watermark
+        after = NEVER_LATE if state.clock.watermark is None else state.clock.watermark
         # Each gap in the reads goes to every shard of the bucket, which knows whether its heartbeats travel there.
         items += [(EVERY_SHARD, (gap.source, gap.offset), gap) for gap in state.positions.advance(reads)]
-        by_shard: _Items = defaultdict(list)
+        by_shard: ShardItems = defaultdict(list)
         every: list[tuple[Position, Any]] = []  # what goes to every shard of the bucket
         state.held = []
         for shard, position, event in items:
@@ -286,52 +214,13 @@ class DetectorProcessor(_BucketsOfShards):
                 by_shard[shard].append((position, event))
         for shard in dict.fromkeys([*state.engines, *by_shard]) if every else ():
             by_shard[shard] += every
-        outputs = self._run(state.engines, by_shard, before, after)
-        self._save(state, clock=True)
-        rows = _rows_of(outputs) + ([] if earliest is None else [mark_row(Kind.EARLIEST_EVENT, earliest)])
-        # Detection's watermark after the batch: the second pass's, and the sink's (when a reset state caught up).
-        rows.append(mark_row(Kind.WATERMARK, after))
-        return self._handing_on(bucket, rows, [change for out in outputs for change in out.handoffs],
-                                spark_watermark)
-
-    def _handing_on(self, bucket: int, rows: list[Row], handoffs: list[Handoff],
-                    spark_watermark: int) -> pd.DataFrame:
-        """The rows for the second pass: this bucket's output rows, to the same bucket there, and
-        the hand-offs, each to its shard's bucket."""
-        by_bucket: dict[int, list[Handoff]] = defaultdict(list)
-        for change in handoffs:
-            by_bucket[bucket_of(shard_of_handoff(change), self.buckets)].append(change)
-        out = [(bucket, "rows", marshal.dumps(rows))]
-        out += [(b, "handoffs", pickle.dumps(changes, protocol=pickle.HIGHEST_PROTOCOL))
-                for b, changes in by_bucket.items()]
-        # Just past Spark's watermark, which Spark checks rows between stateful operators against.
-        at = pd.Timestamp(spark_watermark + 1, unit="ms")
-        return pd.DataFrame([(b, at, kind, data) for b, kind, data in out], columns=_HANDOFF_COLUMNS)
-
-
-class HolderProcessor(_BucketsOfShards):
-    """The second pass: the address and cluster-id shards of a bucket over the hand-offs to them;
-    the first pass's output rows go through. Its watermark is the first pass's, which the rows of
-    the first pass's bucket of the same number carry (`Kind.WATERMARK`). It keeps no clock: a
-    hand-off is never late (the first pass quarantined the late events), and every deadline the
-    watermark before the batch passed fell due in the batch before."""
-
-    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-        output: list[Row] = []
-        by_shard: dict[str, list[tuple[Position, Any]]] = defaultdict(list)
-        for frame in rows:
-            for kind, data in zip(frame["kind"].tolist(), frame["data"].tolist(), strict=True):
-                if kind == "rows":
-                    output += marshal.loads(data)
-                else:
-                    for change in pickle.loads(data):
-                        by_shard[shard_of_handoff(change)].append(((), change))
-        watermarks = [row[2] for row in output if row[0] == Kind.WATERMARK]
-        if watermarks or by_shard:
-            state = self._load()
-            after = max(watermarks, default=_NEVER_LATE)
-            due = [shard for shard, (deadline, _) in state.engines.items() if deadline is not None and deadline < after]
-            if by_shard or due or state.registered is not None:
-                output += _rows_of(self._run(state.engines, by_shard, _NEVER_LATE, after))
-                self._save(state, clock=False)
-        yield pd.DataFrame(output, columns=_OUTPUT_COLUMNS)
+        outputs = run_bucket(state.engines, by_shard, before, after, self.book)
+        self._save(state)
+        rows = output_rows(outputs) + ([] if earliest is None else [mark_row(Kind.EARLIEST_EVENT, earliest)])
+        # Detection's watermark after the batch: the second pass's bucket of this number runs by it (and the
+        # sink, when a reset state caught up).
+        rows.append(mark_row(Kind.WATERMARK, after, bucket))
+        handed: dict[int, list[Handoff]] = defaultdict(list)
+        for change in (change for out in outputs for change in out.handoffs):
+            handed[bucket_of(shard_of_handoff(change), self.buckets)].append(change)
+        return pd.DataFrame(rows + handoff_rows(handed), columns=_OUTPUT_COLUMNS)

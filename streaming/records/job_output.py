@@ -48,6 +48,9 @@ class Kind:
     SOURCE_CLOCK = "source_clock"
     WATERMARK = "watermark"
     EARLIEST_EVENT = "earliest_event"
+    # The first pass's hand-offs to the second pass's bucket `key` (streaming/detect/second_pass.py),
+    # which takes them out of the batch's rows before the sink reads them.
+    HANDOFFS = "handoffs"
 
 
 def _compact_encoder() -> Callable[[Any], str]:
@@ -157,9 +160,9 @@ def history_row(kind: str, item: dict[str, Any]) -> Row:
     return kind, None, item["ts"], compact_json(item)
 
 
-def mark_row(kind: str, ts: int) -> Row:
-    """A bucket's mark (`Kind.WATERMARK`, `Kind.EARLIEST_EVENT`) at `ts`."""
-    return kind, None, ts, None
+def mark_row(kind: str, ts: int, bucket: int | None = None) -> Row:
+    """A bucket's mark (`Kind.WATERMARK`, `Kind.EARLIEST_EVENT`) at `ts`; a watermark names its bucket."""
+    return kind, None if bucket is None else str(bucket), ts, None
 
 
 def alert_row(alert: Alert) -> Row:
@@ -204,6 +207,9 @@ class BatchOutput:
                 out.watermark = int(ts) if out.watermark is None else max(out.watermark, int(ts))
             elif kind == Kind.EARLIEST_EVENT:
                 out.earliest_event = int(ts) if out.earliest_event is None else min(out.earliest_event, int(ts))
+            elif kind == Kind.HANDOFFS:
+                raise ValueError("a hand-off row reached the sink: the job's writer runs the second pass over the "
+                                 "batch first (streaming.detect.SecondPass)")
             else:
                 raise ValueError(f"an output row of unknown kind {kind!r}")
         out.alerts.sort(key=lambda keyed: keyed[0])

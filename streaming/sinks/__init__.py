@@ -1,9 +1,10 @@
 """Where the job's output goes, from Spark's `foreachBatch`: the store first, then the alerts topic.
 
-- `BatchWriter(store, on_alerts=, stop=, retention=, checkpoint=, orphaned_since=)`: the
-  foreachBatch callable; it writes a micro-batch's rows to the store in one transaction (its
-  quarantine bounded: quarantine_rows.py), then hands its alerts, as `KeyedAlert`s in event-time
-  order, to `on_alerts`.
+- `BatchWriter(store, on_alerts=, stop=, retention=, checkpoint=, orphaned_since=, second_pass=)`:
+  the foreachBatch callable; it runs detection's second pass over a micro-batch's rows
+  (streaming.detect.SecondPass), writes them to the store in one transaction with that pass's
+  state (its quarantine bounded: quarantine_rows.py), then hands its alerts, as `KeyedAlert`s in
+  event-time order, to `on_alerts`.
 - `AlertPublisher(bus)`: an `on_alerts` that publishes them to the alerts topic (best effort;
   `PublishFailed` says how many were not).
 

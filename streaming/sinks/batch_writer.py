@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.config import RetentionConfig
-from streaming.detect import carried_over_ends
+from streaming.detect import SecondPass, carried_over_ends
 from streaming.metrics import increment
 from streaming.plumbing.clock import now_ms
 from streaming.plumbing.errors import first_line
@@ -36,7 +36,7 @@ from streaming.records.alert import Alert, SortKey
 from streaming.records.contract import MAX_TRACKED_SOURCES
 from streaming.records.job_output import STATE_TABLES, BatchOutput, ClockReading, latest_by_table
 from streaming.sinks.quarantine_rows import bounded_quarantine, quarantine_rows
-from streaming.store import Store
+from streaming.store import SecondPassWrite, Store
 
 __all__ = ["RESET_REASON", "BatchWriter", "KeyedAlert"]
 
@@ -77,6 +77,9 @@ class BatchWriter:
     succeed or `stop` is set; without it a store error fails the batch at once (replay).
     `checkpoint`: (query name, a function giving the checkpoint's id) to record with the first
     batch, so that a later start on another checkpoint knows the open alerts are orphaned.
+    `second_pass`: detection's second pass, run over each batch's rows before they are read
+    (streaming/detect/second_pass.py); with a store and a checkpoint, its state goes to the store
+    with each batch and is read back from there when a batch is run again or the job restarts.
     `orphaned_since`: when open alerts were orphaned by a reset (`Store.orphaned_since`); they are
     settled in the first batch that detection ran with a watermark past it (its `watermark` rows):
     resolved, or carried over when they started before the oldest event detection read since this
@@ -89,8 +92,11 @@ class BatchWriter:
                  stop: threading.Event | None = None,
                  retention: RetentionConfig | None = None,
                  checkpoint: tuple[str, Callable[[], str | None]] | None = None,
-                 orphaned_since: int | None = None) -> None:
+                 orphaned_since: int | None = None,
+                 second_pass: SecondPass | None = None) -> None:
         self.store = store
+        self.second_pass = second_pass
+        self._checkpoint_id: str | None = None
         self.on_alerts = on_alerts
         self.stop = stop
         self.retention = retention
@@ -110,7 +116,15 @@ class BatchWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         # toPandas moves the batch as Arrow (collect() would pickle a Row per output row).
         frame = batch.toPandas()
-        output = BatchOutput.of(zip(frame["kind"], frame["key"], frame["ts"], frame["payload"], strict=True))
+        rows = zip(frame["kind"], frame["key"], frame["ts"], frame["payload"], strict=True)
+        second_pass: SecondPassWrite | None = None
+        if self.second_pass is not None:
+            saved = self._second_pass_saved(batch_id)
+            rows, changed = self.second_pass.run(batch_id, rows, saved)
+            if saved is not None and changed:
+                assert self.checkpoint is not None and self._checkpoint_id is not None
+                second_pass = SecondPassWrite(self.checkpoint[0], self._checkpoint_id, batch_id, changed)
+        output = BatchOutput.of(rows)
         if output.watermark is not None:
             self.watermark = max(self.watermark or output.watermark, output.watermark)
         if output.earliest_event is not None:
@@ -138,12 +152,13 @@ class BatchWriter:
             }
             if self._checkpoint_pending:
                 assert self.checkpoint is not None
-                query, checkpoint_id = self.checkpoint
-                current = checkpoint_id()  # Spark wrote it before the first batch
+                current = self._current_checkpoint()  # Spark wrote it before the first batch
                 if current is not None:
-                    tables["job_checkpoints"] = [{"query": query, "checkpoint_id": current, "recorded_at": now}]
+                    tables["job_checkpoints"] = [{"query": self.checkpoint[0], "checkpoint_id": current,
+                                                  "recorded_at": now}]
             self._store(lambda: self.store.write_batch(tables, alerts,
-                                                       quarantine_max_rows=self._bounds.quarantine_max_rows),
+                                                       quarantine_max_rows=self._bounds.quarantine_max_rows,
+                                                       second_pass=second_pass),
                         "write a micro-batch")
             self._checkpoint_pending = self._checkpoint_pending and "job_checkpoints" not in tables
         if keyed and self.on_alerts is not None:
@@ -155,6 +170,22 @@ class BatchWriter:
             self._delete_expired()
         log.info("batch written", extra={"batch_id": batch_id, "rows": len(frame), "alerts": len(alerts),
                                          "quarantined": len(quarantine), "not_stored": sum(not_stored.values())})
+
+    def _current_checkpoint(self) -> str | None:
+        if self._checkpoint_id is None and self.checkpoint is not None:
+            self._checkpoint_id = self.checkpoint[1]()
+        return self._checkpoint_id
+
+    def _second_pass_saved(self, batch_id: int) -> Callable[[], dict[int, bytes]] | None:
+        """Where the second pass reads its state from when the state in memory is not the batch
+        before `batch_id`'s: the store (None without a store or a checkpoint: memory only)."""
+        store, checkpoint = self.store, self._current_checkpoint()
+        if store is None or checkpoint is None:
+            return None
+        assert self.checkpoint is not None
+        query = self.checkpoint[0]
+        return lambda: self._store(lambda: store.second_pass_buckets(query, checkpoint, batch_id),
+                                   "read the second pass's state")
 
     def _store(self, action: Callable[[], Any], what: str) -> Any:
         if self.stop is None:

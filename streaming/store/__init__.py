@@ -13,6 +13,8 @@
   outbox body read once, outbox_bodies.py; delivery_states.py: the states of a delivery), its lease
   (leasing.py: `try_lease`, `release_lease`), its retention (notification_retention.py), and
   silences (silencing.py: written by `fleetwatch silence` and the dashboard, applied by the notifier).
+- The detection's second pass's state, written with each micro-batch (second_pass_state.py:
+  `SecondPassWrite`; `Store.second_pass_buckets` reads it back).
 - The numbers /metrics and the console's status line show (gauges.py).
 - Fleet incidents over the store (incidents.py: `fleet_incidents`, `fleet_places`): the alerts
   grouped by shared failure domain, computed when asked, for the notifier, /metrics, the dashboard.
@@ -69,6 +71,7 @@ from streaming.store.notification_retention import RetentionCounts, delete_expir
 from streaming.store.notifier_tables import deliveries, notifier_lease, silences
 from streaming.store.outbox_bodies import NotAnAlert
 from streaming.store.quarantine_bounds import RAW_MAX_BYTES, fit_raw, reason_group
+from streaming.store.second_pass_state import SecondPassWrite
 from streaming.store.silencing import (
     Silence,
     active_silences,
@@ -101,6 +104,7 @@ __all__ = [
     "OutboxEntry",
     "QueuedDelivery",
     "RetentionCounts",
+    "SecondPassWrite",
     "Silence",
     "StateChange",
     "StatusCounts",

@@ -53,6 +53,7 @@ from streaming.store.job_tables import (
     targets,
 )
 from streaming.store.quarantine_bounds import keep_newest_quarantine
+from streaming.store.second_pass_state import SecondPassWrite, read_buckets, write_buckets
 
 __all__ = ["Store"]
 
@@ -171,12 +172,15 @@ class Store:
         self.write_batch(rows_by_table, ())
 
     def write_batch(self, rows_by_table: Mapping[str, Iterable[dict[str, Any]]], lines: Iterable[Alert], *,
-                    quarantine_max_rows: int | None = None) -> int:
+                    quarantine_max_rows: int | None = None, second_pass: SecondPassWrite | None = None) -> int:
         """Rows of several tables and alerts (`record_alerts`) in one transaction: a micro-batch is in
         the store and the outbox entirely, or not at all. With `quarantine_max_rows`, a write that
-        adds quarantine rows deletes the oldest beyond it (`keep_newest_quarantine`). Returns the
-        alert lines recorded."""
+        adds quarantine rows deletes the oldest beyond it (`keep_newest_quarantine`); with
+        `second_pass`, the detection's second pass's buckets the batch changed go with it
+        (second_pass_state.py). Returns the alert lines recorded."""
         with self.engine.begin() as conn:
+            if second_pass is not None:
+                write_buckets(conn, second_pass)
             written: dict[str, int] = {}
             for name, rows in rows_by_table.items():
                 rows = list(rows)
@@ -187,6 +191,11 @@ class Store:
             if written.get("quarantine") and quarantine_max_rows is not None:
                 keep_newest_quarantine(conn, quarantine_max_rows, written["quarantine"])
             return self._record_alerts(conn, lines)
+
+    def second_pass_buckets(self, query: str, checkpoint_id: str, before_batch: int) -> dict[int, bytes]:
+        """The second pass's buckets as the newest batch of the checkpoint before `before_batch` left them."""
+        with self.engine.connect() as conn:
+            return read_buckets(conn, query, checkpoint_id, before_batch)
 
     def record_alerts(self, lines: Iterable[Alert]) -> int:
         """Record alert lines: current state, history and outbox."""

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Column,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -34,6 +35,7 @@ __all__ = [
     "outbox",
     "pipeline_progress",
     "quarantine",
+    "second_pass_state",
     "source_clocks",
     "targets",
 ]
@@ -230,4 +232,17 @@ job_restarts = Table(
     Column("restarts", BigInteger, nullable=False),
     Column("last_failure_ms", BigInteger, nullable=False),
     Column("last_error", Text, nullable=False),
+)
+
+
+# Detection's second pass, which the job's driver runs (streaming/detect/second_pass.py): each of its
+# buckets' engines as micro-batch `batch_id` of the checkpoint left them, written with that batch
+# (second_pass_state.py keeps the two newest of each bucket: a batch run again reads the one before it).
+second_pass_state = Table(
+    "second_pass_state", metadata,
+    Column("query", String(255), primary_key=True),
+    Column("checkpoint_id", String(64), primary_key=True),
+    Column("bucket", Integer, primary_key=True),
+    Column("batch_id", BigInteger, primary_key=True),
+    Column("engines", LargeBinary),  # null: the bucket has no shard left
 )

@@ -37,7 +37,7 @@ from streaming.collect.simulate import FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, RuleSettings
 from streaming.detect import detect
 from streaming.job import QUERY_NAME, checkpoint_path, replay_file, start_live_query
-from streaming.job.session import refuse_one_stage_checkpoint
+from streaming.job.session import CHECKPOINT_LAYOUT, claim_checkpoint
 from streaming.records import topics
 from streaming.records.contract import event_from_dict
 from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
@@ -221,33 +221,45 @@ class _OneKeyCounter(StatefulProcessor):
         pass
 
 
-def test_a_checkpoint_of_the_one_stage_job_is_refused_in_one_line(spark, test_config, bus, tmp_path):
-    # Spark refuses a checkpoint of one stateful operator for a query of two, in a Java stack
-    # trace (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA); the job says what to do.
+def _older_checkpoint(spark, location: str, passes: int) -> None:
+    """A checkpoint with the stateful operators of an older job's detection (one, or two passes), committed."""
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    frame = spark.readStream.format("rate").option("rowsPerSecond", 50).load().withColumn("half", F.col("value") % 2)
+    frame = frame.groupBy("half").transformWithStateInPandas(_OneKeyCounter(), "seen long", "Append", "None")
+    if passes == 2:
+        frame = frame.groupBy("seen").transformWithStateInPandas(_OneKeyCounter(), "seen long", "Append", "None")
+    older = frame.writeStream.format("noop").option("checkpointLocation", location).start()
+    try:
+        poll(lambda: not older.isActive or (older.lastProgress or {}).get("numInputRows", 0) > 0,
+             120, "the older query to commit state", interval_s=0.5)
+        assert older.exception() is None
+    finally:
+        older.stop()
+
+
+@pytest.mark.parametrize(("passes", "written_by"), [(1, "one detection stage"),
+                                                    (2, "two stateful detection passes")])
+def test_a_checkpoint_of_an_older_layout_is_refused_in_one_line(spark, test_config, bus, tmp_path, passes, written_by):
+    # Spark refuses a checkpoint of one stateful operator for a query of another plan, in a Java stack
+    # trace (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA), and a checkpoint of the two-pass job
+    # holds the second pass's state where this job no longer reads it: the job says what to do.
     config = test_config.model_copy(update={"spark": test_config.spark.model_copy(
         update={"checkpoint_dir": str(tmp_path / "checkpoint")})})
     location = checkpoint_path(config, QUERY_NAME)
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    one_stage = (spark.readStream.format("rate").option("rowsPerSecond", 50).load()
-                 .withColumn("half", F.col("value") % 2).groupBy("half")
-                 .transformWithStateInPandas(_OneKeyCounter(), "seen long", "Append", "None")
-                 .writeStream.format("noop").option("checkpointLocation", location).start())
-    try:
-        poll(lambda: not one_stage.isActive or (one_stage.lastProgress or {}).get("numInputRows", 0) > 0,
-             120, "the one-stage query to commit state", interval_s=0.5)
-        assert one_stage.exception() is None
-    finally:
-        one_stage.stop()
+    _older_checkpoint(spark, location, passes)
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    with pytest.raises(ConfigError, match=f"^the checkpoint {location} was written by a fleetwatch with one "
-                                          "detection stage, which this one cannot continue: move it aside"):
+    with pytest.raises(ConfigError, match=f"^the checkpoint {location} was written by a fleetwatch with "
+                                          f"{written_by}, which this one cannot continue: move it aside"):
         start_live_query(spark, config, bus.bootstrap, store)
     assert spark.streams.active == []
-    # A two-stage job that died in its first batch (a Python worker that missed Spark's connect-back,
-    # under load) left the first operator's state and no second's, and committed nothing: not refused.
+    # A job that died in its first batch (a Python worker that missed Spark's connect-back, under
+    # load) committed nothing: its checkpoint is claimed as a new one, once and for all.
     crashed = tmp_path / "crashed"
     shutil.copytree(location, crashed, ignore=shutil.ignore_patterns("commits"))
-    refuse_one_stage_checkpoint(spark, str(crashed))
+    claim_checkpoint(spark, str(crashed))
+    assert (crashed / "fleetwatch-layout").read_text() == CHECKPOINT_LAYOUT
+    shutil.copytree(Path(location) / "commits", crashed / "commits")
+    claim_checkpoint(spark, str(crashed))  # its own layout now: continued
 
 
 def _live_fleet(now_ms: int) -> list[tuple[str, dict]]:

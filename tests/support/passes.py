@@ -1,7 +1,8 @@
-"""The job's two stateful passes (streaming/pipeline/state.py) run without Spark, over a bus held in
-memory and read in micro-batches planned as the Python reader plans them: the parse stage's rows of
-each batch to the first pass's buckets, its rows to the second pass's. Spark's state store is a dict
-per bucket (what these tests are not about); everything else is the job's own code.
+"""The job's two passes run without Spark, over a bus held in memory and read in micro-batches planned
+as the Python reader plans them: the parse stage's rows of each batch to the first pass's buckets
+(streaming/pipeline/state.py), their rows to the second pass (streaming/detect/second_pass.py), as the
+job's driver runs it. Spark's state store is a dict per bucket (what these tests are not about);
+everything else is the job's own code.
 
 `Bus` holds the records of each topic-partition as a producer keyed by cluster id writes them;
 `InMemoryJob.read(bus, cap)` plans the batches that read everything it holds, as
@@ -20,8 +21,9 @@ import pandas as pd
 from kafka.partitioner.default import murmur2
 
 from streaming.config import RuleBook
+from streaming.detect import SecondPass
 from streaming.pipeline.parse import ParseSettings, parse_chunk
-from streaming.pipeline.state import DetectorProcessor, HolderProcessor
+from streaming.pipeline.state import DetectorProcessor
 from streaming.records import topics
 from streaming.records.alert import decode_output
 from streaming.source.kafka_offsets import allocate
@@ -105,9 +107,10 @@ class InMemoryJob:
         self.read_to: dict[str, int] = {}
         self.spark_watermark = 0
         self.output: list[tuple[Any, ...]] = []
+        self.first_pass_rows: list[list[tuple[Any, ...]]] = []  # each batch's, as the driver receives them
         self.batches = 0
-        self._first, self._second = _Handle(), _Handle()
-        self._passes: dict[int, DetectorProcessor] = {}
+        self._first = _Handle()
+        self._second = SecondPass(self.book)
 
     def read(self, bus: Bus, cap: int | None, planned_ms: int) -> None:
         """Everything the bus holds, in micro-batches planned under `cap` (None: one batch)."""
@@ -134,17 +137,13 @@ class InMemoryJob:
         timer_values = _TimerValues(self.spark_watermark)
         first = DetectorProcessor(self.book, self.buckets, cap)
         first.init(self._first)
-        handed: list[pd.DataFrame] = []
-        for bucket, rows in frame.groupby("bucket"):
+        rows: list[tuple[Any, ...]] = []
+        for bucket, chunk in frame.groupby("bucket"):
             self._first.key = bucket
-            handed += list(first.handleInputRows((int(bucket),), iter([rows]), timer_values))
-        second = HolderProcessor(self.book, self.buckets)
-        second.init(self._second)
-        handoffs = pd.concat(handed, ignore_index=True)
-        for bucket, rows in handoffs.groupby("bucket"):
-            self._second.key = bucket
-            for out in second.handleInputRows((int(bucket),), iter([rows]), timer_values):
-                self.output += list(out.itertuples(index=False, name=None))
+            for out in first.handleInputRows((int(bucket),), iter([chunk]), timer_values):
+                rows += out.itertuples(index=False, name=None)
+        self.first_pass_rows.append(rows)
+        self.output += self._second.run(self.batches, rows)[0]
         valid = frame["ts"].dropna()
         if len(valid):  # Spark's watermark for the next batch: the largest event time so far, less lateness
             self.spark_watermark = max(self.spark_watermark,
