@@ -31,7 +31,9 @@ processedRowsPerSecond over the run; the first batch of a query starts its Pytho
 creates the detection state), so (a) and (b) compare like with like. Memory is the peak resident set
 of this process, its JVM and Spark's Python workers together (the broker and the simulator
 are the fleet, not fleetwatch, and are left out), and the peak proportional set size of the
-same processes, which counts the pages the forked Python workers share once.
+same processes, which counts the pages the forked Python workers share once; that peak is also
+given per phase (`peak_pss_by_phase_mb`), since (d)'s `fleetwatch replay` runs a Spark of its own
+beside this process's idle one: the live job's memory is the "live" phase's.
 """
 
 from __future__ import annotations
@@ -330,13 +332,19 @@ def run_fleet(spark: SparkSession, config: FleetwatchConfig, clusters: int, brok
         with (tempfile.TemporaryDirectory(prefix="fleetwatch-bench-", ignore_cleanup_errors=True) as tmp,
               RssSampler() as rss):
             workdir = Path(tmp)
+            rss.phase = "backlog"
             _backlog_phases(spark, config, result, workdir, log, rss, progress)
+            rss.phase = "live"
             _live_phase(spark, config, result, workdir, log, rss, live_s, fault_every_s, progress)
+            rss.phase = "yardstick"
             _yardstick_phase(backlog_spec(result), result, workdir, progress)
             result.peak_rss_mb = round(rss.peak_bytes / 2**20, 1)
             result.peak_rss_parts_mb = {kind: round(n / 2**20, 1) for kind, n in rss.peak_parts.items()}
             result.peak_pss_mb = round(rss.peak_pss_bytes / 2**20, 1)
             result.peak_pss_parts_mb = {kind: round(n / 2**20, 1) for kind, n in rss.peak_pss_parts.items()}
+            result.peak_pss_by_phase_mb = {phase: {k: round(n / 2**20, 1) for k, n in {"all": sum(parts.values()),
+                                                                                        **parts}.items()}
+                                           for phase, parts in rss.peak_pss_by_phase.items()}
     finally:
         spark.streams.removeListener(listener)
     result.limited_by = limited_by(result)

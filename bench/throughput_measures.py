@@ -67,6 +67,10 @@ class FleetResult:
     # workers are forked from one daemon) counts once in all, not once per process as in RSS.
     peak_pss_mb: float = 0.0
     peak_pss_parts_mb: dict[str, float] = field(default_factory=dict)
+    # The peak PSS of each phase ("backlog": (a) and (b); "live": (c); "yardstick": (d), whose
+    # `fleetwatch replay` runs a Spark of its own beside this one's, idle), with its parts: the whole
+    # run's peak above is the largest of them; the live job's is "live".
+    peak_pss_by_phase_mb: dict[str, dict[str, float]] = field(default_factory=dict)
     limited_by: str = ""
     latencies_by_rule: dict[str, float] = field(default_factory=dict)
     # Per rule: [p50, p99] of the detection latency (ms); `latencies_by_rule` keeps each rule's largest.
@@ -117,6 +121,8 @@ class RssSampler:
         self.peak_parts: dict[str, int] = {}
         self.peak_pss_bytes = 0
         self.peak_pss_parts: dict[str, int] = {}
+        self.phase = ""  # what the bench runs now (set by it): the PSS's peak is kept per phase too
+        self.peak_pss_by_phase: dict[str, dict[str, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
@@ -169,9 +175,11 @@ class RssSampler:
                         pss_parts[kind] = pss_parts.get(kind, 0) + proc.memory_full_info().pss
                     except psutil.Error:
                         continue
-                if sum(pss_parts.values()) > self.peak_pss_bytes:
-                    self.peak_pss_bytes = sum(pss_parts.values())
-                    self.peak_pss_parts = {label.get(k, k): n for k, n in pss_parts.items()}
+                total, labelled = sum(pss_parts.values()), {label.get(k, k): n for k, n in pss_parts.items()}
+                if total > self.peak_pss_bytes:
+                    self.peak_pss_bytes, self.peak_pss_parts = total, labelled
+                if total > sum(self.peak_pss_by_phase.get(self.phase, {}).values()):
+                    self.peak_pss_by_phase[self.phase] = labelled
 
     def cpu_s(self) -> dict[str, float]:
         """CPU seconds used so far by this tree's processes (but the excluded, and this sampler), by kind."""
