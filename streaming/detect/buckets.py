@@ -25,7 +25,7 @@ from streaming.records.job_output import (
     history_row,
 )
 
-__all__ = ["NEVER_LATE", "BucketEngines", "ShardItems", "output_rows", "run_bucket"]
+__all__ = ["NEVER_LATE", "BucketEngines", "ShardItems", "due_shards", "output_rows", "run_bucket"]
 
 # {shard: (its next deadline or None, its engine pickled)}
 BucketEngines = dict[str, tuple[int | None, bytes]]
@@ -47,13 +47,17 @@ def _step(engines: BucketEngines, shard: str, items: list[tuple[Position, Any]] 
     return out
 
 
+def due_shards(engines: BucketEngines, after: int) -> list[str]:
+    """The bucket's shards whose deadline the watermark `after` passed."""
+    return [shard for shard, (deadline, _) in engines.items() if deadline is not None and deadline < after]
+
+
 def run_bucket(engines: BucketEngines, by_shard: ShardItems, before: int, after: int,
                book: RuleBook) -> list[ShardOutput]:
     """The bucket's shards with items, late against `before` (the watermark before the micro-batch),
     then every shard whose deadline `after` (the watermark after it) passed. `engines` is updated."""
     outputs = [_step(engines, shard, items, before, book) for shard, items in by_shard.items()]
-    due = [shard for shard, (deadline, _) in engines.items() if deadline is not None and deadline < after]
-    return outputs + [_step(engines, shard, None, after, book) for shard in due]
+    return outputs + [_step(engines, shard, None, after, book) for shard in due_shards(engines, after)]
 
 
 def _rows(out: ShardOutput) -> list[Row]:

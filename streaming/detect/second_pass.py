@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from streaming.config import RuleBook
-from streaming.detect.buckets import NEVER_LATE, BucketEngines, ShardItems, output_rows, run_bucket
+from streaming.detect.buckets import NEVER_LATE, BucketEngines, ShardItems, due_shards, output_rows, run_bucket
 from streaming.detect.routing import shard_of_handoff
 from streaming.detect.shard_output import Handoff
 from streaming.records.job_output import Kind, Row
@@ -62,7 +62,7 @@ class SecondPass:
         this batch changed (pickled; None: emptied). `saved`: the buckets as the batch before this
         one left them, read when the state in memory is not that (the first batch of a process, a
         batch run again); without it, the state in memory goes on (a replay)."""
-        if saved is not None and (self._after_batch is None or self._after_batch != batch_id - 1):
+        if saved is not None and self._after_batch != batch_id - 1:
             self._engines = {bucket: pickle.loads(data) for bucket, data in saved().items()}
         self._after_batch = None  # until this batch is through: a failure half-way reloads
         kept: list[Row] = []
@@ -82,7 +82,7 @@ class SecondPass:
             engines = self._engines.get(bucket, {})
             after = watermarks.get(bucket, NEVER_LATE)
             items = by_bucket.get(bucket, {})
-            if items or any(deadline is not None and deadline < after for deadline, _ in engines.values()):
+            if items or due_shards(engines, after):
                 kept += output_rows(run_bucket(engines, items, NEVER_LATE, after, self.book))
                 if engines:
                     self._engines[bucket] = engines
