@@ -5,7 +5,8 @@ A simulated fleet with a stopped broker is produced to the bus; the job must put
 same alerts as `replay` over the same events, and survive a kill in the middle of the stream
 without losing or repeating an alert, restarted onto a backlog bigger than one micro-batch (issue 41:
 the alerts of one batch, nothing on time quarantined as late; the same through Spark's connector on
-a real Kafka bus: tests/pipeline/test_capped_catch_up.py).
+a real Kafka bus: tests/pipeline/test_capped_catch_up.py). Killed while the second pass holds an alert
+open (its state in the store), on both paths: the embedded default and Spark's connector on real Kafka.
 """
 
 from __future__ import annotations
@@ -124,7 +125,37 @@ def test_killed_job_restarts_onto_a_capped_backlog_without_losing_repeating_or_m
     catches up in many capped batches. Before detection kept its own watermark (main 69ef28b), the
     Python reader's proportional shares held the sparse broker-states partition back: on-time events
     quarantined as late, an alert missed."""
-    sim = capped_fleet()
+    _kill_and_restart_onto_a_backlog(bus.bootstrap, "python", capped_fleet(), tmp_path)
+
+
+@pytest.mark.parametrize("source", ["python", pytest.param("spark", marks=pytest.mark.real_kafka)])
+def test_a_killed_job_keeps_the_second_passs_open_alerts_across_its_restart(request, source, tmp_path):
+    """The second pass (duplicate cluster ids, colliding endpoints: streaming/detect/second_pass.py) keeps
+    its state in the store, beside the alerts of each batch, not in Spark's checkpoint. `fleetwatch run`
+    killed -9 while a duplicate cluster id is firing and restarted onto a capped backlog resolves it once,
+    with nothing fired twice and nothing lost: on the embedded default (the Python reader, Tansu) and on
+    production's path (Spark's kafka connector, a real Kafka 4.4 bus)."""
+    bootstrap = request.getfixturevalue("bus").bootstrap if source == "python" else request.getfixturevalue("kafka_bus")
+    sim = Simulation(FleetSpec(clusters=3, brokers=3, start_ms=START_MS, duration_ms=240_000, seed=11,
+                               faults=("cluster.id_duplicate", "endpoint.collision"), first_fault_ms=40_000,
+                               fault_every_ms=30_000))
+    first = next(a for a in _expected_alerts(sim) if a["rule"] == "cluster.id_duplicate")
+    # Killed with the first minute read and 20 s more on the way: the duplicate (from ~42 s to ~82 s) open.
+    assert first["starts_at"] < START_MS + 60_000 and first["ends_at"] > START_MS + 80_000
+    held = (first["alert_id"], "firing")
+    _kill_and_restart_onto_a_backlog(bootstrap, source, sim, tmp_path, open_at_kill=held)
+
+
+def _expected_alerts(sim: Simulation) -> list[dict[str, Any]]:
+    return [a.to_dict() for a in detect([event_from_dict(e) for _, e in sim.events()]) if a.status == "resolved"]
+
+
+def _kill_and_restart_onto_a_backlog(bootstrap: str, source: str, sim: Simulation, tmp_path: Path, *,
+                                     open_at_kill: tuple[str, str] | None = None) -> None:
+    """`sim`'s first minute read by `fleetwatch run` on `source`, 20 s more produced and the job killed -9
+    while it reads them, the rest produced while it is down, the job started again under CAP: every
+    alert line of the engine reading everything at once, each stored once, nothing late. `open_at_kill`:
+    an alert line the store must hold when the job is killed (its resolution comes after the restart)."""
     events = list(sim.events())
     expected = expected_lines(sim)
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
@@ -132,7 +163,7 @@ def test_killed_job_restarts_onto_a_capped_backlog_without_losing_repeating_or_m
 
     def write_config(**spark: Any) -> None:
         config_path.write_text(yaml.safe_dump({
-            "bus": {"bootstrap_servers": bus.bootstrap, "source": "python"},  # Tansu: see bus.source
+            "bus": {"bootstrap_servers": bootstrap, "source": source},
             "store": {"url": store_url},
             "spark": {"master": "local[2]", "shuffle_partitions": 2, "trigger_ms": 500,
                       "checkpoint_dir": str(tmp_path / "checkpoint"), **spark},
@@ -142,19 +173,23 @@ def test_killed_job_restarts_onto_a_capped_backlog_without_losing_repeating_or_m
     store = Store(store_url)
     log_path = tmp_path / "job.log"
     first = [e for e in events if e[1]["ts"] < START_MS + 60_000]
-    produce(bus.bootstrap, first)
+    produce(bootstrap, first)
     job = _run_job(config_path, log_path)
     try:
         assert poll(lambda: _batches_read(store) >= len(first), 240, "the first minute read", interval_s=0.5)
+        if open_at_kill is not None:
+            poll(lambda: open_at_kill in stored_lines(store), 60, f"{open_at_kill} stored", interval_s=0.5)
         # Mid-stream: more arrives and the job is killed while it works on it; the rest (2.5 minutes of the
         # fleet) lands on the bus while it is down.
         more = [e for e in events[len(first):] if e[1]["ts"] < START_MS + 80_000]
-        produce(bus.bootstrap, more)
+        produce(bootstrap, more)
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=30)
-        produce(bus.bootstrap, events[len(first) + len(more):])
+        produce(bootstrap, events[len(first) + len(more):])
         before = stored_lines(store)
         assert before < expected, "the kill came too late to test a restart"
+        if open_at_kill is not None:
+            assert (open_at_kill[0], "resolved") not in before, "the alert was resolved before the kill"
         write_config(max_records_per_batch=CAP)
         restarted_ms = int(time.time() * 1000)
         job = _run_job(config_path, log_path)
