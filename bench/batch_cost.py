@@ -10,7 +10,8 @@ probe would send them). Once the job has written its first micro-batch and run 2
 process tree's CPU (user + system) is measured over `--seconds`, by part (the Spark JVM, its Python
 workers, the driver), with the micro-batches the job logged meanwhile. A small fleet keeps every
 batch near the fixed cost; with a 1 s trigger the job runs back to back as soon as one batch costs
-more than a second. Processes the JVM forks and reaps between two readings are not counted.
+more than a second. Processes the JVM forks and reaps between two readings are not counted. Also
+printed: the median wall time of the measured micro-batches, and of their Spark stages alone.
 
 `--checkouts`: the job of each (a git worktree of another commit, e.g. `git worktree add
 /tmp/base HEAD~1`; its code runs with this checkout's virtualenv), one after another on a quiet
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,6 +102,20 @@ def _batches(log: Path) -> int:
     return log.read_text(errors="replace").count('"batch progress"')
 
 
+def _medians_ms(log: Path, skip: int) -> dict[str, float | None]:
+    """The median wall time of the job's micro-batches after the first `skip` (Spark's trigger
+    execution, from its "batch progress" lines) and of its stages (the writer's "stages_ms": the
+    batch's Spark jobs, without the store write); None from a checkout that does not log them."""
+    lines = [json.loads(line) for line in log.read_text(errors="replace").splitlines() if line.startswith("{")]
+
+    def median(msg: str, field: str) -> float | None:
+        values = [line[field] for line in lines if line.get("msg") == msg and field in line][skip:]
+        return statistics.median(values) if values else None
+
+    return {"batch_ms_median": median("batch progress", "duration_ms"),
+            "stages_ms_median": median("batch written", "stages_ms")}
+
+
 def _label(checkout: Path) -> str:
     rev = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          check=False).stdout.strip()
@@ -147,7 +163,8 @@ def measure(checkout: Path, args: argparse.Namespace, buckets: int | None) -> di
         bus.stop()
     parts = {part: after[part] - before.get(part, 0.0) for part in after}
     total = sum(parts.values())
-    return {"checkout": label, "batches": batches, "wall_s": round(wall, 1), "cpu_s": round(total, 1),
+    return {**_medians_ms(log, batches_before), "checkout": label, "batches": batches, "wall_s": round(wall, 1),
+            "cpu_s": round(total, 1),
             "cores": round(total / wall, 2), "cpu_s_per_batch": round(total / max(batches, 1), 2),
             "parts_cpu_s_per_batch": {k: round(v / max(batches, 1), 2) for k, v in sorted(parts.items())},
             "load_1m": round(os.getloadavg()[0], 1)}
@@ -177,11 +194,14 @@ def main() -> int:
     base = rows[0]["cpu_s_per_batch"]
     print(f"fleet {args.clusters} x {args.brokers} at its real pace, trigger {args.trigger_ms} ms, "
           f"{args.seconds} s measured per checkout")
-    print(f"{'checkout':<16} {'batches':>7} {'cores':>6} {'CPU-s/batch':>11} {'vs base':>7}  by part (CPU-s/batch)")
+    print(f"{'checkout':<16} {'batches':>7} {'cores':>6} {'CPU-s/batch':>11} {'vs base':>7} {'batch ms':>8} "
+          f"{'stages ms':>9}  by part (CPU-s/batch)")
     for row in rows:
         parts = ", ".join(f"{k} {v}" for k, v in row["parts_cpu_s_per_batch"].items())
         print(f"{row['checkout']:<16} {row['batches']:>7} {row['cores']:>6} {row['cpu_s_per_batch']:>11} "
-              f"{row['cpu_s_per_batch'] / base:>7.2f}  {parts}  (load {row['load_1m']})")
+              f"{row['cpu_s_per_batch'] / base:>7.2f} {row['batch_ms_median'] or '-':>8} "
+              f"{row['stages_ms_median'] or '-':>9}"
+              f"  {parts}  (load {row['load_1m']})")
     return 0
 
 

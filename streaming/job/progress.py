@@ -127,8 +127,11 @@ class ProgressRecorder(StreamingQueryListener):
             stats.max_batch_ms = max(stats.max_batch_ms, duration)
             stats.busy_ms += duration
             self.changed.notify_all()
+        # Spark's parts of the batch's time (latestOffset, queryPlanning, addBatch...): where a slow batch went.
+        parts = {k: v for k, v in (p.get("durationMs") or {}).items() if k != "triggerExecution"}
         log.info("batch progress", extra={"query": name, "batch_id": p["batchId"], "rows": rows,
-                                          "duration_ms": duration, "watermark_ms": watermark_ms})
+                                          "duration_ms": duration, "duration_parts_ms": parts,
+                                          "watermark_ms": watermark_ms})
         self._count_bus_loss(p, name, rows)
 
     def _count_bus_loss(self, p: dict[str, Any], name: str, rows: int) -> None:
