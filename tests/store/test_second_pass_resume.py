@@ -8,8 +8,6 @@ job, killed and restarted on Spark's kafka connector and on the embedded default
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 import pytest
 from sqlalchemy import select
 from support.micro_batch import MicroBatch
@@ -39,22 +37,6 @@ def job() -> InMemoryJob:
     return job
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def new_store(request, tmp_path) -> Iterator[Callable[[], Store]]:
-    """A maker of fresh stores, each on a database of its own."""
-    made: list[Store] = []
-
-    def make() -> Store:
-        url = (f"sqlite:///{tmp_path / f'store-{len(made)}.db'}" if request.param == "sqlite"
-               else request.getfixturevalue("postgres").create_database())
-        made.append(Store(url))
-        return made[-1]
-
-    yield make
-    for store in made:
-        store.close()
-
-
 def _second_pass_lines(rows: list[tuple]) -> set[tuple[str, str]]:
     alerts = (decode_output(row[3])[1] for row in rows if row[0] == "alert")
     return {(a.alert_id, a.status) for a in alerts if a.rule in SECOND_PASS_RULES}
@@ -65,12 +47,12 @@ def _stored_lines(store: Store) -> list[tuple[str, str]]:
         return sorted(conn.execute(select(alert_history.c.alert_id, alert_history.c.status)).all())
 
 
-def test_the_second_pass_resumes_exactly_after_a_crash(job, new_store):
+def test_the_second_pass_resumes_exactly_after_a_crash(job, database_urls):
     expected = _second_pass_lines(job.output)
     assert len(expected) >= 8  # collisions and duplicate ids fired and resolved in this fleet
     batches = job.first_pass_rows
     for crash_at in range(1, len(batches), 2):
-        store = new_store()
+        store = Store(database_urls())
 
         def writer(store: Store = store) -> BatchWriter:
             return BatchWriter(store, checkpoint=("fleetwatch", lambda: "checkpoint-1"),
@@ -86,11 +68,12 @@ def test_the_second_pass_resumes_exactly_after_a_crash(job, new_store):
         stored = [line for line in _stored_lines(store) if line in expected or line[0] in {a for a, _ in expected}]
         assert set(stored) == expected, f"crashed after batch {crash_at}"
         assert len(stored) == len(expected), f"a line stored twice, crashed after batch {crash_at}"
+        store.close()
 
 
-def test_a_new_checkpoint_starts_the_second_pass_afresh(job, new_store):
+def test_a_new_checkpoint_starts_the_second_pass_afresh(job, store_url):
     # The state of another checkpoint (a reset detection state) is not read, and is gone with the new one's first write.
-    store = new_store()
+    store = Store(store_url)
     batches = job.first_pass_rows
     old = BatchWriter(store, checkpoint=("fleetwatch", lambda: "old"), second_pass=SecondPass(RuleBook()))
     for batch_id, rows in enumerate(batches):
