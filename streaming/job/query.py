@@ -79,16 +79,17 @@ class RunningQuery:
 
 def start_query(spark: SparkSession, config: FleetwatchConfig, telemetry: DataFrame,
                 writer: Callable[[DataFrame, int], Any], *, name: str, checkpoint: str, trigger: str,
-                store: Store | None, recorder: ProgressRecorder | None = None) -> RunningQuery:
+                store: Store | None, recorder: ProgressRecorder | None = None, time_mode: str = "None") -> RunningQuery:
     """Start the pipeline over `telemetry` (as `build_pipeline` takes it) into `writer` (foreachBatch), as query
     `name`; its progress is recorded (in `store` too, when given). `trigger`: Spark's processingTime.
     `recorder`: the one of an earlier start of the query (already listening), so a restarted query's
-    progress adds up with its earlier runs'."""
+    progress adds up with its earlier runs'. `time_mode`: the stateful operator's, the checkpoint's
+    (`claim_checkpoint`; a new checkpoint's is "None")."""
     if recorder is None:
         recorder = ProgressRecorder(store)
         spark.streams.addListener(recorder)
     query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets,
-                            config.spark.max_records_per_batch).writeStream.queryName(name)
+                            config.spark.max_records_per_batch, time_mode).writeStream.queryName(name)
              .foreachBatch(writer)
              .option("checkpointLocation", checkpoint)
              .trigger(processingTime=trigger)

@@ -4,7 +4,8 @@
 driver's JVM options when this process starts Spark itself, and the executors'
 (`context_settings`); `checkpoint_path`/`checkpoint_id` name a query's checkpoint and read the
 query id Spark keeps in it; `claim_checkpoint` marks a new checkpoint with the layout of this
-job's detection state, and says in one line that a checkpoint of an older layout cannot be continued.
+job's detection state, says in one line that a checkpoint of an older layout cannot be continued,
+and gives the time mode the checkpoint's stateful operator runs in.
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ __all__ = ["CHECKPOINT_LAYOUT", "checkpoint_id", "checkpoint_path", "claim_check
 
 # The layout of the detection state in a checkpoint of this job, in the file `_LAYOUT_FILE` beside
 # Spark's own: the first pass in Spark's one stateful operator, the second pass's state in the store
-# (streaming/detect/second_pass.py). Checkpoints of the layouts before it have no such file.
-CHECKPOINT_LAYOUT = "fleetwatch detection state: first pass in the checkpoint, second pass in the store\n"
+# (streaming/detect/second_pass.py), and the operator's time mode (streaming/pipeline/graph.py,
+# OPERATOR_TIME_MODES). Checkpoints of the layouts before it have no such file; those marked by versions
+# up to 2026-11-30 have the first line alone, and their operator keeps the event-time mode it was
+# registered in (Spark refuses a restart that changes it).
+_PASSES = "fleetwatch detection state: first pass in the checkpoint, second pass in the store\n"
+CHECKPOINT_LAYOUT = f"{_PASSES}stateful operator's time mode: None\n"
 _LAYOUT_FILE = "fleetwatch-layout"
 
 
@@ -162,17 +167,19 @@ def _committed(spark: SparkSession, root: str) -> bool:
                                             for status in fs.listStatus(commits))
 
 
-def claim_checkpoint(spark: SparkSession, location: str) -> None:
+def claim_checkpoint(spark: SparkSession, location: str) -> str:
     """Mark a checkpoint new to this job with its layout (`CHECKPOINT_LAYOUT`); refuse, in one line
     that says what to do, one that Spark committed batches to with an older layout: of the job of one
     detection stage (before 2026-11-26), or of two stateful passes (until 2026-11-29), whose second
     pass's state this job would not find (Spark would refuse the first in a Java stack trace, and could
     load the second's operators' state into the wrong pass). A checkpoint that committed nothing (a job
-    that died in its first micro-batch) starts as a new one."""
+    that died in its first micro-batch) starts as a new one.
+    Returns the time mode of the checkpoint's stateful operator: "EventTime" for a checkpoint marked
+    with the first line of the layout alone, "None" otherwise."""
     root = location.rstrip("/")
     fs, marker = _on_hadoop(spark, f"{root}/{_LAYOUT_FILE}")
     if fs.exists(marker):
-        return
+        return "EventTime" if _read_text(spark, fs, marker) == _PASSES else "None"
     if _committed(spark, root):
         older = ("two stateful detection passes" if _exists(spark, f"{root}/state/1")
                  else "one detection stage")
@@ -184,6 +191,15 @@ def claim_checkpoint(spark: SparkSession, location: str) -> None:
         stream.write(bytearray(CHECKPOINT_LAYOUT.encode()))
     finally:
         stream.close()
+    return "None"
+
+
+def _read_text(spark: SparkSession, fs: Any, path: Any) -> str:
+    stream = fs.open(path)
+    try:
+        return str(spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
 
 
 def checkpoint_id(spark: SparkSession, location: str) -> str | None:
@@ -193,9 +209,4 @@ def checkpoint_id(spark: SparkSession, location: str) -> str | None:
     fs, path = _on_hadoop(spark, f"{location.rstrip('/')}/metadata")
     if not fs.exists(path):
         return None
-    stream = fs.open(path)
-    try:
-        text = spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-    finally:
-        stream.close()
-    return str(json.loads(text.splitlines()[0])["id"])
+    return str(json.loads(_read_text(spark, fs, path).splitlines()[0])["id"])

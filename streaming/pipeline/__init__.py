@@ -5,8 +5,9 @@ Its door, for the job that starts it (streaming.job), the Spark daemon, the benc
   path, ...)`: the parse stage's rows of the bus, read by the chosen source (the Python Kafka reader
   parses in its own worker, `parsing_reader`; Spark's connector feeds `parse_stage`), and of a
   recorded file (the replay's reader parses in its worker);
-- `build_pipeline(parsed, book, buckets, cap)`: those rows -> rows of `OUTPUT_SCHEMA`, for a sink
-  that runs the second pass over them first (streaming.sinks.BatchWriter with a SecondPass);
+- `build_pipeline(parsed, book, buckets, cap, time_mode)`: those rows -> rows of `OUTPUT_SCHEMA`, for a
+  sink that runs the second pass over them first (streaming.sinks.BatchWriter with a SecondPass);
+  `time_mode`: Spark's, of the stateful operator, "None" but in a checkpoint written in "EventTime";
 - `parse_stage(raw, book, buckets)` alone, `counting_messages(parsed)`; `bucket_of(shard, buckets)`.
 
 Inside: `parse` (contract check, heartbeat thinning, routing to buckets) -> `state`

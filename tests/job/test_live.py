@@ -146,16 +146,39 @@ def test_a_killed_job_keeps_the_second_passs_open_alerts_across_its_restart(requ
     _kill_and_restart_onto_a_backlog(bootstrap, source, sim, tmp_path, open_at_kill=held)
 
 
+@pytest.mark.parametrize("source", ["python", pytest.param("spark", marks=pytest.mark.real_kafka)])
+def test_a_checkpoint_whose_operator_runs_in_event_time_is_continued_so(request, source, tmp_path):
+    """Spark refuses a restart that changes a stateful operator's time mode. Versions up to 2026-11-30
+    registered detection's operator in "EventTime" and marked the checkpoint with the layout's first line
+    alone; this one registers a new checkpoint's in "None" (no timer state per task). A checkpoint so
+    marked keeps its mode across the upgrade and a kill -9, on both paths, every alert as before."""
+    bootstrap = request.getfixturevalue("bus").bootstrap if source == "python" else request.getfixturevalue("kafka_bus")
+    location = tmp_path / "checkpoint" / QUERY_NAME
+    location.mkdir(parents=True)
+    (location / "fleetwatch-layout").write_text(CHECKPOINT_LAYOUT.splitlines(keepends=True)[0])
+    _kill_and_restart_onto_a_backlog(bootstrap, source, capped_fleet(), tmp_path, time_mode="EventTime")
+
+
+def _operator_time_modes(location: Path) -> set[str]:
+    """The time modes Spark's operator metadata in a checkpoint says its stateful operator runs in, as
+    `transformWithStateInPandas` takes them (the metadata spells "None" "NoTime")."""
+    files = [f for f in (location / "state" / "0" / "_metadata" / "v2").iterdir() if not f.name.startswith(".")]
+    written = {json.loads(json.loads(f.read_text().splitlines()[1])["operatorPropertiesJson"])["timeMode"]
+               for f in files}
+    return {"None" if mode == "NoTime" else mode for mode in written}
+
+
 def _expected_alerts(sim: Simulation) -> list[dict[str, Any]]:
     return [a.to_dict() for a in detect([event_from_dict(e) for _, e in sim.events()]) if a.status == "resolved"]
 
 
 def _kill_and_restart_onto_a_backlog(bootstrap: str, source: str, sim: Simulation, tmp_path: Path, *,
-                                     open_at_kill: tuple[str, str] | None = None) -> None:
+                                     open_at_kill: tuple[str, str] | None = None, time_mode: str = "None") -> None:
     """`sim`'s first minute read by `fleetwatch run` on `source`, 20 s more produced and the job killed -9
     while it reads them, the rest produced while it is down, the job started again under CAP: every
     alert line of the engine reading everything at once, each stored once, nothing late. `open_at_kill`:
-    an alert line the store must hold when the job is killed (its resolution comes after the restart)."""
+    an alert line the store must hold when the job is killed (its resolution comes after the restart).
+    `time_mode`: the one the checkpoint's stateful operator must have run in, before and after."""
     events = list(sim.events())
     expected = expected_lines(sim)
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
@@ -205,6 +228,7 @@ def _kill_and_restart_onto_a_backlog(bootstrap: str, source: str, sim: Simulatio
         capped = conn.scalar(select(func.count()).select_from(pipeline_progress).where(
             pipeline_progress.c.recorded_at >= restarted_ms, pipeline_progress.c.input_rows >= CAP - 3 * 5))
     assert capped >= 3, f"the restart read its backlog in {capped} capped micro-batches"
+    assert _operator_time_modes(tmp_path / "checkpoint" / QUERY_NAME) == {time_mode}
 
 
 def _batches_read(store: Store) -> int:
