@@ -141,6 +141,12 @@ def _warned_and_paged(rig: Rig, broker: int, t0: float) -> dict[str, Any]:
     return {"warning": warned[0] - t0, "page": paged[0] - t0, "page_rule": paged[1], "t0": t0, "broker": broker}
 
 
+def _about_others(rig: Rig, t0: float, broker: int) -> list[str]:
+    """The broker alerts raised since the fault about any other broker than the one it hit: false ones
+    (a healthy broker's heartbeats held back by the probe's round with the sick one, say)."""
+    return [alert for alert in rig.raised(t0 * 1000, BROKER_RULES) if alert.rpartition(" ")[2] != str(broker)]
+
+
 def shown(sent: list[Any], result: dict[str, Any], stall_after_ms: int) -> dict[str, float]:
     """When the probe's own readings showed what the warning and the page say (the first quorum reading
     after the fault with the broker's fetch `stall_after_ms` old, and the first with it fenced or a session
@@ -169,7 +175,7 @@ def freeze(rig: Rig) -> dict[str, Any]:
     finally:
         rig.cluster.thaw(3)
     rig.settle()
-    return {"kafka": fenced - t0, **seen}
+    return {"kafka": fenced - t0, **seen, "others": _about_others(rig, t0, 3)}
 
 
 def partition(rig: Rig) -> dict[str, Any]:
@@ -181,7 +187,7 @@ def partition(rig: Rig) -> dict[str, Any]:
     finally:
         rig.cluster.heal(2)
     rig.settle()
-    return {"kafka": fenced - t0, **seen}
+    return {"kafka": fenced - t0, **seen, "others": _about_others(rig, t0, 2)}
 
 
 def controlled_shutdown(rig: Rig) -> dict[str, Any]:
@@ -376,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
                     "page_after_kafka_s": _stats([r["page"] - r["kafka"] for r in runs]),
                     "warning_shown_s": _stats([r["warning_shown"] for r in runs]),
                     "page_shown_after_kafka_s": _stats([r["page_shown"] - r["kafka"] for r in runs]),
-                    "page_rules": sorted({r["page_rule"] for r in runs})}
+                    "page_rules": sorted({r["page_rule"] for r in runs}),
+                    "false_alerts": sorted(a for r in runs for a in r["others"])}
         else:
             row["false_alerts"] = sorted(a for r in runs for a in r["false"])
         table.append(row)
@@ -412,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
             if "warning_s" in row:
                 cells += (f"  {_pair(row['warning_s']):>11}  {_pair(row['page_s']):>11}  "
                           f"{_pair(row['page_after_kafka_s']):>13}  {_pair(row['warning_shown_s']):>12}  "
-                          f"{_pair(row['page_shown_after_kafka_s']):>13}  {' '.join(row['page_rules'])}")
+                          f"{_pair(row['page_shown_after_kafka_s']):>13}  {' '.join(row['page_rules'])}; "
+                          f"about other brokers: {len(row['false_alerts'])} {row['false_alerts'] or ''}")
             else:
                 cells += f"  alerts raised: {len(row['false_alerts'])} {row['false_alerts'] or ''}"
             print(cells)

@@ -80,8 +80,10 @@ _HELD = "held-events"
 
 @dataclass
 class _Bucket:
-    """One bucket's state, as `DetectorProcessor` loads it (`registered`: a timer an older version left)."""
+    """One bucket's state, as `DetectorProcessor` loads it (`stored`: the store has a row of it; `registered`:
+    a timer an older version left)."""
 
+    stored: bool = False
     engines: BucketEngines = field(default_factory=dict)
     registered: int | None = None
     positions: ReadPositions = field(default_factory=ReadPositions)
@@ -142,7 +144,7 @@ class DetectorProcessor(StatefulProcessor):
                                f"is {self.buckets}: set it back to {buckets}, or start a new checkpoint")
         loaded: BucketEngines = pickle.loads(engines)
         positions, clock, held = (loaded.pop(name, None) for name in (_POSITIONS, _CLOCK, _HELD))
-        return _Bucket(loaded, timer, ReadPositions(None if positions is None else pickle.loads(positions[1])),
+        return _Bucket(True, loaded, timer, ReadPositions(None if positions is None else pickle.loads(positions[1])),
                        BusClock.load(None if clock is None else pickle.loads(clock[1])),
                        [] if held is None else pickle.loads(held[1]))
 
@@ -158,7 +160,8 @@ class DetectorProcessor(StatefulProcessor):
             kept[_POSITIONS] = (None, pickle.dumps(bucket.positions.at, protocol=pickle.HIGHEST_PROTOCOL))
         if kept:
             self.state.update((pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL), None, self.buckets))
-        else:  # every shard of the bucket was forgotten (state TTL): so is the bucket's row
+        elif bucket.stored:  # every shard of the bucket was forgotten (state TTL): so is the bucket's row
+            # (not cleared again each batch: every call is a round trip, and most buckets of a small fleet are empty)
             self.state.clear()
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:

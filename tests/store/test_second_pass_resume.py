@@ -8,6 +8,8 @@ job, killed and restarted on Spark's kafka connector and on the embedded default
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import pytest
 from sqlalchemy import select
 from support.micro_batch import MicroBatch
@@ -52,28 +54,28 @@ def test_the_second_pass_resumes_exactly_after_a_crash(job, database_urls):
     assert len(expected) >= 8  # collisions and duplicate ids fired and resolved in this fleet
     batches = job.first_pass_rows
     for crash_at in range(1, len(batches), 2):
-        store = Store(database_urls())
+        with closing(Store(database_urls())) as store:
 
-        def writer(store: Store = store) -> BatchWriter:
-            return BatchWriter(store, checkpoint=("fleetwatch", lambda: "checkpoint-1"),
-                               second_pass=SecondPass(RuleBook()))
+            def writer(store: Store = store) -> BatchWriter:
+                return BatchWriter(store, checkpoint=("fleetwatch", lambda: "checkpoint-1"),
+                                   second_pass=SecondPass(RuleBook()))
 
-        before = writer()
-        for batch_id in range(crash_at + 1):
-            before(MicroBatch(batches[batch_id]), batch_id)
-        # The process died after writing batch `crash_at`, before Spark committed it: a new one runs it again.
-        after = writer()
-        for batch_id in range(crash_at, len(batches)):
-            after(MicroBatch(batches[batch_id]), batch_id)
-        stored = [line for line in _stored_lines(store) if line in expected or line[0] in {a for a, _ in expected}]
-        assert set(stored) == expected, f"crashed after batch {crash_at}"
-        assert len(stored) == len(expected), f"a line stored twice, crashed after batch {crash_at}"
-        store.close()
+            before = writer()
+            for batch_id in range(crash_at + 1):
+                before(MicroBatch(batches[batch_id]), batch_id)
+            # The process died after writing batch `crash_at`, before Spark committed it: a new one runs it again.
+            after = writer()
+            for batch_id in range(crash_at, len(batches)):
+                after(MicroBatch(batches[batch_id]), batch_id)
+            stored = [line for line in _stored_lines(store) if line in expected or line[0] in {a for a, _ in expected}]
+            assert set(stored) == expected, f"crashed after batch {crash_at}"
+            assert len(stored) == len(expected), f"a line stored twice, crashed after batch {crash_at}"
 
 
-def test_a_new_checkpoint_starts_the_second_pass_afresh(job, store_url):
+def test_a_new_checkpoint_starts_the_second_pass_afresh(job, store_url, request):
     # The state of another checkpoint (a reset detection state) is not read, and is gone with the new one's first write.
     store = Store(store_url)
+    request.addfinalizer(store.close)
     batches = job.first_pass_rows
     old = BatchWriter(store, checkpoint=("fleetwatch", lambda: "old"), second_pass=SecondPass(RuleBook()))
     for batch_id, rows in enumerate(batches):

@@ -20,9 +20,10 @@ slots (`target_concurrency`, `concurrency`): one connection per target, one read
 round's slow exchanges never delay a reading (name lookups and big answers still use the target's threads).
 
 A reading that shows a broker unfenced whose fetch will be `stall_after_ms` old (the target's rule) before
-the next reading is followed by one at that moment (`FOLLOW_UP_MARGIN_MS` after it): the stall is shown
-when it happens, not up to an interval later (a frozen broker warned 0.5 s sooner on average, 1 s at
-worst). It costs a request only while a broker is stalling.
+the next reading is followed by one at that moment (`FOLLOW_UP_MARGIN_MS` after it, counted from the
+first reading's answer, not from its publishing): the stall is shown when it happens, not up to an
+interval later (a frozen broker warned 0.5 s sooner on average, 1 s at worst). It costs a request only
+while a broker is stalling.
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ __all__ = ["DESCRIBE_QUORUM", "FOLLOW_UP_MARGIN_MS", "QuorumLink", "QuorumReader
 log = logging.getLogger(__name__)
 
 _AGE_MAX = 2**31 - 1  # the contract's bound on a fetch age (about 25 days)
-# A follow-up reading comes this long after a fetch would reach the stall age: the leader's and the
-# probe's delays on both readings, so that it does not read the age a few ms short.
-FOLLOW_UP_MARGIN_MS = 50
+# A follow-up reading comes this long after a fetch would reach the stall age. The follow-up's answer comes
+# after the first's by at least the wait, so its age (its `ts` minus the fetch's one time, `reading_of`) is
+# at least the first's plus the wait; this covers the two whole-ms truncations of `ts`.
+FOLLOW_UP_MARGIN_MS = 5
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class QuorumLink:
     index: int | None = None  # the bootstrap address in use
     conn: Connection | None = None
     failing: bool = False
+    answered: float = 0.0  # when the last reading's DescribeQuorum answer came (the event loop's clock)
 
     def close(self) -> None:
         if self.conn is not None:
@@ -104,8 +107,9 @@ def reading_of(quorum: dict[str, Any], registered: dict[int, bool] | None, broke
 
 
 def follow_up_in(event: dict[str, Any], stall_after_ms: int, interval_ms: int) -> float | None:
-    """Seconds until a reading should follow `event` (a `quorum_reading`): when an unfenced broker's fetch
-    reaches `stall_after_ms` before the next regular reading (module docstring); None otherwise."""
+    """Seconds after `event`'s answer (a `quorum_reading`) that a reading should follow it: when an unfenced
+    broker's fetch reaches `stall_after_ms` before the next regular reading (module docstring); None
+    otherwise."""
     if not stall_after_ms:
         return None
     due = [stall_after_ms - age for _, age, fenced in event["fetches"]
@@ -156,7 +160,8 @@ class QuorumReader:
                 await emit([event])
                 follow = follow_up_in(event, target.stall_after_ms, self.options.quorum_interval_ms)
                 if follow is not None:
-                    await asyncio.sleep(follow)
+                    loop = asyncio.get_running_loop()
+                    await asyncio.sleep(max(0.0, follow - (loop.time() - self.links[target.name].answered)))
                     event = await self.read(target, slots)
                     if event is not None:
                         self.readings += 1
@@ -189,11 +194,11 @@ class QuorumReader:
                     await link.conn.authenticate()
             conn = link.conn
             conn.deadline = loop.time() + bound
-            quorum, received = await _describe_quorum(conn), loop.time()
+            quorum, link.answered = await _describe_quorum(conn), loop.time()
             registered, cluster_id = await _describe_cluster(conn)
             if cluster_id is not None and cluster_id != view.cluster_id:
                 raise ProbeFailure("ANOTHER_CLUSTER", f"cluster {cluster_id}, not {view.cluster_id}")
-            ts = clock.now_ms() - int((loop.time() - received) * 1000)
+            ts = clock.now_ms() - int((loop.time() - link.answered) * 1000)
             event = reading_of(quorum, registered, view.brokers, view.seen, ts=ts, source=self.options.source,
                                cluster_id=view.cluster_id, target=target.name)
             if event is None:
