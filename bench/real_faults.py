@@ -92,12 +92,15 @@ class Rig:
             row = conn.execute(query.order_by(alerts.c.recorded_at)).first()
         return None if row is None else (row[0] / 1000, row[1])
 
-    def raised(self, since_ms: float, rules: tuple[str, ...] | None = None) -> list[str]:
-        """Every alert of the cluster that started after `since_ms` ("rule broker"), or of `rules`."""
+    def raised(self, since_ms: float, rules: tuple[str, ...] | None = None, besides: int | None = None) -> list[str]:
+        """Every alert of the cluster that started after `since_ms` ("rule broker"), or of `rules`; with
+        `besides`, those about any other broker than that one (a fault's false alerts)."""
         query = select(alerts.c.rule, alerts.c.broker_id).where(alerts.c.cluster_id == self.cid,
                                                                   alerts.c.starts_at >= since_ms)
         if rules is not None:
             query = query.where(alerts.c.rule.in_(rules))
+        if besides is not None:
+            query = query.where(alerts.c.broker_id.is_distinct_from(besides))
         with self.store.engine.connect() as conn:
             return sorted(f"{rule} {broker if broker is not None else ''}".strip()
                           for rule, broker in conn.execute(query).all())
@@ -141,12 +144,6 @@ def _warned_and_paged(rig: Rig, broker: int, t0: float) -> dict[str, Any]:
     return {"warning": warned[0] - t0, "page": paged[0] - t0, "page_rule": paged[1], "t0": t0, "broker": broker}
 
 
-def _about_others(rig: Rig, t0: float, broker: int) -> list[str]:
-    """The broker alerts raised since the fault about any other broker than the one it hit: false ones
-    (a healthy broker's heartbeats held back by the probe's round with the sick one, say)."""
-    return [alert for alert in rig.raised(t0 * 1000, BROKER_RULES) if alert.rpartition(" ")[2] != str(broker)]
-
-
 def shown(sent: list[Any], result: dict[str, Any], stall_after_ms: int) -> dict[str, float]:
     """When the probe's own readings showed what the warning and the page say (the first quorum reading
     after the fault with the broker's fetch `stall_after_ms` old, and the first with it fenced or a session
@@ -175,7 +172,7 @@ def freeze(rig: Rig) -> dict[str, Any]:
     finally:
         rig.cluster.thaw(3)
     rig.settle()
-    return {"kafka": fenced - t0, **seen, "others": _about_others(rig, t0, 3)}
+    return {"kafka": fenced - t0, **seen, "others": rig.raised(t0 * 1000, BROKER_RULES, besides=3)}
 
 
 def partition(rig: Rig) -> dict[str, Any]:
@@ -187,7 +184,7 @@ def partition(rig: Rig) -> dict[str, Any]:
     finally:
         rig.cluster.heal(2)
     rig.settle()
-    return {"kafka": fenced - t0, **seen, "others": _about_others(rig, t0, 2)}
+    return {"kafka": fenced - t0, **seen, "others": rig.raised(t0 * 1000, BROKER_RULES, besides=2)}
 
 
 def controlled_shutdown(rig: Rig) -> dict[str, Any]:
