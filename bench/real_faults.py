@@ -6,10 +6,10 @@
 One KRaft cluster (3 controllers, 3 brokers; broker 2 can be cut off from the quorum) with Kafka's
 default timing (`broker.session.timeout.ms` 9000, `broker.heartbeat.interval.ms` 2000), watched by the
 probe at its defaults (rounds every 5 s, exchanges bounded by 3 s, a quorum reading every second) -> the
-embedded bus -> the live Spark job (a micro-batch every 250 ms at most: `--trigger-ms`; fleetwatch's
-default is 1000) -> SQLite, with fleetwatch's default rules (a 9 s session, `broker.stalled` at a 2.5 s
-fetch age: `--stall-after-ms`, the watermark's 5 s lateness). For each fault, every run measures from the
-moment the fault is injected (wall clock):
+embedded bus -> the live Spark job (a micro-batch every 500 ms at most, fleetwatch's default:
+`--trigger-ms`) -> SQLite, with fleetwatch's default rules (a 9 s session, `broker.stalled` at a 2.5 s
+fetch age: `--stall-after-ms`, the watermark's 5 s lateness). Each fault comes at a random moment of the
+trigger's period. For each fault, every run measures from the moment the fault is injected (wall clock):
 - Kafka's own reaction, seen by asking Kafka: the broker fenced (DescribeCluster v2), a new active
   controller elected (DescribeQuorum to the controllers), or a controlled shutdown done (the broker fenced
   after its SIGTERM);
@@ -39,6 +39,7 @@ import functools
 import json
 import math
 import os
+import random
 import signal
 import statistics
 import sys
@@ -55,7 +56,7 @@ from sqlalchemy import func, select
 
 from streaming.bus import EmbeddedBus
 from streaming.collect.probe import ProbeOptions
-from streaming.config import FleetwatchConfig, RuleSettings
+from streaming.config import FleetwatchConfig, RuleSettings, SparkConfig
 from streaming.job import spark_session, start_live_query
 from streaming.records import topics
 from streaming.store import Store, alerts, controller_history, quarantine
@@ -300,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the controllers' JMX exporter and the probe's controller view (off by default)")
     parser.add_argument("--stall-after-ms", type=int, default=RuleSettings().stall_after_ms,
                         help="broker.stalled's fetch age (default: fleetwatch's, 2500)")
-    parser.add_argument("--trigger-ms", type=int, default=250,
-                        help="the job's micro-batch trigger (default 250; fleetwatch's own default is 1000)")
+    parser.add_argument("--trigger-ms", type=int, default=SparkConfig().trigger_ms,
+                        help="the job's micro-batch trigger (default: fleetwatch's, 500)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -344,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
                 for run in range(args.runs):
                     for name, (fault, _) in FAULTS.items():
                         loads.append(os.getloadavg()[0])
+                        # A fault comes at any moment of the job's trigger period, not in step with it (the
+                        # runs' own waits would keep each fault at one phase of Spark's trigger clock).
+                        time.sleep(random.uniform(0, args.trigger_ms / 1000))
                         result = fault(rig)
                         results[name].append(result)
                         print(f"run {run + 1}: {name}: " + ", ".join(

@@ -15,8 +15,9 @@ seconds before its controller fences it (Kafka: 9 s of no heartbeat). The probe 
 - `controller_id` (int32): the active controller that answered (DescribeQuorum's LeaderId); a reading is
   made only with one. `controller_epoch` (int64 or null): its term (LeaderEpoch), as a response's.
 - `fetches`: `[node_id, fetch_age_ms, fenced]` per broker the reading saw (the quorum's observers, and
-  voters that are brokers): `fetch_age_ms` is the controller's now minus the broker's LastFetchTimestamp,
-  both on the controller's clock (null: no fetch of it in this controller's term, Kafka's -1); `fenced`
+  voters that are brokers): `fetch_age_ms` is the controller's now minus when the broker's last fetch
+  reached it (its LastCaughtUpTimestamp within 500 ms of its LastFetchTimestamp, else the latter), both on
+  the controller's clock (null: no fetch of it in this controller's term, Kafka's -1); `fenced`
   the broker's registration (DescribeCluster v2; null when not read). int32 ids, ages 0..2^31-1, at most
   `MAX_FETCHES` entries, else `wrong_type:fetches`, `out_of_range:fetches`, `too_long:fetches`.
 

@@ -78,6 +78,38 @@ def test_one_fetch_has_one_time_whichever_reading_gives_it():
     assert event["ts"] - event["fetches"][0][1] == heartbeat["ts"]
 
 
+def test_a_fetch_the_leader_held_is_aged_from_when_it_came_not_from_its_answer():
+    # Kafka 4.4's leader stamps LastFetchTimestamp again when it answers a held fetch (up to 500 ms after it
+    # came); LastCaughtUpTimestamp keeps when a caught-up fetch came. A broker that froze while its fetch was
+    # held last asked 2,450 ms ago, though its answer went out 2,000 ms ago (measured on real Kafka: the answer
+    # 14-396 ms after a SIGSTOP, the arrival 89-471 ms before it).
+    leader_now = T0 + SKEW_MS
+
+    def entry(node: int, last: int, caught_up: int) -> dict[str, Any]:
+        return {"ReplicaId": node, "LastFetchTimestamp": leader_now - last, "LastCaughtUpTimestamp": caught_up}
+
+    quorum = _partition(leader_now, {}, {})
+    quorum["Observers"] = [
+        entry(1, 2000, leader_now - 2450),  # frozen while its fetch was held
+        entry(2, 120, leader_now - 120),  # healthy: its fetch came 120 ms ago, held since
+        entry(3, 80, leader_now - 9000),  # catching up: it fetches, but was last caught up long ago
+        entry(4, 300, -1),  # never caught up in this leader's term
+        entry(5, 300, leader_now - 200)]  # no caught-up time after the last stamp: the stamp is all there is
+    event = reading_of(quorum, None, frozenset(), LastReadings(), ts=T0, source="p", cluster_id="C", target="pay")
+    assert event is not None
+    assert event["fetches"] == [[1, 2450, None], [2, 120, None], [3, 80, None], [4, 300, None], [5, 300, None]]
+    # Held, then answered: the reading after the answer (100 ms later) ages the same fetch on from when it came.
+    came, seen = leader_now - 300, LastReadings()
+    held = _partition(leader_now, {}, {})
+    held["Observers"] = [{"ReplicaId": 1, "LastFetchTimestamp": came, "LastCaughtUpTimestamp": came}]
+    answered = _partition(leader_now + 100, {}, {})
+    answered["Observers"] = [{"ReplicaId": 1, "LastFetchTimestamp": leader_now + 50, "LastCaughtUpTimestamp": came}]
+    first = reading_of(held, None, frozenset(), seen, ts=T0, source="p", cluster_id="C", target="pay")
+    later = reading_of(answered, None, frozenset(), seen, ts=T0 + 100, source="p", cluster_id="C", target="pay")
+    assert first is not None and later is not None
+    assert (first["fetches"], later["fetches"]) == ([[1, 300, None]], [[1, 400, None]])
+
+
 def test_a_reading_that_shows_a_stall_coming_is_followed_when_it_comes():
     assert follow_up_in({"fetches": [[1, 100, False], [3, 1600, False]]}, 2500, 1000) == 0.905
     assert follow_up_in({"fetches": [[3, 1400, False]]}, 2500, 1000) is None  # the next reading shows it
@@ -150,6 +182,43 @@ def test_the_reader_keeps_one_connection_and_moves_to_the_next_address_when_one_
             for expected in [{1: 200, 2: 2700}[node]]] == [(1, True, False), (2, True, False)]
     readings_on = [c for c in broker.connections if not any(api == "Metadata" for api, _ in c)]
     assert len(readings_on) == 1 and readings_on[0].count(("DescribeQuorum", 2)) == 3  # one connection kept
+
+
+def test_a_reading_that_fails_is_followed_at_once_through_the_next_address():
+    # The address the readings use stops answering (a broker cut off from its controllers times out the
+    # forwarded DescribeQuorum): the next address is read at once, not a tick later, when a stall it shows
+    # would come an interval late.
+    hole = Blackhole()
+
+    async def scenario() -> tuple[float, list[dict[str, Any]]]:
+        cluster = FakeCluster("Cf", last_fetch=lambda: {1: int(time.time() * 1000) - 100})
+        broker = await FakeKafka(cluster, 1).start()
+        cluster.brokers = [{"node_id": 1, "port": broker.port, "fenced": False}]
+        prober = Prober([target("f", f"{HOST}:{broker.port}", f"{HOST}:{hole.port}")],
+                        ProbeOptions(timeout_ms=1000, source="p", quorum_interval_ms=1000))
+        await prober.probe_round_async()  # the cluster's id, through the first address
+        prober.quorum.links["f"].index = 1  # the readings go through the black hole first
+        loop, done, emitted = asyncio.get_running_loop(), asyncio.Event(), []
+
+        async def emit(events: list[dict[str, Any]]) -> None:
+            emitted.extend(events)
+            done.set()
+
+        slots = Slots.of(prober.targets, prober.options)
+        began = loop.time()
+        await asyncio.wait_for(prober.quorum.run(emit, done, slots), 10)
+        took = loop.time() - began
+        slots.close()
+        await broker.stop()
+        return took, emitted
+
+    try:
+        took, emitted = asyncio.run(scenario())
+    finally:
+        hole.close()
+    assert [e["cluster_id"] for e in emitted] == ["Cf"]
+    # The black hole's reading took its bound (1 s); the next address answered right after, not at 2 s.
+    assert 1.0 <= took < 1.5
 
 
 def test_a_rounds_slow_exchanges_never_delay_a_reading():

@@ -109,7 +109,7 @@ that the answer itself lists at the address we connected to (null when none or s
    off), apart from the rounds, once a round reached the cluster: DescribeQuorum and DescribeCluster v2
    on one connection per cluster kept open between readings, to the bootstrap address where the cluster
    last answered (the next one after a failure); one `quorum_reading` event per reading: each broker's
-   fetch age (the leader's now minus its LastFetchTimestamp, on the leader's clock; `ts` the probe's
+   fetch age (the leader's now minus when its last fetch came, on the leader's clock; `ts` the probe's
    receive time) and registration. See quorum.py, and `bench/quorum_cost.py` for what it costs.
 
 The rooms: targets (configured clusters, addresses, options), exchange (one connection's

@@ -40,10 +40,10 @@ _BROKER_MIN_ISR = 1
 # A running broker fetches from the KRaft leader at least every 500 ms: a reading sees its last fetch
 # up to this old (real Kafka 4.4 on loopback: 30-330 ms).
 _FETCH_AGE_MAX_MS = 400
-# The leader stamps a fetch when it answers it, and holds a fetch with nothing new for up to the
-# fetch's wait (500 ms): a broker that stops was last stamped up to this long after it stopped
-# (real Kafka 4.4: KafkaRaftClient completes a held fetch at its completion time; a frozen broker's
-# stall was shown 2.6-2.9 s after the freeze at a 2.5 s stall age, bench/real_faults.py).
+# The leader holds a fetch with nothing new for up to the fetch's wait (500 ms): a broker that stops
+# last fetched up to this long before it stopped, and a reading ages its fetch from then (the probe takes
+# a held fetch's arrival, LastCaughtUpTimestamp, not its answer; real Kafka 4.4: the arrival 89-471 ms
+# before a SIGSTOP, streaming/collect/probe/quorum.py).
 _HELD_FETCH_MAX_MS = 500
 
 
@@ -78,8 +78,8 @@ class SimBroker:
     want_shutdown: bool = False
     view: int | None = None  # a controller this broker names instead of the cluster's
     # Its metadata fetches from the KRaft leader: running since `fetching_since`, or stopped at `stopped_at`
-    # (the moment its process stopped, or lost its path to the controller), its last fetch stamped by the
-    # leader at `last_fetch_at` (its held fetch answered: `_HELD_FETCH_MAX_MS`).
+    # (the moment its process stopped, or lost its path to the controller), its last fetch come to the
+    # leader at `last_fetch_at` (the fetch it held: `_HELD_FETCH_MAX_MS`).
     fetching_since: int = 0
     stopped_at: int | None = None
     last_fetch_at: int = 0
@@ -236,7 +236,7 @@ class ClusterSim:
         b.chain += 1
         if b.stopped_at is None:
             b.stopped_at = self.now
-            b.last_fetch_at = self.now + self.fetch_rng.randint(0, _HELD_FETCH_MAX_MS)
+            b.last_fetch_at = self.now - self.fetch_rng.randint(0, _HELD_FETCH_MAX_MS)
         if error is not None:
             b.probe_error = error
         return b.last_hb
@@ -337,7 +337,7 @@ class ClusterSim:
         if (self.unreachable or self.no_id or self.controller is None or self.info.address(1) in self.redirects
                 or self.brokers[1].probe_error is not None):
             return
-        fetches = tuple((b.node, at - b.last_fetch_at if b.stopped_at is not None and at >= b.last_fetch_at
+        fetches = tuple((b.node, at - b.last_fetch_at if b.stopped_at is not None
                          else min(self.fetch_rng.randint(0, _FETCH_AGE_MAX_MS), at - b.fetching_since),
                          b.state == "FENCED")
                         for b in self.brokers.values())

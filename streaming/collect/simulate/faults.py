@@ -72,9 +72,9 @@ _RAISES: dict[str, tuple[str, ...]] = {
                                    "broker.partitioned"),
 }
 # Issue 44: a broker process that stops (a crash, a hang, a kill, a path to the controller lost) stops
-# fetching from the KRaft leader, and a quorum reading 2.5-3 s later shows it (`broker.stalled`: the leader
-# stamps its last fetch up to 500 ms after it stopped), unless it is back by then: a restart within 3 s is
-# read stalled or not as the reading falls.
+# fetching from the KRaft leader, and a quorum reading 2-2.5 s later shows it (`broker.stalled`: its last
+# fetch came to the leader up to 500 ms before it stopped), unless it is back by then: a restart within 3 s
+# is read stalled or not as the reading falls.
 _STOPS_A_BROKER = ("broker.heartbeat_lost", "broker.fenced", "broker.partitioned", "broker.stuck_stopping",
                    "broker.epoch_regression", "broker.illegal_transition", "connection.misrouted",
                    "endpoint.collision", "cluster.partitions_offline")
