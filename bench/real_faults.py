@@ -6,7 +6,7 @@
 One KRaft cluster (3 controllers, 3 brokers; broker 2 can be cut off from the quorum) with Kafka's
 default timing (`broker.session.timeout.ms` 9000, `broker.heartbeat.interval.ms` 2000), watched by the
 probe at its defaults (rounds every 5 s, exchanges bounded by 3 s, a quorum reading every second) -> the
-embedded bus -> the live Spark job (a micro-batch every 500 ms at most, fleetwatch's default:
+embedded bus -> the live Spark job (a micro-batch every 250 ms at most, fleetwatch's default:
 `--trigger-ms`) -> SQLite, with fleetwatch's default rules (a 9 s session, `broker.stalled` at a 2.5 s
 fetch age: `--stall-after-ms`, the watermark's 5 s lateness). Each fault comes at a random moment of the
 trigger's period. For each fault, every run measures from the moment the fault is injected (wall clock):
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-after-ms", type=int, default=RuleSettings().stall_after_ms,
                         help="broker.stalled's fetch age (default: fleetwatch's, 2500)")
     parser.add_argument("--trigger-ms", type=int, default=SparkConfig().trigger_ms,
-                        help="the job's micro-batch trigger (default: fleetwatch's, 500)")
+                        help="the job's micro-batch trigger (default: fleetwatch's, 250)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args(argv)
     if args.runs < 1:
