@@ -101,9 +101,9 @@ def test_a_fetch_the_leader_held_is_aged_from_when_it_came_not_from_its_answer()
     # Held, then answered: the reading after the answer (100 ms later) ages the same fetch on from when it came.
     came, seen = leader_now - 300, LastReadings()
     held = _partition(leader_now, {}, {})
-    held["Observers"] = [{"ReplicaId": 1, "LastFetchTimestamp": came, "LastCaughtUpTimestamp": came}]
+    held["Observers"] = [entry(1, 300, came)]
     answered = _partition(leader_now + 100, {}, {})
-    answered["Observers"] = [{"ReplicaId": 1, "LastFetchTimestamp": leader_now + 50, "LastCaughtUpTimestamp": came}]
+    answered["Observers"] = [entry(1, -50, came)]  # answered 50 ms after this reading's leader_now
     first = reading_of(held, None, frozenset(), seen, ts=T0, source="p", cluster_id="C", target="pay")
     later = reading_of(answered, None, frozenset(), seen, ts=T0 + 100, source="p", cluster_id="C", target="pay")
     assert first is not None and later is not None
