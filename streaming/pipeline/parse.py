@@ -1,5 +1,8 @@
 """The parse stage: raw messages -> contract-checked, thinned events packed per bucket of shards.
 
+A message that repeats an earlier one but for its time (a heartbeat, a metadata response of the same
+endpoint) is validated and built from the earlier one's record (streaming/records/recurring.py).
+
 It runs in Spark's Python workers, before the shuffle and any state: over the rows of Spark's kafka
 connector (or a replay's file) in a `mapInArrow` (`parse_stage`), and inside the worker of the
 Python Kafka reader as it reads (`parse_chunk`, streaming/pipeline/parsing_reader.py). It is where
@@ -40,9 +43,9 @@ from streaming.records.contract import (
     Event,
     Rejected,
     latest_valid_ts,
-    parse_message,
     refuse_ahead_of_clock,
 )
+from streaming.records.recurring import RecurringMessages
 from streaming.source import MESSAGES_READ
 
 __all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "SOURCE_CLOCK_BUCKET", "ParseSettings", "bucket_of",
@@ -65,6 +68,9 @@ QUARANTINE_BUCKET = -1
 # ms, events, refused for being ahead) items, the lead being `ts` minus the job's clock; at most
 # MAX_TRACKED_SOURCES of them, those that lead the most.
 SOURCE_CLOCK_BUCKET = -2
+# The records of the recurring messages this worker parsed (heartbeats, repeated metadata responses),
+# kept from chunk to chunk and micro-batch to micro-batch: Spark reuses its Python workers.
+_RECURRING = RecurringMessages()
 
 
 # The column of the micro-batch's timestamp (epoch ms) beside the raw messages.
@@ -166,7 +172,7 @@ def _parse_chunk(raw: Iterable[tuple[str, int, int, str | None]], buckets: int, 
             run = [src, offset, offset, None, None, None]
             runs.append(run)
         try:
-            event = parse_message(value, topic, latest_ts_ms)
+            event = _RECURRING.parse(value, topic, latest_ts_ms)
             lead = event.ts - now_ms
             reading = clocks.get(event.source)
             if reading is None:
