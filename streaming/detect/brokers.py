@@ -102,9 +102,7 @@ class BrokerTracker:
                                                                   compare=False)
     # The earliest deadline as of the last look, and the settings it was found with: nothing is
     # due before it. Valid until the tracker changes: every change of a field `deadlines` reads,
-    # or of this broker's incidents, happens in a method below that clears it, but for the two that
-    # keep it when they can show no deadline earlier than it (`on_heartbeat`, `observe_until`).
-    # Not pickled.
+    # or of this broker's incidents, happens in a method below that clears it. Not pickled.
     _quiet_until: float | None = field(default=None, init=False, repr=False, compare=False)
     _quiet_rules: RuleSettings | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -314,10 +312,6 @@ class BrokerTracker:
 
     def on_heartbeat(self, hb: BrokerHeartbeat, rules: RuleSettings, incidents: Incidents,
                      out: Emitter) -> None:
-        # Nearly every heartbeat only moves the session on: its deadlines later, none earlier, so the
-        # quiet time stands (below). The first one (a session starts), one that changes an incident,
-        # the fencing or the epoch's regression does not keep it.
-        quiet, emitted, inputs = self._quiet_until, len(out.alerts), self._inputs_a_heartbeat_may_move()
         self._quiet_until = None
         s = self.subject
         if hb.broker_epoch < 0:
@@ -344,14 +338,6 @@ class BrokerTracker:
         if hb.endpoints:
             self.endpoints = sorted({e.address for e in hb.endpoints})
         self._check_partitioned(hb.ts, rules, incidents, out, None)
-        if len(out.alerts) == emitted and inputs == self._inputs_a_heartbeat_may_move():
-            self._quiet_until = quiet
-
-    def _inputs_a_heartbeat_may_move(self) -> tuple[object, ...]:
-        # What `on_heartbeat` may change that `deadlines` reads, but the session's start (later only) and
-        # the answers counted since the last heartbeat (no longer): each alert it emits changes an incident.
-        return (self.last_hb is None, self.fenced, self.fenced_since, self.stopped_at, self.session_reset_at,
-                self.last_regression)
 
     def on_new_controller(self, at: int, incidents: Incidents) -> None:
         """A new active controller was first reported at `at` (the broker is advanced to `at`)."""
@@ -368,30 +354,9 @@ class BrokerTracker:
 
     def observe_until(self, until: int | None) -> None:
         """A collector that says its rounds watched the broker's cluster up to `until` (observers.py)."""
-        if until == self.observed_until:
-            return
-        # `until` bounds only the deadlines that fall on silence (`deadlines`): a later one shows those
-        # after the last `until` and by the new one. Every collector's round moves it, before nearly
-        # every event of a watched cluster; the quiet time stands unless one of them could be there.
-        rules = self._quiet_rules
-        if (self._quiet_until is not None
-                and (until is None or (self.observed_until is not None and until > self.observed_until
-                                       and (rules is None or self._silence_from(rules) <= until)))):
+        if until != self.observed_until:
             self._quiet_until = None
-        self.observed_until = until
-
-    def _silence_from(self, rules: RuleSettings) -> float:
-        """No deadline that falls on silence (the first four of `deadlines`) is earlier than this."""
-        earliest = math.inf
-        if self.last_hb is not None:
-            late_ms = rules.heartbeat_late_ms
-            earliest = self.session_start + (rules.session_timeout_ms if late_ms is None
-                                             else min(late_ms, rules.session_timeout_ms))
-        if self.fenced_since is not None:
-            earliest = min(earliest, self.fenced_since + rules.fenced_grace_ms)
-        if self.state_since is not None:
-            earliest = min(earliest, self.state_since + rules.stopping_timeout_ms)
-        return earliest
+            self.observed_until = until
 
     def hold_session(self, at: int) -> None:
         """From `at` the cluster reports no active controller (the broker is advanced to `at`)."""
