@@ -6,10 +6,10 @@ a digest of every output row, per checkout (issue 45: what the Python workers sp
 
 The fleet's telemetry (`fleetwatch simulate`; a fault every 2 s once 30 s have passed, so the default
 30 s are the fleet's steady state, nearly all of it heartbeats, responses and quorum readings that say
-again what they said before) is cut into micro-batches of
-`--batch-ms` of event time and run through the job's own code as tests/support/passes.py runs it: the
-parse stage per bus partition (4 per topic), detection's first pass per state bucket (16, its state
-kept pickled between batches as Spark's store keeps it) and the second pass. Each checkout (a git
+again what they said before) is cut into micro-batches of `--batch-ms` of event time and run through
+the job's own code as streaming/workshop/passes.py runs it (this checkout's, over each measured
+checkout's job): the parse stage per bus partition (4 per topic), detection's first pass per state
+bucket (16, its state kept pickled between batches as Spark's store keeps it) and the second pass. Each checkout (a git
 worktree of another commit, e.g. `git worktree add /tmp/base HEAD~1`, run with this checkout's
 virtualenv) runs in a process of its own, `--rounds` times in turn, so that the machine's drift falls
 on all alike; the first checkout is the baseline of the ratios. The digests of the output rows must be
@@ -28,13 +28,17 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+_PASSES = ROOT / "streaming" / "workshop" / "passes.py"
 
-# Runs in the measured checkout's process: `sys.argv[1]` the events file, `sys.argv[2]` the batch length.
+# Runs in the measured checkout's process: `sys.argv[1]` the events file, `sys.argv[2]` the batch length,
+# `sys.argv[3]` this checkout's streaming/workshop/passes.py (older checkouts have none of their own).
 _STAGES = r'''
-import functools, hashlib, json, sys, time
+import functools, hashlib, importlib.util, json, sys, time
 from kafka.partitioner.default import murmur2
-from support.passes import Bus, InMemoryJob
-import support.passes as passes
+spec = importlib.util.spec_from_file_location("fleetwatch_passes", sys.argv[3])
+passes = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(passes)
+Bus, InMemoryJob = passes.Bus, passes.InMemoryJob
 import streaming.detect.second_pass as second_pass
 import streaming.pipeline.state as state
 
@@ -79,9 +83,9 @@ print(json.dumps({"events": len(lines), "cpu_s": total, "stages": spent, "rows":
 
 
 def _run(checkout: Path, events: Path, batch_ms: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'tests'}"}
-    done = subprocess.run([sys.executable, "-c", _STAGES, str(events), str(batch_ms)], env=env, check=True,
-                          capture_output=True, text=True, cwd=checkout)
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    done = subprocess.run([sys.executable, "-c", _STAGES, str(events), str(batch_ms), str(_PASSES)], env=env,
+                          check=True, capture_output=True, text=True, cwd=checkout)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -96,9 +100,9 @@ def main() -> None:
                         help="comma-separated checkouts of fleetwatch; the first is the baseline")
     args = parser.parse_args()
     checkouts = [Path(c).resolve() for c in args.checkouts.split(",")]
-    missing = [str(c) for c in checkouts if not (c / "tests" / "support" / "passes.py").is_file()]
+    missing = [str(c) for c in checkouts if not (c / "streaming" / "pipeline" / "state.py").is_file()]
     if missing:
-        sys.exit(f"python_stages: not a fleetwatch checkout with tests/support/passes.py: {', '.join(missing)}")
+        sys.exit(f"python_stages: not a fleetwatch checkout of the parsed pipeline: {', '.join(missing)}")
     with tempfile.TemporaryDirectory(prefix="fleetwatch-stages-") as tmp:
         events = Path(tmp) / "events.jsonl"
         print(f"simulating {args.clusters} x {args.brokers} for {args.seconds} s ...", file=sys.stderr, flush=True)

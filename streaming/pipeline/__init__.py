@@ -8,7 +8,9 @@ Its door, for the job that starts it (streaming.job), the Spark daemon, the benc
 - `build_pipeline(parsed, book, buckets, cap, time_mode)`: those rows -> rows of `OUTPUT_SCHEMA`, for a
   sink that runs the second pass over them first (streaming.sinks.BatchWriter with a SecondPass);
   `time_mode`: Spark's, of the stateful operator, "None" but in a checkpoint written in "EventTime";
-- `parse_stage(raw, book, buckets)` alone, `counting_messages(parsed)`; `bucket_of(shard, buckets)`.
+- `parse_stage(raw, book, buckets)` alone, `counting_messages(parsed)`; `bucket_of(shard, buckets)`;
+- for the job's passes without Spark (streaming/workshop/passes.py): `parse_chunk(settings, ...)` with its
+  `ParseSettings`, the stateful operator's `DetectorProcessor`.
 
 Inside: `parse` (contract check, heartbeat thinning, routing to buckets) -> `state`
 (DetectorProcessor, detection's first pass and the graph's one stateful operator: the cluster and
@@ -28,22 +30,23 @@ from streaming.plumbing.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
     from streaming.pipeline.graph import DETECTION_WATERMARK, build_pipeline
-    from streaming.pipeline.parse import bucket_of, counting_messages, parse_stage
+    from streaming.pipeline.parse import ParseSettings, bucket_of, counting_messages, parse_chunk, parse_stage
     from streaming.pipeline.parsing_reader import (
         ParsingJsonlSource,
         ParsingKafkaDataSource,
         read_parsed_recording,
         read_parsed_telemetry,
     )
-    from streaming.pipeline.state import OUTPUT_SCHEMA
+    from streaming.pipeline.state import OUTPUT_SCHEMA, DetectorProcessor
 
-__all__ = ["DETECTION_WATERMARK", "OUTPUT_SCHEMA", "ParsingJsonlSource", "ParsingKafkaDataSource", "bucket_of",
-           "build_pipeline", "counting_messages", "parse_stage", "read_parsed_recording", "read_parsed_telemetry"]
+__all__ = ["DETECTION_WATERMARK", "OUTPUT_SCHEMA", "DetectorProcessor", "ParseSettings", "ParsingJsonlSource",
+           "ParsingKafkaDataSource", "bucket_of", "build_pipeline", "counting_messages", "parse_chunk", "parse_stage",
+           "read_parsed_recording", "read_parsed_telemetry"]
 
 _HOME = {
     **dict.fromkeys(("DETECTION_WATERMARK", "build_pipeline"), "graph"),
-    **dict.fromkeys(("bucket_of", "counting_messages", "parse_stage"), "parse"),
-    "OUTPUT_SCHEMA": "state",
+    **dict.fromkeys(("ParseSettings", "bucket_of", "counting_messages", "parse_chunk", "parse_stage"), "parse"),
+    **dict.fromkeys(("OUTPUT_SCHEMA", "DetectorProcessor"), "state"),
     **dict.fromkeys(("ParsingJsonlSource", "ParsingKafkaDataSource", "read_parsed_recording", "read_parsed_telemetry"),
                     "parsing_reader"),
 }

@@ -16,6 +16,7 @@ from streaming.plumbing.lazy_names import load_on_first_use
 if TYPE_CHECKING:
     from streaming.source.bus_loss import MESSAGES_READ, PLANNED_MS, messages_read, records_lost, topics_changed
     from streaming.source.jsonl_reader import FILE_TOPIC, JsonlFileSource, JsonlStreamReader, line_text
+    from streaming.source.kafka_offsets import allocate
     from streaming.source.kafka_options import (
         DEFAULT_MAX_RECORDS_PER_BATCH,
         KafkaReaderOptions,
@@ -49,6 +50,7 @@ __all__ = [
     "KafkaStreamReader",
     "RangeGroup",
     "TopicPartitionRange",
+    "allocate",
     "choose_source",
     "jvm_kafka_available",
     "line_text",
@@ -63,6 +65,7 @@ __all__ = [
 _HOME = {
     **dict.fromkeys(("MESSAGES_READ", "PLANNED_MS", "messages_read", "records_lost", "topics_changed"), "bus_loss"),
     **dict.fromkeys(("FILE_TOPIC", "JsonlFileSource", "JsonlStreamReader", "line_text"), "jsonl_reader"),
+    "allocate": "kafka_offsets",
     **dict.fromkeys(("DEFAULT_MAX_RECORDS_PER_BATCH", "KafkaReaderOptions", "KafkaSourceError"), "kafka_options"),
     **dict.fromkeys(("RangeGroup", "TopicPartitionRange"), "kafka_ranges"),
     **dict.fromkeys(("FleetwatchKafkaDataSource", "KafkaStreamReader", "record_text"), "kafka_reader"),

@@ -10,6 +10,7 @@ source checkout (`paths.ROOT`).
 - `hooks`: the notifier's real HTTP receivers and the notifier as a process;
 - `rehearsal`: the production topology on one machine, its faults and its scoring;
 - `polling`: waiting for something by asking, with a deadline; `fake_clock`: a clock only its caller moves;
+- `passes`: the job's two passes without Spark, over a bus held in memory, read in micro-batches;
 - `screenshots`: the README's screenshots of every dashboard page;
 - `paths`: the checkout itself.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from streaming.plumbing.lazy_names import modules_on_first_use
 
-__all__ = ["fake_clock", "hooks", "hostile_kafka", "kraft", "paths", "polling", "postgres", "rehearsal", "screenshots",
-           "spark_standalone"]
+__all__ = ["fake_clock", "hooks", "hostile_kafka", "kraft", "passes", "paths", "polling", "postgres", "rehearsal",
+           "screenshots", "spark_standalone"]
 
 __getattr__ = modules_on_first_use(__name__, __all__)

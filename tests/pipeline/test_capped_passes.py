@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 from support.live_fleet import expected_lines
-from support.passes import Bus, InMemoryJob
 
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation
+from streaming.workshop.passes import Bus, InMemoryJob
 
 START_MS = 1_764_000_000_000
 

@@ -13,7 +13,6 @@ from contextlib import closing
 import pytest
 from sqlalchemy import select
 from support.micro_batch import MicroBatch
-from support.passes import Bus, InMemoryJob
 
 from streaming.collect.simulate import FleetSpec, Simulation
 from streaming.config import RuleBook
@@ -21,6 +20,7 @@ from streaming.detect import SecondPass
 from streaming.records.alert import decode_output
 from streaming.sinks import BatchWriter
 from streaming.store import Store, alert_history
+from streaming.workshop.passes import Bus, InMemoryJob
 
 START_MS = 1_764_000_000_000
 SECOND_PASS_RULES = {"endpoint.collision", "cluster.id_duplicate", "collector.silent"}

@@ -1,8 +1,8 @@
 """The job's two passes run without Spark, over a bus held in memory and read in micro-batches planned
 as the Python reader plans them: the parse stage's rows of each batch to the first pass's buckets
 (streaming/pipeline/state.py), their rows to the second pass (streaming/detect/second_pass.py), as the
-job's driver runs it. Spark's state store is a dict per bucket (what these tests are not about);
-everything else is the job's own code.
+job's driver runs it. Spark's state store is a dict per bucket (what the tests and bench/python_stages.py
+that run it are not about); everything else is the job's own code.
 
 `Bus` holds the records of each topic-partition as a producer keyed by cluster id writes them;
 `InMemoryJob.read(bus, cap)` plans the batches that read everything it holds, as
@@ -22,11 +22,11 @@ from kafka.partitioner.default import murmur2
 
 from streaming.config import RuleBook
 from streaming.detect import SecondPass
-from streaming.pipeline.parse import ParseSettings, parse_chunk
-from streaming.pipeline.state import DetectorProcessor
+from streaming.pipeline import DetectorProcessor, ParseSettings, parse_chunk
 from streaming.records import topics
 from streaming.records.alert import decode_output
-from streaming.source.kafka_offsets import allocate
+from streaming.records.job_output import Kind
+from streaming.source import allocate
 
 __all__ = ["Bus", "InMemoryJob"]
 
@@ -159,7 +159,7 @@ class InMemoryJob:
                       for a in self._alerts() if (a.alert_id, a.status) in lines)
 
     def late(self) -> int:
-        return sum(1 for row in self.output if row[0] == "late")
+        return sum(1 for row in self.output if row[0] == Kind.LATE)
 
     def _alerts(self) -> Iterator[Any]:
-        return (decode_output(row[3])[1] for row in self.output if row[0] == "alert")
+        return (decode_output(row[3])[1] for row in self.output if row[0] == Kind.ALERT)
