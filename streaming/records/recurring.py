@@ -10,8 +10,8 @@ the same reason). Every other message takes `parse_message`'s whole path.
 
 The digest is of the decoded message written out again (orjson), not of its text: JSON's duplicate
 keys, spacing and escapes then cannot make two messages that decode differently look alike, nor need
-they be spelled alike (a producer's field order is its own, and part of it). It is blake2b's 128 bits:
-among the 10^5 messages a worker keeps, a collision has odds of about 10^-29.
+they be spelled alike; the order of the fields is part of it (each producer keeps its own). It is
+blake2b's 128 bits: among the 10^5 messages a worker keeps, a collision has odds of about 10^-29.
 """
 
 from __future__ import annotations
