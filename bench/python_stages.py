@@ -9,11 +9,12 @@ The fleet's telemetry (`fleetwatch simulate`; a fault every 2 s once 30 s have p
 again what they said before) is cut into micro-batches of `--batch-ms` of event time and run through
 the job's own code as streaming/workshop/passes.py runs it (this checkout's, over each measured
 checkout's job): the parse stage per bus partition (4 per topic), detection's first pass per state
-bucket (16, its state kept pickled between batches as Spark's store keeps it) and the second pass. Each checkout (a git
-worktree of another commit, e.g. `git worktree add /tmp/base HEAD~1`, run with this checkout's
-virtualenv) runs in a process of its own, `--rounds` times in turn, so that the machine's drift falls
-on all alike; the first checkout is the baseline of the ratios. The digests of the output rows must be
-equal across checkouts of the same detection: they say whether a change moved anything the job writes.
+bucket (16, its state kept pickled between batches as Spark's store keeps it) and the second pass.
+Each checkout (a git worktree of another commit, e.g. `git worktree add /tmp/base HEAD~1`, run with
+this checkout's virtualenv) runs in a process of its own, `--rounds` times in turn, so that the
+machine's drift falls on all alike; the first checkout is the baseline of the ratios. The digests of
+the output rows must be equal across checkouts of the same detection: they say whether a change moved
+anything the job writes.
 """
 
 from __future__ import annotations
