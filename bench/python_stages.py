@@ -35,8 +35,8 @@ _PASSES = ROOT / "streaming" / "workshop" / "passes.py"
 # `sys.argv[3]` this checkout's streaming/workshop/passes.py (older checkouts have none of their own).
 _STAGES = r'''
 import functools, hashlib, importlib.util, json, sys, time
-from kafka.partitioner.default import murmur2
 import streaming.pipeline, streaming.source
+from streaming.records.contract import topic_of
 if "parse_chunk" not in streaming.pipeline.__all__:  # a checkout from before its faces named what passes.py takes
     from streaming.pipeline.parse import ParseSettings, parse_chunk
     from streaming.pipeline.state import DetectorProcessor
@@ -69,17 +69,14 @@ timed(state, "output_rows", "output rows")
 timed(second_pass.SecondPass, "run", "second pass")
 
 lines = open(sys.argv[1]).read().splitlines()
-times = [json.loads(line)["ts"] for line in lines]
-topics = [passes.topics.HEARTBEATS if '"broker_heartbeat"' in line else
-          passes.topics.BROKER_STATES if '"broker_state"' in line else passes.topics.METADATA for line in lines]
-keys = [(json.loads(line).get("cluster_id") or "").encode() for line in lines]
+events = [json.loads(line) for line in lines]
 bus = Bus(partitions={topic: 4 for topic in Bus().partitions})
 job = InMemoryJob(buckets=16)
 batch_ms, i, total = int(sys.argv[2]), 0, 0.0
 while i < len(lines):
-    end, j = times[i] + batch_ms, i
-    while j < len(lines) and times[j] < end:
-        bus.records[f"{topics[j]}:{(murmur2(keys[j]) & 0x7FFFFFFF) % 4}"].append(lines[j])
+    end, j = events[i]["ts"] + batch_ms, i
+    while j < len(lines) and events[j]["ts"] < end:
+        bus.append(topic_of(events[j]["type"]), events[j], lines[j])
         j += 1
     start = time.process_time()
     job.read(bus, None, end)

@@ -92,9 +92,13 @@ class Bus:
 
     def produce(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
         for topic, event in items:
-            key = (event.get("cluster_id") or "").encode()
-            partition = (murmur2(key) & 0x7FFFFFFF) % self.partitions[topic]
-            self.records[f"{topic}:{partition}"].append(json.dumps(event))
+            self.append(topic, event, json.dumps(event))
+
+    def append(self, topic: str, event: dict[str, Any], text: str) -> None:
+        """`event`, as its producer wrote it (`text`), to its cluster's partition of `topic`."""
+        key = (event.get("cluster_id") or "").encode()
+        partition = (murmur2(key) & 0x7FFFFFFF) % self.partitions[topic]
+        self.records[f"{topic}:{partition}"].append(text)
 
 
 class InMemoryJob:
