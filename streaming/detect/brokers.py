@@ -102,14 +102,17 @@ class BrokerTracker:
                                                                   compare=False)
     # The earliest deadline as of the last look, and the settings it was found with: nothing is
     # due before it. Valid until the tracker changes: every change of a field `deadlines` reads,
-    # or of this broker's incidents, happens in a method below that clears it. Not pickled.
+    # or of this broker's incidents, happens in a method below that clears it, but a later
+    # `observed_until` that shows none of the deadlines it held back at that look (`_quiet_held`,
+    # the earliest of them: `observe_until`). Not pickled.
     _quiet_until: float | None = field(default=None, init=False, repr=False, compare=False)
     _quiet_rules: RuleSettings | None = field(default=None, init=False, repr=False, compare=False)
+    _quiet_held: float = field(default=math.inf, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         # Only what the rules know goes into the state store, not the caches.
         state = self.__dict__.copy()
-        for cache in ("_quiet_until", "_quiet_rules", "subject", "replaced"):
+        for cache in ("_quiet_until", "_quiet_rules", "_quiet_held", "subject", "replaced"):
             state.pop(cache, None)
         return state
 
@@ -147,8 +150,13 @@ class BrokerTracker:
 
     def deadlines(self, rules: RuleSettings, incidents: Incidents) -> list[int]:
         """Moments at which a condition of this broker changes with no event needed."""
+        return self._deadlines(rules, incidents)[0]
+
+    def _deadlines(self, rules: RuleSettings, incidents: Incidents) -> tuple[list[int], float]:
+        """`deadlines`, and the earliest of them `observed_until` holds back (inf: none)."""
+        held = math.inf
         if self.gone_at is not None:
-            return []
+            return [], held
         firing = incidents.open
         s = self.subject
         out = []
@@ -167,7 +175,11 @@ class BrokerTracker:
         if self.observed_until is not None:
             # A deadline that fires on silence or on a state still held falls due once a round at or after
             # it is known: nobody watched since the last one (README "Collectors: rounds, gaps, leaving").
-            out = [t for t in out if t <= self.observed_until]
+            until = self.observed_until
+            shown = [t for t in out if t <= until]
+            if len(shown) < len(out):
+                held = min(t for t in out if t > until)
+            out = shown
         if self.answered_at is not None and (PARTITIONED, s) in firing:
             out.append(self.answered_at + rules.partition_window_ms)
         elif (self.counting_since is not None and self.last_hb is not None
@@ -180,7 +192,7 @@ class BrokerTracker:
             out.append(self.last_illegal + rules.resolve_after_ms)
         if len(self.changes) >= rules.flap_threshold and (FLAPPING, s) in firing:
             out.append(self.changes[-rules.flap_threshold] + rules.flap_window_ms)
-        return out
+        return out, held
 
     def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
         """Apply every condition due at `now` (called for each deadline, in time order)."""
@@ -226,11 +238,11 @@ class BrokerTracker:
             return  # before nearly every event of the broker: no need to look at its deadlines again
         done = None
         while True:
-            pending = self.deadlines(rules, incidents)
+            pending, held = self._deadlines(rules, incidents)
             due = [t for t in pending if t < now and (done is None or t > done)]
             if not due:
                 if done is None:  # nothing was due at all: every deadline is at `now` or later
-                    self._quiet_until, self._quiet_rules = min(pending, default=math.inf), rules
+                    self._quiet_until, self._quiet_rules, self._quiet_held = min(pending, default=math.inf), rules, held
                 return
             done = min(due)
             self.on_time(done, rules, incidents, out)
@@ -282,8 +294,9 @@ class BrokerTracker:
                    incidents: Incidents, out: Emitter) -> None:
         """One quorum reading of the broker at `at` (issue 44): its last fetch `age` ms old (None: unknown),
         its registration `fenced` (None: not read). Its fetch, when new, was applied as a heartbeat first."""
-        self._quiet_until = None
         if fenced is not None:
+            if fenced or self.fenced is not False or self.fenced_since is not None or self.stopped_at is not None:
+                self._quiet_until = None  # (read unfenced again, as before, it changes nothing `deadlines` reads)
             self._observe_fenced(fenced, at, rules, incidents, out)
         stall = rules.stall_after_ms
         if age is None or not stall:
@@ -297,9 +310,11 @@ class BrokerTracker:
                 # a broker_state or a heartbeat meets the broker's fetches in an order the micro-batches
                 # choose (a restart's registration and its fence share one moment).
                 if age >= stall and not incidents.is_firing(HEARTBEAT_LOST, self.subject):
+                    self._quiet_until = None
                     self._lost(incidents, out, at, f"broker {self.broker_id} was fenced by its controller after "
                                                    f"no heartbeat for {age / 1000:.1f} s")
             elif age < _fenced_on_purpose_below(rules):
+                self._quiet_until = None
                 self.stopped_at = at  # fenced while fetching: its controller took it out itself
             return
         fetched = at - age
@@ -313,7 +328,6 @@ class BrokerTracker:
     def on_heartbeat(self, hb: BrokerHeartbeat, rules: RuleSettings, incidents: Incidents,
                      out: Emitter) -> None:
         self._quiet_until = None
-        s = self.subject
         if hb.broker_epoch < 0:
             pass  # unknown epoch (-1, e.g. a DescribeQuorum observer): neither a regression nor a new highest
         elif self.max_epoch is not None and hb.broker_epoch < self.max_epoch:
@@ -323,14 +337,7 @@ class BrokerTracker:
                        broker_epoch=hb.broker_epoch, highest_epoch=self.max_epoch, source=hb.source)
         else:
             self.max_epoch = hb.broker_epoch
-        if self.last_hb is None or hb.ts > self.last_hb:
-            self.last_hb = hb.ts
-            self.counting_since = None
-            incidents.resolve(out, HEARTBEAT_LOST, s, hb.ts)
-            incidents.resolve(out, HEARTBEAT_LATE, s, hb.ts)
-            stalled = incidents.started(STALLED, s)
-            if stalled is not None and hb.ts >= stalled:  # a fetch after the stall (not the stalled one again)
-                incidents.resolve(out, STALLED, s, hb.ts)
+        self._heard(hb.ts, incidents, out)
         if hb.fenced is not None:
             self._observe_fenced(hb.fenced, hb.ts, rules, incidents, out)
         if hb.rack is not None:
@@ -338,6 +345,25 @@ class BrokerTracker:
         if hb.endpoints:
             self.endpoints = sorted({e.address for e in hb.endpoints})
         self._check_partitioned(hb.ts, rules, incidents, out, None)
+
+    def on_fetch(self, at: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
+        """A fetch from the active controller at `at`, shown by a quorum reading (quorum_events.py): a heartbeat
+        of unknown epoch that says nothing else, without a record of its own."""
+        self._quiet_until = None
+        self._heard(at, incidents, out)
+        self._check_partitioned(at, rules, incidents, out, None)
+
+    def _heard(self, at: int, incidents: Incidents, out: Emitter) -> None:
+        """A heartbeat (or a fetch) at `at`: the latest one starts the session again."""
+        if self.last_hb is None or at > self.last_hb:
+            s = self.subject
+            self.last_hb = at
+            self.counting_since = None
+            incidents.resolve(out, HEARTBEAT_LOST, s, at)
+            incidents.resolve(out, HEARTBEAT_LATE, s, at)
+            stalled = incidents.started(STALLED, s)
+            if stalled is not None and at >= stalled:  # a fetch after the stall (not the stalled one again)
+                incidents.resolve(out, STALLED, s, at)
 
     def on_new_controller(self, at: int, incidents: Incidents) -> None:
         """A new active controller was first reported at `at` (the broker is advanced to `at`)."""
@@ -354,9 +380,13 @@ class BrokerTracker:
 
     def observe_until(self, until: int | None) -> None:
         """A collector that says its rounds watched the broker's cluster up to `until` (observers.py)."""
-        if until != self.observed_until:
+        if until == self.observed_until:
+            return
+        # A later `until` below every deadline the last look found held back shows none of them: what was
+        # quiet stays so (a collector's round moves it on before nearly every look).
+        if until is None or self.observed_until is None or until < self.observed_until or until >= self._quiet_held:
             self._quiet_until = None
-            self.observed_until = until
+        self.observed_until = until
 
     def hold_session(self, at: int) -> None:
         """From `at` the cluster reports no active controller (the broker is advanced to `at`)."""

@@ -34,10 +34,12 @@ class CollectorEvents:
         self._advance_brokers(event.ts, rules, timers)
         before = observers.until
         observers.on_round(event, position)
+        until = observers.until
+        gap = before is not None and event.ts - before > rules.session_timeout_ms
         for broker_id, broker in self.brokers.items():
-            if before is not None and event.ts - before > rules.session_timeout_ms and broker_id not in exact:
+            if gap and broker_id not in exact:
                 broker.restart_session(event.ts, self.incidents)
-            broker.observe_until(observers.until)
+            broker.observe_until(until)
         self._advance_brokers(event.ts, rules, timers)
         if self.cluster is not None:
             self.cluster.in_rounds = True

@@ -18,7 +18,7 @@ from __future__ import annotations
 from streaming.config import RuleSettings
 from streaming.detect.alerts import Emitter
 from streaming.detect.shard_output import Position, ShardOutput
-from streaming.records.contract import BrokerHeartbeat, CollectorRound, QuorumReading
+from streaming.records.contract import CollectorRound, QuorumReading
 
 __all__ = ["QuorumEvents"]
 
@@ -40,9 +40,7 @@ class QuorumEvents:
             known = self.brokers.get(node)
             if known is not None and known.last_hb is not None and at <= known.last_hb:
                 continue
-            broker = self._broker(node, at, rules, ttl, timers)
-            broker.on_heartbeat(BrokerHeartbeat(at, event.source, event.cluster_id, node, "heartbeat", -1, None,
-                                                None, None, None), rules, inc, out)
+            self._broker(node, at, rules, ttl, timers).on_fetch(at, rules, inc, out)
         if event.target != self.cluster.target:
             # Another target reports the cluster from now on: what fell due before carries the last one's name.
             self._advance_brokers(event.ts, rules, timers)
