@@ -70,9 +70,11 @@ def _cmdline(process: psutil.Process) -> list[str]:
 def test_the_driver_jvm_runs_with_the_configured_options(spark, test_config) -> None:
     # The conftest's session is the first Spark of the test process: it launched the JVM.
     wanted = test_config.spark.driver_java_options.split()
-    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert wanted == ["-XX:TieredStopAtLevel=1"]
-    assert [option for option in runtime.getInputArguments() if option in wanted] == wanted
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    assert wanted == ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+    assert [option for option in management.getRuntimeMXBean().getInputArguments() if option in wanted] == wanted
+    # The serial collector's two generations (a heap that G1 would keep at its peak: runtime.py says why).
+    assert sorted(bean.getName() for bean in management.getGarbageCollectorMXBeans()) == ["Copy", "MarkSweepCompact"]
 
 
 def test_the_pyspark_zip_that_spark_puts_first_on_the_path_is_loaded_as_bytecode() -> None:
