@@ -100,8 +100,8 @@ class SparkConfig(Strict):
     # The driver's JVM collects with the serial collector: G1 grew its heap to 0.8-1.0 GB on a backlog
     # and kept it (it gives memory back only after a concurrent cycle, which a heap of short-lived rows
     # seldom starts); the serial one held at most 470 MB, and the JVM of the live job after a backlog
-    # 1.04-1.14 GB PSS instead of 1.52-1.77 (1,000 x 12; bench/throughput.py's phases, issue 45), for the
-    # same CPU. That is for Spark's default driver heap of 1 GB; a driver given several GB (spark-submit's
+    # 1.04-1.14 GB PSS instead of 1.29-1.77 (1,000 x 12; bench/throughput.py's phases, issue 45), for
+    # about the same CPU. That is for Spark's default driver heap of 1 GB; a driver given several GB (spark-submit's
     # --driver-memory) is better off with G1.
     driver_java_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     executor_java_options: str = "-XX:TieredStopAtLevel=1"
