@@ -34,7 +34,7 @@ def _steps(rng: random.Random, count: int) -> list[tuple[str, tuple[object, ...]
     reading shows, states, answers, readings, rounds that move `observed_until` on (or end it), controllers lost
     and found."""
     steps: list[tuple[str, tuple[object, ...]]] = []
-    now, epoch, until = 1_000_000, 10, None
+    now, epoch = 1_000_000, 10
     for _ in range(count):
         now += rng.choice([50, 200, 1000, 2000, 2000, 2000, 4000, 9000, 20_000])
         kind = rng.choices(["heartbeat", "fetch", "advance", "round", "state", "answer", "reading", "controller"],
