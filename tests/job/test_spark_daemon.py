@@ -18,6 +18,7 @@ from support.paths import EXAMPLES
 
 from streaming.job import replay_file
 from streaming.job.prepared import bundled_zips, class_archive, precompile
+from streaming.workshop.polling import poll
 
 pytestmark = pytest.mark.spark
 
@@ -46,6 +47,29 @@ def test_workers_run_under_the_fleetwatch_daemon(spark) -> None:
         # The job's modules were imported before the fork and are out of the collector's walk.
         assert row.preloaded
         assert row.frozen > 10_000
+
+
+def test_a_worker_hands_the_heap_a_task_freed_back_to_the_system_before_the_next_task(spark) -> None:
+    def fragment_heap(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        import builtins
+        import os
+
+        import psutil
+
+        for _ in batches:
+            pass
+        # 200 MB of 1 KB blocks (above pymalloc's 512 B: from the C heap), freed but the last one,
+        # which the worker keeps: the heap's top stays in use, so glibc cannot shrink it by itself.
+        blocks = [bytes(1024) for _ in range(200_000)]
+        builtins.fleetwatch_test_kept_block = blocks[-1]
+        del blocks
+        yield pd.DataFrame({"pid": [os.getpid()], "rss": [psutil.Process().memory_info().rss]})
+
+    (pid, rss_after_task), = spark.range(1, numPartitions=1).mapInPandas(fragment_heap, "pid long, rss long").collect()
+    worker = psutil.Process(pid)
+    poll(lambda: worker.memory_info().rss < rss_after_task - 150 * 2**20, 30,
+         lambda: f"worker {pid} to hand back the freed heap (RSS {rss_after_task >> 20} MB after its task, "
+                 f"{worker.memory_info().rss >> 20} MB now)")
 
 
 def test_both_stages_of_the_job_share_one_pool_of_python_workers(spark, test_config, tmp_path) -> None:

@@ -122,3 +122,30 @@ def test_a_simulated_fleet_parses_the_same_through_a_parser_that_keeps_few_recor
         expected = outcome(parse_message, text, topic)
         assert outcome(parser.parse, text, topic) == expected
         assert outcome(remembered.parse, text, topic) == expected
+
+
+def test_a_record_asked_for_in_every_generation_is_kept_and_one_that_stopped_coming_is_forgotten():
+    parser = RecurringMessages(capacity=1_000, generation=10)
+    steady = parser.parse(json.dumps(response()), topics.METADATA, LATEST)
+    gone = parser.parse(json.dumps(heartbeat()), topics.HEARTBEATS, LATEST)  # then never again
+    for step in range(1, 50):  # five generations; the response comes every 9th message
+        if step % 9 == 0:
+            again = parser.parse(json.dumps(response(ts=TS + step)), topics.METADATA, LATEST)
+            assert again.brokers is steady.brokers  # not built again
+        else:
+            parser.parse(json.dumps(heartbeat(broker_id=step)), topics.HEARTBEATS, LATEST)
+    back = parser.parse(json.dumps(heartbeat(ts=TS + 99)), topics.HEARTBEATS, LATEST)
+    assert back == parse_message(json.dumps(heartbeat(ts=TS + 99)), topics.HEARTBEATS, LATEST)
+    assert back.endpoints is not gone.endpoints  # forgotten two generations ago: built again
+
+
+def test_the_records_held_never_exceed_the_capacity_and_a_fleet_that_left_leaves_them():
+    capacity = 400
+    parser = RecurringMessages(capacity=capacity, generation=1_000)
+    for broker in range(1_000):  # a fleet of 1,000 brokers, each heard once
+        parser.parse(json.dumps(heartbeat(broker_id=broker, cluster_id="OldOldOldOldOldOldOldA")), None, LATEST)
+        assert len(parser) <= capacity
+    assert len(parser) == capacity
+    for beat in range(2_000):  # the fleet after it: 50 brokers, heard 40 times each
+        parser.parse(json.dumps(heartbeat(broker_id=beat % 50, ts=TS + beat)), None, LATEST)
+    assert len(parser) == 50  # two generations on, only the fleet that still speaks
