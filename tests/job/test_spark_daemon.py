@@ -95,7 +95,8 @@ def test_the_driver_jvm_runs_with_the_configured_options(spark, test_config) -> 
     # The conftest's session is the first Spark of the test process: it launched the JVM.
     wanted = test_config.spark.driver_java_options.split()
     management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
-    assert wanted == ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+    assert wanted == ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:MinHeapFreeRatio=10",
+                      "-XX:MaxHeapFreeRatio=30", "-XX:TrimNativeHeapInterval=10000"]
     assert [option for option in management.getRuntimeMXBean().getInputArguments() if option in wanted] == wanted
     # The serial collector's two generations (a heap that G1 would keep at its peak: runtime.py says why).
     assert sorted(bean.getName() for bean in management.getGarbageCollectorMXBeans()) == ["Copy", "MarkSweepCompact"]
