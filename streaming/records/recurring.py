@@ -13,12 +13,14 @@ keys, spacing and escapes then cannot make two messages that decode differently 
 they be spelled alike; the order of the fields is part of it (each producer keeps its own). It is
 blake2b's 128 bits: among the 10^5 messages a worker keeps, a collision has odds of about 10^-29.
 
-What it keeps is what recurs now: records in two generations, the records asked for in this one and
-those of the last one. A record found in the last generation moves to this one; the one before the
-last is forgotten when a generation ends, after `generation` recurring messages or once this one holds
-half the capacity. A message that no longer comes (a broker's earlier epoch, a fleet that left: a
-worker that read a backlog's fleet kept ~37,000 of its records, ~30 MB, for the live fleet after it)
-leaves within two generations, and the steady state stays whole across each end of a generation.
+What it keeps is what recurs now: records in two generations, those asked for in this one and those
+of the last one not asked for since. A record asked for moves from the last generation to this one;
+what is left in the last is forgotten when a generation ends: after `generation` recurring messages,
+or when the two hold `capacity` records (all forgotten then if every one was asked for in this
+generation). A message that no longer comes (a broker's earlier epoch, a fleet that left: a worker
+that read a backlog's fleet kept ~37,000 of its records, ~30 MB, for the live fleet after it) leaves
+within two generations, and a steady state below the capacity, each message of which comes again
+within a generation, stays whole across them.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ _ABSENT = object()
 
 class RecurringMessages:
     """`parse_message` with a memory of the records of recurring messages: at most `capacity` of them,
-    in two generations of up to `generation` recurring messages each (the module's docstring)."""
+    in two generations of at most `generation` recurring messages each (the module's docstring)."""
 
     def __init__(self, capacity: int = 100_000, generation: int = 100_000) -> None:
         self.capacity = capacity
@@ -76,18 +78,18 @@ class RecurringMessages:
         self._seen = 0  # recurring messages parsed in this generation
 
     def __len__(self) -> int:
-        """How many records it holds (one moved on to this generation counted once; a walk of the last)."""
-        return len(self._current) + sum(digest not in self._current for digest in self._last)
+        """How many records it holds."""
+        return len(self._current) + len(self._last)
 
     def _recall(self, digest: bytes) -> Event | None:
         """The last generation's record of `digest`, moved on to this one; None when not there."""
-        known = self._last.get(digest)
+        known = self._last.pop(digest, None)
         if known is not None:
             self._remember(digest, known)
         return known
 
     def _remember(self, digest: bytes, event: Event) -> None:
-        if len(self._current) >= max(1, self.capacity // 2):
+        while (self._current or self._last) and len(self._current) + len(self._last) >= self.capacity:
             self._end_generation()
         self._current[digest] = event
 
