@@ -10,7 +10,8 @@ probe would send them). Once the job has written its first micro-batch and run 2
 process tree's CPU (user + system) is measured over `--seconds`, by part (the Spark JVM, its Python
 workers, the driver), with the micro-batches the job logged meanwhile. A small fleet keeps every
 batch near the fixed cost; with a 1 s trigger the job runs back to back as soon as one batch costs
-more than a second. Processes the JVM forks and reaps between two readings are not counted. Also
+more than a second. Each process's CPU is read every half second; what a process uses after its last
+reading, and processes the JVM forks and reaps between two readings, are not counted. Also
 printed: the median wall time of the measured micro-batches, and of their Spark stages alone.
 
 `--checkouts`: the job of each (a git worktree of another commit, e.g. `git worktree add
@@ -23,6 +24,7 @@ config's default), to see what the buckets cost a batch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -66,15 +68,44 @@ def _part(p: psutil.Process, job_pid: int) -> str:
     return "Spark Python workers" if "pyspark" in cmd or "spark_daemon" in cmd else "other"
 
 
-def _cpu_by_part(job: psutil.Process) -> dict[str, float]:
-    out: dict[str, float] = defaultdict(float)
-    for p in [job, *job.children(recursive=True)]:
-        try:
-            times = p.cpu_times()
-            out[_part(p, job.pid)] += times.user + times.system
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return out
+class _TreeCpu(threading.Thread):
+    """The CPU (user + system) a process tree uses from `start()` to `stop()`, by part, read every
+    half second per process: a process that ends meanwhile keeps what it used until its last
+    reading (the data source planners' workers end a minute into a query: a reading of the tree at
+    both ends only would take their CPU before the window off the part's)."""
+
+    def __init__(self, job: psutil.Process) -> None:
+        super().__init__(daemon=True)
+        self.job, self.stopping = job, threading.Event()
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.part_of: dict[int, str] = {}
+        self._read(at_start=True)
+
+    def _read(self, *, at_start: bool = False) -> None:
+        for p in [self.job, *self.job.children(recursive=True)]:
+            try:
+                times = p.cpu_times()
+                self.part_of.setdefault(p.pid, _part(p, self.job.pid))
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            # A process first seen after the start was born after it: all its CPU is the window's.
+            self.first.setdefault(p.pid, times.user + times.system if at_start else 0.0)
+            self.last[p.pid] = times.user + times.system
+
+    def run(self) -> None:
+        while not self.stopping.wait(0.5):
+            self._read()
+
+    def stop(self) -> dict[str, float]:
+        self.stopping.set()
+        self.join()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            self._read()
+        out: dict[str, float] = defaultdict(float)
+        for pid, used in self.last.items():
+            out[self.part_of[pid]] += used - self.first[pid]
+        return out
 
 
 class _Feed(threading.Thread):
@@ -152,16 +183,16 @@ def measure(checkout: Path, args: argparse.Namespace, buckets: int | None) -> di
         print(f"{label}: first micro-batch written; warming up {WARM_UP_S} s, then {args.seconds} s measured",
               file=sys.stderr, flush=True)
         time.sleep(WARM_UP_S)  # a measurement window, not a synchronisation
-        proc = psutil.Process(job.pid)
-        before, batches_before, started = _cpu_by_part(proc), _batches(log), time.monotonic()
+        meter = _TreeCpu(psutil.Process(job.pid))
+        batches_before, started = _batches(log), time.monotonic()
+        meter.start()
         time.sleep(args.seconds)  # the measurement window
-        after, batches, wall = _cpu_by_part(proc), _batches(log) - batches_before, time.monotonic() - started
+        parts, batches, wall = meter.stop(), _batches(log) - batches_before, time.monotonic() - started
     finally:
         feed.stopping.set()
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=30)
         bus.stop()
-    parts = {part: after[part] - before.get(part, 0.0) for part in after}
     total = sum(parts.values())
     return {**_medians_ms(log, batches_before), "checkout": label, "batches": batches, "wall_s": round(wall, 1),
             "cpu_s": round(total, 1),

@@ -35,6 +35,7 @@ class KafkaReaderOptions:
     max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     max_partitions: int | None = None
+    min_task_records: int = 0
     # kafka-python security settings (`client.<name>` options: security_protocol, sasl_*, ssl_*),
     # as `streaming.bus.BusAccess` resolved them. Left out of repr: they may hold a password.
     client_settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -56,9 +57,11 @@ class KafkaReaderOptions:
         if timeout_ms < 1000:  # kafka-python wants request_timeout_ms > fetch_max_wait_ms (500)
             raise ValueError(f"{SHORT_NAME}: timeout_ms must be >= 1000, got {timeout_ms}")
         max_partitions = _int_option(options, "max_partitions", 0)
+        min_task_records = _int_option(options, "min_task_records", 0)
         settings = tuple(sorted((name[len(CLIENT_OPTION):], str(value)) for name, value in options.items()
                                 if name.startswith(CLIENT_OPTION)))
-        return cls(bootstrap, topics, starting, cap or None, timeout_ms, max_partitions or None, settings)
+        return cls(bootstrap, topics, starting, cap or None, timeout_ms, max_partitions or None, min_task_records,
+                   settings)
 
 
 def _int_option(options: Mapping[str, str], name: str, default: int) -> int:

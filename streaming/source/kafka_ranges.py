@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import InputPartition
 
-__all__ = ["RangeGroup", "TopicPartitionRange", "group_ranges"]
+__all__ = ["RangeGroup", "TopicPartitionRange", "group_ranges", "plan_tasks"]
 
 
 class TopicPartitionRange(InputPartition):
@@ -25,6 +25,19 @@ class RangeGroup(InputPartition):
 
     def __repr__(self) -> str:
         return f"RangeGroup({self.ranges!r})"
+
+
+def plan_tasks(ranges: list[TopicPartitionRange], max_tasks: int | None,
+               min_task_records: int) -> list[TopicPartitionRange] | list[RangeGroup]:
+    """The Spark tasks that read a micro-batch's `ranges`: one per range, or the ranges grouped
+    (`group_ranges`) into at most `max_tasks` (None: no such limit) and at most one task per
+    `min_task_records` records of the batch (0: no such limit), never fewer than one."""
+    tasks = len(ranges)
+    if max_tasks is not None:
+        tasks = min(tasks, max_tasks)
+    if min_task_records:
+        tasks = min(tasks, max(1, sum(r.end - r.start for r in ranges) // min_task_records))
+    return group_ranges(ranges, tasks) if tasks < len(ranges) else ranges
 
 
 def group_ranges(ranges: list[TopicPartitionRange], groups: int) -> list[RangeGroup]:

@@ -15,6 +15,8 @@ Options (`kafka_options`):
 - `max_partitions`: at most this many input partitions (Spark tasks) per micro-batch, the
   topic-partitions' ranges grouped by size (default `0`: one per topic-partition). Every task
   has a fixed cost; the job asks for two per core it has;
+- `min_task_records`: at most one input partition per this many records of the micro-batch
+  (default `0`: no such limit), so that a small batch is read by one task;
 - `client.<setting>`: a kafka-python client setting of the bus's security (`client.security_protocol`,
   `client.sasl_mechanism`, `client.sasl_plain_username`, `client.sasl_plain_password`,
   `client.ssl_cafile`, ...), as `streaming.bus.BusAccess` resolves them.
@@ -79,7 +81,7 @@ from streaming.source.kafka_offsets import (
     topic_partition,
 )
 from streaming.source.kafka_options import SHORT_NAME, KafkaReaderOptions, KafkaSourceError
-from streaming.source.kafka_ranges import RangeGroup, TopicPartitionRange, group_ranges
+from streaming.source.kafka_ranges import RangeGroup, TopicPartitionRange, plan_tasks
 from streaming.source.raw_rows import ARROW_SCHEMA, SCHEMA
 
 __all__ = ["FleetwatchKafkaDataSource", "KafkaStreamReader", "record_text"]
@@ -205,8 +207,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             begin = 0 if tp.topic in restarted else start.get(key, 0)
             if stop > begin:
                 ranges.append(TopicPartitionRange(tp.topic, tp.partition, begin, stop))
-        limit = self.options.max_partitions
-        return group_ranges(ranges, limit) if limit is not None and len(ranges) > limit else ranges
+        return plan_tasks(ranges, self.options.max_partitions, self.options.min_task_records)
 
     def commit(self, end: Offsets) -> None:
         # Nothing to acknowledge in Kafka (no consumer group); it only confirms the frontier.

@@ -195,23 +195,29 @@ def test_read_returns_exactly_its_range(bus: EmbeddedBus) -> None:
 
 
 @pytest.mark.broker
-def test_max_partitions_groups_ranges_and_reads_each_exactly(bus: EmbeddedBus) -> None:
+@pytest.mark.parametrize(("limits", "task_sizes"), [
+    ({"max_partitions": "2"}, [9, 10]),  # sizes 9, 6 and 4: the largest alone, the two others together
+    ({"min_task_records": "10"}, [19]),  # 19 records, a task per 10 at most: one task reads them all
+    ({"min_task_records": "5"}, [4, 6, 9]),  # three tasks allowed: one per topic-partition, as without
+    ({"min_task_records": "5", "max_partitions": "2"}, [9, 10]),  # the lower of the two limits
+])
+def test_ranges_are_read_by_as_many_tasks_as_the_limits_allow_and_each_record_once(
+        bus: EmbeddedBus, limits: dict[str, str], task_sizes: list[int]) -> None:
     produce(bus.bootstrap, {(TWO_PARTITIONS, 0): 9, (TWO_PARTITIONS, 1): 4, (ONE_PARTITION, 0): 6}, "grouped")
     options = KafkaReaderOptions.parse({"bootstrap_servers": bus.bootstrap,
-                                        "topics": f"{TWO_PARTITIONS},{ONE_PARTITION}", "max_partitions": "2"})
+                                        "topics": f"{TWO_PARTITIONS},{ONE_PARTITION}", **limits})
     reader = KafkaStreamReader(options)
     try:
         end = {key: offset for key, offset in reader.latestOffset().items() if key != "topic_ids"}
         start = {key: max(0, offset - {f"{TWO_PARTITIONS}:0": 9, f"{TWO_PARTITIONS}:1": 4}.get(key, 6))
                  for key, offset in end.items()}
-        groups = reader.partitions(start, end)
+        tasks = reader.partitions(start, end)
     finally:
         reader.stop()
-    assert len(groups) == 2 and all(isinstance(g, RangeGroup) for g in groups)
-    # Sizes 9, 6 and 4: the largest alone, the two others together.
-    assert sorted(sum(r.end - r.start for r in g.ranges) for g in groups) == [9, 10]
+    ranges = [task.ranges if isinstance(task, RangeGroup) else [task] for task in tasks]
+    assert sorted(sum(r.end - r.start for r in group) for group in ranges) == task_sizes
     read = sorted((row["topic"], row["partition"], row["offset"])
-                  for g in groups for batch in reader.read(g) for row in batch.to_pylist())
+                  for task in tasks for batch in reader.read(task) for row in batch.to_pylist())
     wanted = sorted((key.rsplit(":", 1)[0], int(key.rsplit(":", 1)[1]), offset)
                     for key in end for offset in range(start[key], end[key]))
     assert read == wanted
