@@ -152,9 +152,9 @@ def _read_tasks(spark: SparkSession) -> int:
 
 # And no more tasks than one per this many records: a small fleet's batch of a few dozen records is
 # read by one task, not by one per topic-partition that moved, since a task costs about what parsing
-# a few hundred records does (bench/batch_cost.py, 3 x 3 fleet, 1 s trigger: a batch's Spark stages
-# 245-268 -> 176-188 ms, its CPU 0.33-0.42 -> 0.28-0.34 s). A batch of 4,000 records or more is read
-# by as many tasks as before.
+# a few hundred records does (bench/batch_cost.py, 3 x 3 fleet, 1 s trigger, seven runs each: a batch's
+# Spark stages ~245 -> ~180 ms, its CPU 0.32-0.42 -> 0.27-0.34 s). A batch of this many records per task
+# `_read_tasks` allows (4,000 on two cores) or more is read by as many tasks as before.
 _TASK_RECORDS = 1_000
 
 
