@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import InputPartition
 
-__all__ = ["RangeGroup", "TopicPartitionRange", "group_ranges", "plan_tasks"]
+__all__ = ["RangeGroup", "TopicPartitionRange", "group_ranges", "plan_tasks", "ranges_of"]
 
 
 class TopicPartitionRange(InputPartition):
@@ -25,6 +25,14 @@ class RangeGroup(InputPartition):
 
     def __repr__(self) -> str:
         return f"RangeGroup({self.ranges!r})"
+
+
+def ranges_of(task: InputPartition) -> list[TopicPartitionRange]:
+    """The ranges one task reads: a range's own, or each of a group's."""
+    if isinstance(task, RangeGroup):
+        return task.ranges
+    assert isinstance(task, TopicPartitionRange)
+    return [task]
 
 
 def plan_tasks(ranges: list[TopicPartitionRange], max_tasks: int | None,

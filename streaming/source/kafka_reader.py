@@ -81,7 +81,7 @@ from streaming.source.kafka_offsets import (
     topic_partition,
 )
 from streaming.source.kafka_options import SHORT_NAME, KafkaReaderOptions, KafkaSourceError
-from streaming.source.kafka_ranges import RangeGroup, TopicPartitionRange, plan_tasks
+from streaming.source.kafka_ranges import TopicPartitionRange, plan_tasks, ranges_of
 from streaming.source.raw_rows import ARROW_SCHEMA, SCHEMA
 
 __all__ = ["FleetwatchKafkaDataSource", "KafkaStreamReader", "record_text"]
@@ -341,12 +341,8 @@ class KafkaStreamReader(DataSourceStreamReader):
     def read_records(self, partition: InputPartition) -> Iterator[list[ConsumerRecord]]:
         """Exactly the records of a range (or of each range of a group), as kafka-python returns
         them, a poll at a time."""
-        if isinstance(partition, RangeGroup):
-            for part in partition.ranges:
-                yield from self._read_range(part)
-        else:
-            assert isinstance(partition, TopicPartitionRange)
-            yield from self._read_range(partition)
+        for part in ranges_of(partition):
+            yield from self._read_range(part)
 
     def _read_range(self, partition: TopicPartitionRange) -> Iterator[list[ConsumerRecord]]:
         """Yield exactly the records in [start, end) of one topic-partition."""

@@ -22,12 +22,12 @@ from streaming.source import (
     KafkaReaderOptions,
     KafkaSourceError,
     KafkaStreamReader,
-    RangeGroup,
     TopicPartitionRange,
     choose_source,
     jvm_kafka_available,
     read_telemetry,
 )
+from streaming.source.kafka_ranges import ranges_of
 from streaming.workshop.polling import poll
 
 # (topic, partition, offset) -> (key, value, timestamp ms)
@@ -214,8 +214,7 @@ def test_ranges_are_read_by_as_many_tasks_as_the_limits_allow_and_each_record_on
         tasks = reader.partitions(start, end)
     finally:
         reader.stop()
-    ranges = [task.ranges if isinstance(task, RangeGroup) else [task] for task in tasks]
-    assert sorted(sum(r.end - r.start for r in group) for group in ranges) == task_sizes
+    assert sorted(sum(r.end - r.start for r in ranges_of(task)) for task in tasks) == task_sizes
     read = sorted((row["topic"], row["partition"], row["offset"])
                   for task in tasks for batch in reader.read(task) for row in batch.to_pylist())
     wanted = sorted((key.rsplit(":", 1)[0], int(key.rsplit(":", 1)[1]), offset)

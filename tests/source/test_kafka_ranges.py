@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.source import RangeGroup, TopicPartitionRange
-from streaming.source.kafka_ranges import plan_tasks
+from streaming.source import TopicPartitionRange
+from streaming.source.kafka_ranges import plan_tasks, ranges_of
 
 
 def _ranges(*sizes: int) -> list[TopicPartitionRange]:
     return [TopicPartitionRange("t", partition, 100, 100 + size) for partition, size in enumerate(sizes)]
-
-
-def _ranges_of(task: TopicPartitionRange | RangeGroup) -> list[TopicPartitionRange]:
-    return task.ranges if isinstance(task, RangeGroup) else [task]
 
 
 @pytest.mark.parametrize(("sizes", "max_tasks", "min_task_records", "task_sizes"), [
@@ -30,8 +26,8 @@ def test_a_batch_is_read_by_as_many_tasks_as_both_limits_allow(
         sizes: tuple[int, ...], max_tasks: int | None, min_task_records: int, task_sizes: list[int]) -> None:
     ranges = _ranges(*sizes)
     tasks = plan_tasks(ranges, max_tasks, min_task_records)
-    assert sorted(sum(r.end - r.start for r in _ranges_of(task)) for task in tasks) == task_sizes
-    read = sorted((r.partition, r.start, r.end) for task in tasks for r in _ranges_of(task))
+    assert sorted(sum(r.end - r.start for r in ranges_of(task)) for task in tasks) == task_sizes
+    read = sorted((r.partition, r.start, r.end) for task in tasks for r in ranges_of(task))
     assert read == sorted((r.partition, r.start, r.end) for r in ranges)
 
 
