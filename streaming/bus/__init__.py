@@ -1,13 +1,15 @@
 """The telemetry bus stage: the embedded broker fleetwatch can start on its own, and the topic
 set-up that works against any Kafka bus, and how every client of ours reaches a bus
 (`BusAccess`: its addresses and security), and whether a bus answers ListOffsets(LATEST) with the
-high watermark (`check_list_offsets`: Tansu does not, which decides how the job reads it).
+high watermark (`check_list_offsets`: Tansu does not, which decides how the job reads it), and a
+producer for many small records that can wait for a flush (`BatchProducer`: the fleet simulator).
 
 Collectors publish to the bus and the job reads from it; neither needs to know whether the bus
 is this embedded Tansu process or a real Kafka cluster.
 """
 
 from streaming.bus.access import BusAccess
+from streaming.bus.batch_producer import BatchProducer
 from streaming.bus.embedded import (
     BusError,
     EmbeddedBus,
@@ -18,6 +20,7 @@ from streaming.bus.embedded import (
 from streaming.bus.listoffsets import ListOffsetsCheck, check_list_offsets
 
 __all__ = [
+    "BatchProducer",
     "BusAccess",
     "BusError",
     "EmbeddedBus",

@@ -439,6 +439,34 @@ def test_produce_live_in_real_time_starts_now_and_stops_on_request(bus) -> None:
     assert all(run.start_ms <= json.loads(r.value)["ts"] <= stopped_at + 1000 for r in received)
 
 
+@pytest.mark.broker
+def test_produce_live_in_real_time_sends_events_as_their_time_comes_not_when_the_run_ends(bus) -> None:
+    # A small fleet's events are a few a second, far from filling a flush: each still goes out within
+    # a flush's linger (50 ms) of its time. The bound below holds on a loaded machine; a run that
+    # sent its events at its end (a minute on) or only by size would have none on the bus by then.
+    stop = threading.Event()
+    runs: list[Any] = []
+    producing = threading.Thread(target=lambda: runs.append(
+        produce_live(Simulation(make_spec(duration_ms=60_000)), bus.bootstrap, stop=stop)))
+    producing.start()
+    consumer = KafkaConsumer(*topics.TELEMETRY, bootstrap_servers=bus.bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, group_id=None)
+    lags: list[float] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(lags) < 20 and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=200).values():
+                now = time.time() * 1000
+                lags += [now - json.loads(record.value)["ts"] for record in batch]
+    finally:
+        consumer.close()
+        stop.set()
+        producing.join(60)
+    assert runs and runs[0].stopped
+    assert len(lags) >= 20, f"{len(lags)} events on the bus in 30 s of a live run"
+    assert sorted(lags)[len(lags) // 2] < 5_000
+
+
 def test_module_exports_its_api() -> None:
     assert set(simulate.__all__) >= {"FAULT_KINDS", "FleetSpec", "Simulation", "parse_faults", "write_events",
                                      "write_labels", "produce_live", "configure_parser", "command"}
