@@ -9,7 +9,9 @@ The fleet's telemetry (`fleetwatch simulate`; a fault every 2 s once 30 s have p
 again what they said before) is cut into micro-batches of `--batch-ms` of event time and run through
 the job's own code as streaming/workshop/passes.py runs it (this checkout's, over each measured
 checkout's job): the parse stage per bus partition (4 per topic), detection's first pass per state
-bucket (16, its state kept pickled between batches as Spark's store keeps it) and the second pass.
+bucket (16, its state kept pickled between batches as Spark's store keeps it), the second pass, and the
+sink as the job's driver runs it (`BatchWriter`: each batch's rows read back and written to a SQLite
+store).
 Each checkout (a git worktree of another commit, e.g. `git worktree add /tmp/base HEAD~1`, run with
 this checkout's virtualenv) runs in a process of its own, `--rounds` times in turn, so that the
 machine's drift falls on all alike; the first checkout is the baseline of the ratios. The digests of
@@ -34,7 +36,8 @@ _PASSES = ROOT / "streaming" / "workshop" / "passes.py"
 # Runs in the measured checkout's process: `sys.argv[1]` the events file, `sys.argv[2]` the batch length,
 # `sys.argv[3]` this checkout's streaming/workshop/passes.py (older checkouts have none of their own).
 _STAGES = r'''
-import functools, hashlib, importlib.util, json, sys, time
+import functools, hashlib, importlib.util, json, sys, tempfile, time
+import pandas
 import streaming.pipeline, streaming.source
 from streaming.records.contract import topic_of
 if "parse_chunk" not in streaming.pipeline.__all__:  # a checkout from before its faces named what passes.py takes
@@ -49,6 +52,8 @@ spec.loader.exec_module(passes)
 Bus, InMemoryJob = passes.Bus, passes.InMemoryJob
 import streaming.detect.second_pass as second_pass
 import streaming.pipeline.state as state
+from streaming.sinks import BatchWriter
+from streaming.store import Store
 
 spent = {}
 def timed(owner, name, stage):
@@ -68,20 +73,30 @@ timed(state, "run_bucket", "first pass (engines, state)")
 timed(state, "output_rows", "output rows")
 timed(second_pass.SecondPass, "run", "second pass")
 
+class Batch:  # what the job's writer takes of Spark's micro-batch: its output rows, as pandas
+    def __init__(self, rows):
+        self.rows = rows
+    def toPandas(self):
+        return pandas.DataFrame(self.rows, columns=["kind", "key", "ts", "payload"])
+
 lines = open(sys.argv[1]).read().splitlines()
 events = [json.loads(line) for line in lines]
 bus = Bus(partitions={topic: 4 for topic in Bus().partitions})
 job = InMemoryJob(buckets=16)
-batch_ms, i, total = int(sys.argv[2]), 0, 0.0
+writer = BatchWriter(Store(f"sqlite:///{tempfile.mkdtemp(prefix='fleetwatch-stages-')}/store.db"))
+batch_ms, i, total, batch_id = int(sys.argv[2]), 0, 0.0, 0
 while i < len(lines):
     end, j = events[i]["ts"] + batch_ms, i
     while j < len(lines) and events[j]["ts"] < end:
         bus.append(topic_of(events[j]["type"]), events[j], lines[j])
         j += 1
-    start = time.process_time()
+    start, written = time.process_time(), len(job.output)
     job.read(bus, None, end)
+    sink = time.process_time()
+    writer(Batch(job.output[written:]), batch_id)
+    spent["sink (rows read back, store)"] = spent.get("sink (rows read back, store)", 0.0) + time.process_time() - sink
     total += time.process_time() - start
-    i = j
+    i, batch_id = j, batch_id + 1
 digest = hashlib.sha256(repr(sorted(map(repr, job.output))).encode()).hexdigest()[:16]
 print(json.dumps({"events": len(lines), "cpu_s": total, "stages": spent, "rows": len(job.output), "digest": digest}))
 '''

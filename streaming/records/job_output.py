@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, NamedTuple
 
+import orjson
+
 from streaming.records.alert import Alert, SortKey, decode_output, encode_output
 
 __all__ = ["STATE_TABLES", "BatchOutput", "ClockReading", "Kind", "LateEvent", "Refused", "Row", "StateRow",
@@ -185,16 +187,19 @@ class BatchOutput:
 
     @classmethod
     def of(cls, rows: Iterable[Row]) -> BatchOutput:
+        # The snapshots and histories (~20,000 rows a batch at 1,000 x 12) are read with orjson, in under a
+        # third of json's time: they hold only what accepted events said, which orjson parsed (the
+        # contract). The few other rows, a refused message's text among them, are read as before.
         out = cls()
         for kind, key, ts, payload in rows:
             if kind == Kind.ALERT:
                 out.alerts.append(decode_output(payload))
             elif kind in STATE_TABLES:
-                out.states.append(StateRow(kind, key, json.loads(payload)))
+                out.states.append(StateRow(kind, key, orjson.loads(payload)))
             elif kind == Kind.TRANSITION:
-                out.transitions.append(json.loads(payload))
+                out.transitions.append(orjson.loads(payload))
             elif kind == Kind.CONTROLLER:
-                out.controller_changes.append(json.loads(payload))
+                out.controller_changes.append(orjson.loads(payload))
             elif kind == Kind.QUARANTINE:
                 q = json.loads(payload)
                 out.refused.append(Refused(key, q["reason"], q.get("detail") or None, q["raw"], q.get("source")))
