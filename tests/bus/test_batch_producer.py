@@ -7,8 +7,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kafka import KafkaConsumer
 from kafka.errors import KafkaError, MessageSizeTooLargeError
+from support.bus_records import consume_all
 
 from streaming.bus import BatchProducer, EmbeddedBus
 from streaming.records import topics
@@ -28,21 +28,6 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue("tansu" if request.param == "tansu" else "kafka_bus")
 
 
-def _read_all(bootstrap: str, expected: int) -> list:
-    """Every record of TOPICS, once `expected` have arrived (or 60 s)."""
-    consumer = KafkaConsumer(*TOPICS, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, group_id=None)
-    records: list = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(records) < expected and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=500).values():
-                records += batch
-    finally:
-        consumer.close()
-    return records
-
-
 @pytest.mark.broker
 def test_every_record_reaches_its_partition_once_in_the_order_added_with_its_key_and_time(bootstrap) -> None:
     # 3,000 records of ~400 bytes: a flush asked for, and more than one started by the size waiting.
@@ -59,7 +44,7 @@ def test_every_record_reaches_its_partition_once_in_the_order_added_with_its_key
             if i == 1_000:
                 producer.flush()
     after = int(time.time() * 1000)
-    received = _read_all(bootstrap, 3_000)
+    received = consume_all(bootstrap, TOPICS, 3_000)
     assert len(received) == 3_000
     got: dict[tuple[str, int], list[tuple[bytes, bytes]]] = {}
     for record in sorted(received, key=lambda r: (r.topic, r.partition, r.offset)):

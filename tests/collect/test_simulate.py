@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer
 from kafka.partitioner.default import murmur2
+from support.bus_records import consume_all
 from support.reference import reference_alerts
 
 from streaming.bus import EmbeddedBus
@@ -387,28 +388,13 @@ def bus(tmp_path):
         yield embedded
 
 
-def consume_all(bootstrap: str, expected: int) -> list[Any]:
-    """Every message of the telemetry topics, once `expected` of them have arrived (or 60 s)."""
-    consumer = KafkaConsumer(*topics.TELEMETRY, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, group_id=None)
-    records: list[Any] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(records) < expected and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=500).values():
-                records += batch
-    finally:
-        consumer.close()
-    return records
-
-
 @pytest.mark.broker
 def test_produce_live_sends_every_event_to_its_topic_keyed_by_cluster(bus) -> None:
     sim = Simulation(make_spec(clusters=2, duration_ms=30_000, faults=("cluster.id_invalid",)))
     run = produce_live(sim, bus.bootstrap, realtime=False)
     expected = list(sim.events())
     assert run.sent == len(expected) and not run.stopped
-    received = consume_all(bus.bootstrap, len(expected))
+    received = consume_all(bus.bootstrap, topics.TELEMETRY, len(expected))
     assert len(received) == len(expected)
     for record in received:
         event = json.loads(record.value)
@@ -434,7 +420,7 @@ def test_produce_live_in_real_time_starts_now_and_stops_on_request(bus) -> None:
     stopped_at = time.time() * 1000
     assert run.stopped and 0 < run.sent < len(list(sim.events()))
     assert before <= run.start_ms <= stopped_at
-    received = consume_all(bus.bootstrap, run.sent)
+    received = consume_all(bus.bootstrap, topics.TELEMETRY, run.sent)
     assert len(received) == run.sent  # flushed before produce_live returned
     assert all(run.start_ms <= json.loads(r.value)["ts"] <= stopped_at + 1000 for r in received)
 
