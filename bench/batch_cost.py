@@ -86,7 +86,8 @@ class _TreeCpu(threading.Thread):
         for p in [self.job, *self.job.children(recursive=True)]:
             try:
                 times = p.cpu_times()
-                self.part_of.setdefault(p.pid, _part(p, self.job.pid))
+                if p.pid not in self.part_of:  # a process's part (its command line) is read once
+                    self.part_of[p.pid] = _part(p, self.job.pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             # A process first seen after the start was born after it: all its CPU is the window's.

@@ -72,6 +72,7 @@ timed(state, "unpack", "unpack")
 timed(state, "run_bucket", "first pass (engines, state)")
 timed(state, "output_rows", "output rows")
 timed(second_pass.SecondPass, "run", "second pass")
+timed(BatchWriter, "__call__", "sink (rows read back, store)")
 
 class Batch:  # what the job's writer takes of Spark's micro-batch: its output rows, as pandas
     def __init__(self, rows):
@@ -92,9 +93,7 @@ while i < len(lines):
         j += 1
     start, written = time.process_time(), len(job.output)
     job.read(bus, None, end)
-    sink = time.process_time()
     writer(Batch(job.output[written:]), batch_id)
-    spent["sink (rows read back, store)"] = spent.get("sink (rows read back, store)", 0.0) + time.process_time() - sink
     total += time.process_time() - start
     i, batch_id = j, batch_id + 1
 digest = hashlib.sha256(repr(sorted(map(repr, job.output))).encode()).hexdigest()[:16]
