@@ -21,6 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streaming.config import FleetwatchConfig
 from streaming.job.progress import ProgressRecorder, QueryStats
 from streaming.pipeline import build_pipeline
+from streaming.plumbing.cycles import freeze_long_lived
 from streaming.store import Store
 
 __all__ = ["RunningQuery", "start_query", "stop_gracefully"]
@@ -88,10 +89,11 @@ def start_query(spark: SparkSession, config: FleetwatchConfig, telemetry: DataFr
     if recorder is None:
         recorder = ProgressRecorder(store)
         spark.streams.addListener(recorder)
-    query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets,
-                            config.spark.max_records_per_batch, time_mode).writeStream.queryName(name)
-             .foreachBatch(writer)
-             .option("checkpointLocation", checkpoint)
-             .trigger(processingTime=trigger)
-             .start())
+    stream = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets,
+                             config.spark.max_records_per_batch, time_mode).writeStream.queryName(name)
+              .foreachBatch(writer)
+              .option("checkpointLocation", checkpoint)
+              .trigger(processingTime=trigger))
+    freeze_long_lived()
+    query = stream.start()
     return RunningQuery(spark, query, recorder)

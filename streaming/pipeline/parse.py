@@ -19,13 +19,11 @@ Spark started under load), while the events of the next batch were sent after th
 from __future__ import annotations
 
 import functools
-import gc
 import heapq
 import marshal
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +36,7 @@ from streaming.config import RuleBook
 from streaming.detect import EVERY_SHARD, redundant_heartbeats, shards_of
 from streaming.pipeline.packing import PackedItem, pack
 from streaming.plumbing import clock
+from streaming.plumbing.cycles import no_cycle_collection
 from streaming.records.contract import (
     MAX_TRACKED_SOURCES,
     Event,
@@ -49,7 +48,7 @@ from streaming.records.recurring import RecurringMessages
 from streaming.source import MESSAGES_READ
 
 __all__ = ["PARSED_SCHEMA", "QUARANTINE_BUCKET", "SOURCE_CLOCK_BUCKET", "ParseSettings", "bucket_of",
-           "counting_messages", "no_cycle_collection", "parse_chunk", "parse_stage"]
+           "counting_messages", "parse_chunk", "parse_stage"]
 
 # One row per bucket per chunk of input: the bucket's events, packed (see `_parse`; null when the
 # chunk has none of the bucket's), the largest event time among them, which is all the watermark
@@ -97,25 +96,6 @@ class ParseSettings:
 def bucket_of(shard: str, buckets: int) -> int:
     # crc32, not hash(): Python salts str hashes per process, and every worker must agree.
     return zlib.crc32(shard.encode()) % buckets
-
-
-@contextmanager
-def no_cycle_collection() -> Iterator[None]:
-    """Pause Python's cycle collector while a stage turns a chunk into objects.
-
-    Both stages allocate hundreds of thousands of small objects (events, tuples) that stay alive
-    until the chunk is done and form no cycles; the collector walked them again and again as
-    they piled up, for nothing: a third of both stages' Python time on a 1,000 x 12 fleet's
-    events. Reference counting still frees everything as usual; cycles made meanwhile wait for
-    the next collection.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _parse(batches: Iterator[pa.RecordBatch], settings: ParseSettings) -> Iterator[pa.RecordBatch]:

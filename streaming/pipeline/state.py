@@ -44,7 +44,8 @@ from streaming.detect import (
     shard_of_handoff,
 )
 from streaming.pipeline.packing import unpack
-from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of, no_cycle_collection
+from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of
+from streaming.plumbing.cycles import no_cycle_collection
 from streaming.records.job_output import ClockReading, Kind, Refused, Row, mark_row
 
 __all__ = ["OUTPUT_SCHEMA", "DetectorProcessor"]

@@ -1,6 +1,8 @@
 """The plumbing: the small tools every floor above uses, none of which knows what fleetwatch watches.
 
 - `clock`: wall-clock time in epoch milliseconds, the unit of every stored timestamp;
+- `cycles`: Python's cycle collector kept off what needs no collecting (a stage's acyclic objects, a
+  process's long-lived ones);
 - `errors`: the one base of fleetwatch's errors, the kinds a command fails of with their exit codes,
   and an error in one line (`first_line`);
 - `logs`: structured logs, one JSON object per line;
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from streaming.plumbing.lazy_names import modules_on_first_use
 
-__all__ = ["clock", "errors", "jar_pins", "jars", "lazy_names", "logs", "ports", "receiver", "redact", "resilience"]
+__all__ = ["clock", "cycles", "errors", "jar_pins", "jars", "lazy_names", "logs", "ports", "receiver", "redact",
+           "resilience"]
 
 __getattr__ = modules_on_first_use(__name__, __all__)

@@ -187,9 +187,10 @@ class BatchOutput:
 
     @classmethod
     def of(cls, rows: Iterable[Row]) -> BatchOutput:
-        # The snapshots and histories (~20,000 rows a batch at 1,000 x 12) are read with orjson, in under a
-        # third of json's time: they hold only what accepted events said, which orjson parsed (the
-        # contract). The few other rows, a refused message's text among them, are read as before.
+        # The snapshots, histories and clock readings (~20,000 rows a batch at 1,000 x 12) are read with
+        # orjson, in under a third of json's time: they hold only what accepted events said, which orjson
+        # parsed (the contract), and numbers. The few other rows, a refused message's text among them, are
+        # read as before.
         out = cls()
         for kind, key, ts, payload in rows:
             if kind == Kind.ALERT:
@@ -206,7 +207,7 @@ class BatchOutput:
             elif kind == Kind.LATE:
                 out.late.append(LateEvent(key, int(ts), payload))
             elif kind == Kind.SOURCE_CLOCK:
-                c = json.loads(payload)
+                c = orjson.loads(payload)
                 out.clocks.append(ClockReading(key, c["lead_ms"], c["events"], c["ahead"]))
             elif kind == Kind.WATERMARK:
                 out.watermark = int(ts) if out.watermark is None else max(out.watermark, int(ts))

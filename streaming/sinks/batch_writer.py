@@ -31,6 +31,7 @@ from streaming.config import RetentionConfig
 from streaming.detect import SecondPass, carried_over_ends
 from streaming.metrics import increment
 from streaming.plumbing.clock import now_ms
+from streaming.plumbing.cycles import no_cycle_collection
 from streaming.plumbing.errors import first_line
 from streaming.plumbing.resilience import Throttle, retry_store
 from streaming.records.alert import Alert, SortKey
@@ -64,6 +65,18 @@ def _source_clocks(readings: list[ClockReading], now: int) -> list[dict[str, Any
             have["events"] += reading.events
             have["ahead"] += reading.ahead
     return heapq.nlargest(MAX_TRACKED_SOURCES, merged.values(), key=lambda r: r["lead_ms"])
+
+
+def _tables(output: BatchOutput, quarantine: list[dict[str, Any]], now: int) -> dict[str, Any]:
+    """Store table -> the batch's rows for it (each key once)."""
+    return {
+        **latest_by_table(output.states),
+        "broker_transitions": {(t["cluster_id"], t["broker_id"], t["ts"], t["state"]): t
+                               for t in output.transitions}.values(),
+        "controller_history": {(c["cluster_id"], c["ts"]): c for c in output.controller_changes}.values(),
+        "quarantine": quarantine,
+        "source_clocks": _source_clocks(output.clocks, now),
+    }
 
 
 class BatchWriter:
@@ -127,32 +140,27 @@ class BatchWriter:
             if saved is not None and changed:
                 assert self.checkpoint is not None and self._checkpoint_id is not None
                 second_pass = SecondPassWrite(self.checkpoint[0], self._checkpoint_id, batch_id, changed)
-        output = BatchOutput.of(rows)
+        # The batch's rows (~20,000 at 1,000 x 12) become dicts and tuples that form no cycles.
+        with no_cycle_collection():
+            output = BatchOutput.of(rows)
+            now = now_ms()
+            quarantine = quarantine_rows(output.refused, output.late, now)
+            stored_quarantine, not_stored = bounded_quarantine(quarantine, self._bounds.quarantine_rows_per_reason)
+            tables = None if self.store is None else _tables(output, stored_quarantine, now)
         if output.watermark is not None:
             self.watermark = max(self.watermark or output.watermark, output.watermark)
         if output.earliest_event is not None:
             self.earliest_event = min(self.earliest_event or output.earliest_event, output.earliest_event)
         keyed = output.alerts
         alerts = [alert for _, alert in keyed]
-        now = now_ms()
-        quarantine = quarantine_rows(output.refused, output.late, now)
         states = output.states
         self.quarantined.update(q["reason"] for q in quarantine)
-        stored_quarantine, not_stored = bounded_quarantine(quarantine, self._bounds.quarantine_rows_per_reason)
         if not_stored:
             increment("fleetwatch_quarantine_not_stored_total", sum(not_stored.values()))
             self._not_stored.warning(log, "quarantine: messages over retention.quarantine_rows_per_reason in one "
                                           "micro-batch counted, not stored", batch_id=batch_id,
                                      not_stored=dict(not_stored))
-        if self.store is not None:
-            tables: dict[str, Any] = {
-                **latest_by_table(states),
-                "broker_transitions": {(t["cluster_id"], t["broker_id"], t["ts"], t["state"]): t
-                                       for t in output.transitions}.values(),
-                "controller_history": {(c["cluster_id"], c["ts"]): c for c in output.controller_changes}.values(),
-                "quarantine": stored_quarantine,
-                "source_clocks": _source_clocks(output.clocks, now),
-            }
+        if tables is not None:  # a store's
             if self._checkpoint_pending:
                 assert self.checkpoint is not None
                 current = self._current_checkpoint()  # Spark wrote it before the first batch

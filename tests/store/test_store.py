@@ -96,6 +96,18 @@ def test_an_upsert_batch_may_name_a_key_twice(store):
         assert conn.execute(select(brokers.c.state, brokers.c.updated_ms)).all() == [("ONLINE", 2000)]
 
 
+def test_a_later_write_of_other_columns_writes_them_by_name(store):
+    # The snapshot tables are written by a statement compiled once per set of columns.
+    store.write({"brokers": [_broker(broker_epoch=10, rack="a")]})
+    older = {k: v for k, v in _broker(broker_epoch=12, updated_ms=2000).items() if k not in ("rack", "last_answer_ms")}
+    store.write({"brokers": [older]})
+    store.write({"brokers": [_broker(broker_id=2, broker_epoch=20, rack="b", endpoints=None)]})
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(brokers.c.broker_id, brokers.c.broker_epoch, brokers.c.rack, brokers.c.endpoints,
+                                   brokers.c.updated_ms).order_by(brokers.c.broker_id)).all()
+    assert rows == [(1, 12, None, [{"host": "b1", "port": 9092}], 2000), (2, 20, "b", None, 1000)]
+
+
 def test_record_alerts_history_outbox_and_resolution(store):
     assert store.record_alerts(map(Alert.from_dict, [_alert()])) == 1
     assert store.record_alerts(map(Alert.from_dict, [_alert()])) == 1  # replayed: nothing new
