@@ -56,7 +56,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -121,6 +121,23 @@ def _arrow_batch(records: list[ConsumerRecord]) -> pa.RecordBatch:
     ], schema=ARROW_SCHEMA)
 
 
+class _PartitionGone(KafkaError):
+    """A partition whose offsets were asked for is no longer in the client's view of the bus."""
+
+
+def _listed(ask: Callable[..., dict[TopicPartition, int]], tps: list[TopicPartition],
+            **options: Any) -> dict[TopicPartition, int]:
+    """`ask` (the consumer's beginning_offsets or end_offsets) for `tps`. kafka-python (3.0.12) leaves a
+    partition whose leader its cluster view no longer has (its topic deleted since the reader looked at
+    the topics, and dropped from that view by a metadata refresh) out of its ListOffsets requests, and
+    then fails on the missing answer with a KeyError: a query failed on it (a topic deleted under the
+    live job)."""
+    try:
+        return ask(tps, **options)
+    except KeyError as exc:
+        raise _PartitionGone(f"no leader known for {exc.args[0] if exc.args else 'a partition'}") from exc
+
+
 class KafkaStreamReader(DataSourceStreamReader):
     """Plans micro-batches on the driver and reads topic-partition ranges in executors."""
 
@@ -160,7 +177,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         try:
             with self._broker_errors("list offsets"):
                 discover = time.monotonic() - self._discovered_at >= _DISCOVERY_INTERVAL_S
-                ends = self._end_offsets(self._partitions_known())
+                try:
+                    ends = self._end_offsets(self._partitions_known())
+                except _PartitionGone:  # a topic deleted since the last look: look again, once
+                    ends = self._end_offsets(self._discover())
                 if ends != self._last_ends or discover:
                     # New data: the topic ids must be as new as these offsets (a bus that restarted
                     # empty may already hold more records than were read), so the one metadata round
@@ -263,7 +283,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             if self.options.starting_offsets == "latest":
                 initial = dict(self._end_offsets(tps))
             else:
-                begin = self._driver_consumer().beginning_offsets(tps) if tps else {}
+                begin = _listed(self._driver_consumer().beginning_offsets, tps) if tps else {}
                 initial = {partition_key(tp.topic, tp.partition): offset for tp, offset in begin.items()}
             if self._topic_ids:
                 initial[TOPIC_IDS] = dict(sorted(self._topic_ids.items()))
@@ -312,7 +332,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         if not tps:
             return {}
         consumer = self._driver_consumer()
-        listed = consumer.end_offsets(list(tps), timeout_ms=self.options.timeout_ms)
+        listed = _listed(consumer.end_offsets, list(tps), timeout_ms=self.options.timeout_ms)
         # Re-assigning drops kafka-python's per-partition state, so every highwater() below
         # comes from a Fetch sent now and not from an earlier call.
         consumer.unsubscribe()
