@@ -190,10 +190,9 @@ class Store:
                 dialect=self.engine.dialect, column_keys=list(columns))
         names = compiled.positiontup or columns  # SQLite's parameters by position, psycopg's by name
         values = operator.itemgetter(*names)
-        params: list[Any] = [values(row) for row in rows]
         as_json = [i for i, name in enumerate(names) if isinstance(table.c[name].type, JSON)]
-        if as_json:
-            params = [_with_json_text(p, as_json) for p in params]
+        params: list[Any] = ([_with_json_text(values(row), as_json) for row in rows] if as_json
+                             else [values(row) for row in rows])
         if compiled.positiontup is None:
             params = [dict(zip(names, p, strict=True)) for p in params]
         conn.exec_driver_sql(compiled.string, params)
