@@ -152,6 +152,16 @@ class BrokerTracker:
         """Moments at which a condition of this broker changes with no event needed."""
         return self._deadlines(rules, incidents)[0]
 
+    def earliest(self, rules: RuleSettings, incidents: Incidents) -> float:
+        """The earliest of `deadlines` (inf: none), as the last look found it while it holds, else looked at
+        again and kept for `advance_to`: the engine asks every broker when its shard wakes and before
+        it is stored, and the broker's next event starts from that look."""
+        if self._quiet_rules is rules and self._quiet_until is not None:
+            return self._quiet_until
+        pending, held = self._deadlines(rules, incidents)
+        self._quiet_until, self._quiet_rules, self._quiet_held = min(pending, default=math.inf), rules, held
+        return self._quiet_until
+
     def _deadlines(self, rules: RuleSettings, incidents: Incidents) -> tuple[list[int], float]:
         """`deadlines`, and the earliest of them `observed_until` holds back (inf: none)."""
         held = math.inf
