@@ -153,9 +153,8 @@ class BrokerTracker:
         return self._deadlines(rules, incidents)[0]
 
     def earliest(self, rules: RuleSettings, incidents: Incidents) -> float:
-        """The earliest of `deadlines` (inf: none), as the last look found it while it holds, else looked at
-        again and kept for `advance_to`: the engine asks every broker when its shard wakes and before
-        it is stored, and the broker's next event starts from that look."""
+        """The earliest of `deadlines` (inf: none), as the last look found it while it holds, else looked at again
+        and kept: the engine asks at each wake-up and before it stores the shard; `advance_to` starts from it."""
         if self._quiet_rules is rules and self._quiet_until is not None:
             return self._quiet_until
         pending, held = self._deadlines(rules, incidents)

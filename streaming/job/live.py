@@ -77,7 +77,7 @@ def start_live_query(spark: SparkSession, config: FleetwatchConfig, bus: str | B
     the earlier start's, when the query is restarted.
     """
     location = checkpoint_path(config, QUERY_NAME)
-    time_mode = claim_checkpoint(spark, location)
+    layout = claim_checkpoint(spark, location, config.spark.state_buckets, config.spark.shuffle_partitions)
     if publisher is not None:
         publisher.ensure_topic()
     orphaned_since = reconcile_reset(store, checkpoint_id(spark, location), stop=stop)
@@ -91,6 +91,6 @@ def start_live_query(spark: SparkSession, config: FleetwatchConfig, bus: str | B
                          orphaned_since=orphaned_since, second_pass=SecondPass(config.rule_book()))
     query = start_query(spark, config, telemetry, writer, name=QUERY_NAME, checkpoint=location,
                         trigger=f"{config.spark.trigger_ms} milliseconds", store=store, recorder=recorder,
-                        time_mode=time_mode)
+                        layout=layout)
     log.info("job started", extra={"bootstrap": access.bootstrap, "checkpoint": location, "source": source})
     return query

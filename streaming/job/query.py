@@ -20,7 +20,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streaming.config import FleetwatchConfig
 from streaming.job.progress import ProgressRecorder, QueryStats
-from streaming.pipeline import build_pipeline
+from streaming.job.session import CheckpointLayout
+from streaming.pipeline import build_pipeline, spread_bucket_keys
 from streaming.plumbing.cycles import freeze_long_lived
 from streaming.store import Store
 
@@ -80,17 +81,22 @@ class RunningQuery:
 
 def start_query(spark: SparkSession, config: FleetwatchConfig, telemetry: DataFrame,
                 writer: Callable[[DataFrame, int], Any], *, name: str, checkpoint: str, trigger: str,
-                store: Store | None, recorder: ProgressRecorder | None = None, time_mode: str = "None") -> RunningQuery:
+                store: Store | None, recorder: ProgressRecorder | None = None,
+                layout: CheckpointLayout | None = None) -> RunningQuery:
     """Start the pipeline over `telemetry` (as `build_pipeline` takes it) into `writer` (foreachBatch), as query
     `name`; its progress is recorded (in `store` too, when given). `trigger`: Spark's processingTime.
     `recorder`: the one of an earlier start of the query (already listening), so a restarted query's
-    progress adds up with its earlier runs'. `time_mode`: the stateful operator's, the checkpoint's
-    (`claim_checkpoint`; a new checkpoint's is "None")."""
+    progress adds up with its earlier runs'. `layout`: the checkpoint's (`claim_checkpoint`); None for a
+    checkpoint of this start alone (a replay's), which runs as a new checkpoint of the live job would."""
     if recorder is None:
         recorder = ProgressRecorder(store)
         spark.streams.addListener(recorder)
+    if layout is None:
+        layout = CheckpointLayout("None", spread_bucket_keys(config.spark.state_buckets,
+                                                             config.spark.shuffle_partitions))
     stream = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets,
-                             config.spark.max_records_per_batch, time_mode).writeStream.queryName(name)
+                             config.spark.max_records_per_batch, layout.time_mode,
+                             layout.bucket_keys).writeStream.queryName(name)
               .foreachBatch(writer)
               .option("checkpointLocation", checkpoint)
               .trigger(processingTime=trigger))

@@ -5,7 +5,8 @@ driver's JVM options when this process starts Spark itself, and the executors'
 (`context_settings`); `checkpoint_path`/`checkpoint_id` name a query's checkpoint and read the
 query id Spark keeps in it; `claim_checkpoint` marks a new checkpoint with the layout of this
 job's detection state, says in one line that a checkpoint of an older layout cannot be continued,
-and gives the time mode the checkpoint's stateful operator runs in.
+and gives the time mode and the bucket keys the checkpoint's stateful operator runs with
+(`CheckpointLayout`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,20 +22,37 @@ from pyspark.sql import SparkSession
 
 from streaming.config import ConfigError, FleetwatchConfig
 from streaming.job.prepared import class_archive
+from streaming.pipeline import spread_bucket_keys
 from streaming.plumbing.jars import connector_jars
 
-__all__ = ["CHECKPOINT_LAYOUT", "checkpoint_id", "checkpoint_path", "claim_checkpoint", "context_settings",
-           "spark_session"]
+__all__ = ["CHECKPOINT_LAYOUT", "CheckpointLayout", "checkpoint_id", "checkpoint_path", "claim_checkpoint",
+           "context_settings", "spark_session"]
 
 # The layout of the detection state in a checkpoint of this job, in the file `_LAYOUT_FILE` beside
 # Spark's own: the first pass in Spark's one stateful operator, the second pass's state in the store
-# (streaming/detect/second_pass.py), and the operator's time mode (streaming/pipeline/graph.py,
-# OPERATOR_TIME_MODES). Checkpoints of the layouts before it have no such file; those marked by versions
-# up to 2026-11-30 have the first line alone, and their operator keeps the event-time mode it was
-# registered in (Spark refuses a restart that changes it).
+# (streaming/detect/second_pass.py), the operator's time mode (streaming/pipeline/graph.py,
+# OPERATOR_TIME_MODES) and its key of each bucket (streaming/pipeline/bucket_keys.py): `CHECKPOINT_LAYOUT`,
+# then `_BUCKET_KEYS` and the keys. Checkpoints of the layouts before it have no such file; those marked by
+# versions up to 2026-11-30 have the first line alone, and their operator keeps the event-time mode it was
+# registered in (Spark refuses a restart that changes it); those marked up to 2026-12-01 have the first
+# two lines, and keep their bucket numbers as keys (the state's keys).
 _PASSES = "fleetwatch detection state: first pass in the checkpoint, second pass in the store\n"
 CHECKPOINT_LAYOUT = f"{_PASSES}stateful operator's time mode: None\n"
+_BUCKET_KEYS = "stateful operator's bucket keys: "
 _LAYOUT_FILE = "fleetwatch-layout"
+
+
+@dataclass(frozen=True)
+class CheckpointLayout:
+    """What a checkpoint's stateful operator runs with, as `build_pipeline` takes it: its time mode, and
+    its key of each bucket (None: the bucket numbers)."""
+
+    time_mode: str
+    bucket_keys: tuple[int, ...] | None
+
+    def text(self) -> str:
+        """The layout file's text (only this job's own layout: time mode None)."""
+        return f"{CHECKPOINT_LAYOUT}{_BUCKET_KEYS}{','.join(map(str, self.bucket_keys or ()))}\n"
 
 
 def _launch_settings(config: FleetwatchConfig) -> dict[str, str]:
@@ -167,31 +186,49 @@ def _committed(spark: SparkSession, root: str) -> bool:
                                             for status in fs.listStatus(commits))
 
 
-def claim_checkpoint(spark: SparkSession, location: str) -> str:
-    """Mark a checkpoint new to this job with its layout (`CHECKPOINT_LAYOUT`); refuse, in one line
-    that says what to do, one that Spark committed batches to with an older layout: of the job of one
-    detection stage (before 2026-11-26), or of two stateful passes (until 2026-11-29), whose second
-    pass's state this job would not find (Spark would refuse the first in a Java stack trace, and could
-    load the second's operators' state into the wrong pass). A checkpoint that committed nothing (a job
-    that died in its first micro-batch) starts as a new one.
-    Returns the time mode of the checkpoint's stateful operator: "EventTime" for a checkpoint marked
-    with the first line of the layout alone, "None" otherwise."""
+def claim_checkpoint(spark: SparkSession, location: str, buckets: int, partitions: int) -> CheckpointLayout:
+    """Mark a checkpoint new to this job with its layout (`CheckpointLayout.text`: its bucket keys spread
+    over `partitions`, the shuffle partitions it starts with); refuse, in one line that says what to do, one
+    that Spark committed batches to with an older layout: of the job of one detection stage (before
+    2026-11-26), or of two stateful passes (until 2026-11-29), whose second pass's state this job would
+    not find (Spark would refuse the first in a Java stack trace, and could load the second's operators'
+    state into the wrong pass); and one whose keys are not `buckets`' (spark.state_buckets changed). A
+    checkpoint that committed nothing (a job that died in its first micro-batch) starts as a new one.
+    Returns the layout the checkpoint's stateful operator runs with: the one it was marked with."""
     root = location.rstrip("/")
     fs, marker = _on_hadoop(spark, f"{root}/{_LAYOUT_FILE}")
     if fs.exists(marker):
-        return "EventTime" if _read_text(spark, fs, marker) == _PASSES else "None"
+        layout = _layout_of(_read_text(spark, fs, marker), location)
+        if layout.bucket_keys is not None and len(layout.bucket_keys) != buckets:
+            raise ConfigError(f"the checkpoint's detection state has {len(layout.bucket_keys)} buckets but "
+                              f"spark.state_buckets is {buckets}: set it back to {len(layout.bucket_keys)}, "
+                              "or start a new checkpoint")
+        return layout
     if _committed(spark, root):
         older = ("two stateful detection passes" if _exists(spark, f"{root}/state/1")
                  else "one detection stage")
         raise ConfigError(f"the checkpoint {location} was written by a fleetwatch with {older}, which this one "
                           "cannot continue: move it aside (or set spark.checkpoint_dir to a new directory) and start "
                           "again; the open alerts are then resolved or fired again as the new state catches up")
+    layout = CheckpointLayout("None", spread_bucket_keys(buckets, partitions))
     stream = fs.create(marker, True)
     try:
-        stream.write(bytearray(CHECKPOINT_LAYOUT.encode()))
+        stream.write(bytearray(layout.text().encode()))
     finally:
         stream.close()
-    return "None"
+    return layout
+
+
+def _layout_of(text: str, location: str) -> CheckpointLayout:
+    if text == _PASSES:
+        return CheckpointLayout("EventTime", None)
+    if text == CHECKPOINT_LAYOUT:
+        return CheckpointLayout("None", None)
+    keys = text.removeprefix(CHECKPOINT_LAYOUT + _BUCKET_KEYS).removesuffix("\n").split(",")
+    if text.startswith(CHECKPOINT_LAYOUT + _BUCKET_KEYS) and text.endswith("\n") and all(k.isdigit() for k in keys):
+        return CheckpointLayout("None", tuple(int(key) for key in keys))
+    raise ConfigError(f"the checkpoint {location} has a detection state layout this fleetwatch does not know "
+                      f"(its {_LAYOUT_FILE} file): it was written by a newer one, or changed by hand")
 
 
 def _read_text(spark: SparkSession, fs: Any, path: Any) -> str:

@@ -28,14 +28,17 @@ OPERATOR_TIME_MODES = ("None", "EventTime")
 
 
 def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int, cap: int | None,
-                   time_mode: str = "None") -> DataFrame:
+                   time_mode: str = "None", bucket_keys: tuple[int, ...] | None = None) -> DataFrame:
     """The parse stage's rows (PARSED_SCHEMA: `read_parsed_telemetry`, `read_parsed_recording`, parsed
     with the same rules and buckets) -> OUTPUT_SCHEMA rows, the first pass's hand-offs among them (the
     sink runs the second pass over them: streaming.detect.SecondPass); `buckets`: spark.state_buckets; `cap`:
     spark.max_records_per_batch, the cap the source plans micro-batches with (None: none); `time_mode`:
-    one of OPERATOR_TIME_MODES, the checkpoint's (streaming.job.session.claim_checkpoint)."""
+    one of OPERATOR_TIME_MODES, and `bucket_keys`: the stateful operator's key of each bucket (None: the
+    bucket numbers themselves; bucket_keys.py), both the checkpoint's (streaming.job.session.claim_checkpoint)."""
     if time_mode not in OPERATOR_TIME_MODES:
         raise ValueError(f"time_mode must be one of {OPERATOR_TIME_MODES}, not {time_mode!r}")
+    if bucket_keys is not None and len(bucket_keys) != buckets:
+        raise ValueError(f"{len(bucket_keys)} bucket keys for {buckets} buckets")
     parsed = counting_messages(parsed)
     lateness = book.defaults.allowed_lateness_ms
     events = (
@@ -47,6 +50,9 @@ def build_pipeline(parsed: DataFrame, book: RuleBook, buckets: int, cap: int | N
         # its progress.
         .drop("event_time")
     )
+    if bucket_keys is not None:  # the parse stage's negative buckets are their own keys
+        key = F.element_at(F.array(*(F.lit(k) for k in bucket_keys)), F.col("bucket") + 1)
+        events = events.withColumn("bucket", F.when(F.col("bucket") >= 0, key).otherwise(F.col("bucket")).cast("int"))
     output = events.groupBy("bucket").transformWithStateInPandas(
         statefulProcessor=DetectorProcessor(book, buckets, cap),
         outputStructType=OUTPUT_SCHEMA,

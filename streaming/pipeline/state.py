@@ -43,6 +43,7 @@ from streaming.detect import (
     run_bucket,
     shard_of_handoff,
 )
+from streaming.pipeline.bucket_keys import bucket_of_key
 from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of
 from streaming.plumbing.cycles import no_cycle_collection
@@ -174,7 +175,7 @@ class DetectorProcessor(StatefulProcessor):
         pass
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-        (bucket,) = key
+        bucket = bucket_of_key(int(key[0]), self.buckets)  # (the key of a checkpoint of spread keys: bucket_keys.py)
         if bucket in (QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET):
             to_rows = _quarantine_rows if bucket == QUARANTINE_BUCKET else _source_clock_rows
             yield pd.DataFrame([row for frame in rows for row in to_rows(frame)], columns=_OUTPUT_COLUMNS)

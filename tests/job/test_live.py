@@ -38,7 +38,8 @@ from streaming.collect.simulate import FleetSpec, Simulation, write_events
 from streaming.config import ConfigError, RuleSettings
 from streaming.detect import detect
 from streaming.job import QUERY_NAME, checkpoint_path, replay_file, start_live_query
-from streaming.job.session import CHECKPOINT_LAYOUT, claim_checkpoint
+from streaming.job.session import CHECKPOINT_LAYOUT, CheckpointLayout, claim_checkpoint
+from streaming.pipeline import spread_bucket_keys
 from streaming.records import topics
 from streaming.records.contract import event_from_dict
 from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
@@ -229,6 +230,9 @@ def _kill_and_restart_onto_a_backlog(bootstrap: str, source: str, sim: Simulatio
             pipeline_progress.c.recorded_at >= restarted_ms, pipeline_progress.c.input_rows >= CAP - 3 * 5))
     assert capped >= 3, f"the restart read its backlog in {capped} capped micro-batches"
     assert _operator_time_modes(tmp_path / "checkpoint" / QUERY_NAME) == {time_mode}
+    if time_mode == "None":  # a new checkpoint: its buckets keyed as spread over its 2 shuffle partitions, throughout
+        layout = (tmp_path / "checkpoint" / QUERY_NAME / "fleetwatch-layout").read_text()
+        assert layout == CheckpointLayout("None", spread_bucket_keys(16, 2)).text()
 
 
 def _batches_read(store: Store) -> int:
@@ -236,8 +240,11 @@ def _batches_read(store: Store) -> int:
         return conn.scalar(select(func.coalesce(func.sum(pipeline_progress.c.input_rows), 0)))
 
 
-def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_config, bus, tmp_path):
-    # Shards map to buckets by count: state written with one count must not be read with another.
+@pytest.mark.parametrize("keyed_by", ["spread keys", "bucket numbers"])
+def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_config, bus, tmp_path, keyed_by):
+    # Shards map to buckets by count: state written with one count must not be read with another. A
+    # checkpoint of this version says so before its query starts (its layout holds a key per bucket); one
+    # of the versions up to 2026-12-01 (its buckets' numbers as keys) in its first batch, from the state.
     events = list(simulated_fleet(duration_ms=40_000).events())
     produce(bus.bootstrap, events[:len(events) // 2])
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
@@ -246,6 +253,10 @@ def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_con
         return test_config.model_copy(update={"spark": test_config.spark.model_copy(update={
             "checkpoint_dir": str(tmp_path / "checkpoint"), "trigger_ms": 500, "state_buckets": buckets})})
 
+    if keyed_by == "bucket numbers":
+        location = tmp_path / "checkpoint" / QUERY_NAME
+        location.mkdir(parents=True)
+        (location / "fleetwatch-layout").write_text(CHECKPOINT_LAYOUT)
     job = start_live_query(spark, config(8), bus.bootstrap, store)
     query, recorder = job.query, job.recorder
     try:
@@ -254,6 +265,12 @@ def test_a_changed_bucket_count_stops_the_job_with_a_clear_error(spark, test_con
         job.stop()
         spark.streams.removeListener(recorder)
     produce(bus.bootstrap, events[len(events) // 2:])
+    if keyed_by == "spread keys":
+        with pytest.raises(ConfigError, match=r"^the checkpoint's detection state has 8 buckets but "
+                                              r"spark\.state_buckets is 4: set it back to 8"):
+            start_live_query(spark, config(4), bus.bootstrap, store)
+        assert spark.streams.active == []
+        return
     job = start_live_query(spark, config(4), bus.bootstrap, store)
     query, recorder = job.query, job.recorder
     try:
@@ -315,10 +332,11 @@ def test_a_checkpoint_of_an_older_layout_is_refused_in_one_line(spark, test_conf
     # load) committed nothing: its checkpoint is claimed as a new one, once and for all.
     crashed = tmp_path / "crashed"
     shutil.copytree(location, crashed, ignore=shutil.ignore_patterns("commits"))
-    claim_checkpoint(spark, str(crashed))
-    assert (crashed / "fleetwatch-layout").read_text() == CHECKPOINT_LAYOUT
+    layout = claim_checkpoint(spark, str(crashed), 16, 2)
+    assert layout == CheckpointLayout("None", spread_bucket_keys(16, 2))
+    assert (crashed / "fleetwatch-layout").read_text() == layout.text()
     shutil.copytree(Path(location) / "commits", crashed / "commits")
-    claim_checkpoint(spark, str(crashed))  # its own layout now: continued
+    assert claim_checkpoint(spark, str(crashed), 16, 2) == layout  # its own layout now: continued
 
 
 def _live_fleet(now_ms: int) -> list[tuple[str, dict]]:
