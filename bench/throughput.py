@@ -80,8 +80,8 @@ from streaming.bus import EmbeddedBus
 from streaming.collect.simulate import FAULT_KINDS, FleetSpec, Simulation, produce_live, write_events
 from streaming.config import FleetwatchConfig
 from streaming.detect import SecondPass
-from streaming.job import QUERY_NAME, spark_session, start_live_query, stop_gracefully
-from streaming.pipeline import build_pipeline, counting_messages, read_parsed_telemetry, spread_bucket_keys
+from streaming.job import QUERY_NAME, CheckpointLayout, spark_session, start_live_query, stop_gracefully
+from streaming.pipeline import build_pipeline, counting_messages, read_parsed_telemetry
 from streaming.records import topics
 from streaming.sinks import BatchWriter
 from streaming.source import PYTHON_SOURCE, SPARK_SOURCE
@@ -149,9 +149,10 @@ def _backlog_phases(spark: SparkSession, config: FleetwatchConfig, result: Fleet
         store = Store(f"sqlite:///{workdir / 'backlog.db'}")
         cpu_before = rss.cpu_s()
         telemetry = parsed_read(spark, config, bus.bootstrap)
-        keys = spread_bucket_keys(config.spark.state_buckets, config.spark.shuffle_partitions)  # as a new checkpoint's
+        layout = CheckpointLayout.new(config.spark.state_buckets, config.spark.shuffle_partitions)
         query = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets,
-                                config.spark.max_records_per_batch, bucket_keys=keys).writeStream.queryName("full")
+                                config.spark.max_records_per_batch, layout.time_mode, layout.bucket_keys)
+                 .writeStream.queryName("full")
                  .foreachBatch(BatchWriter(store, second_pass=SecondPass(config.rule_book())))
                  .option("checkpointLocation", str(workdir / "cp-full"))
                  .trigger(processingTime=f"{config.spark.trigger_ms} milliseconds").start())

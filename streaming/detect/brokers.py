@@ -153,8 +153,7 @@ class BrokerTracker:
         return self._deadlines(rules, incidents)[0]
 
     def earliest(self, rules: RuleSettings, incidents: Incidents) -> float:
-        """The earliest of `deadlines` (inf: none), as the last look found it while it holds, else looked at again
-        and kept: the engine asks at each wake-up and before it stores the shard; `advance_to` starts from it."""
+        """`Tracker.earliest`, as the last look found it while that holds, else looked at again and kept."""
         if self._quiet_rules is rules and self._quiet_until is not None:
             return self._quiet_until
         pending, held = self._deadlines(rules, incidents)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,9 @@ class ClusterTracker:
         if (FLAPPING, self.subject) in firing and len(self.changes) >= rules.controller_flap_threshold:
             out.append(self.changes[-rules.controller_flap_threshold] + rules.controller_flap_window_ms)
         return out
+
+    def earliest(self, rules: RuleSettings, incidents: Incidents) -> float:
+        return min(self.deadlines(rules, incidents), default=math.inf)  # (a few deadlines: looked at each time)
 
     def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
         if self.none_since is not None and now == self.none_since + rules.controller_window_ms:

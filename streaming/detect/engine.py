@@ -157,15 +157,9 @@ class ShardEngine(CollectorEvents, QuorumEvents, Forgettable):
             trackers.append((self.observers, rules))
         return trackers
 
-    def _earliest(self, tracker: Tracker, rules: RuleSettings) -> float:
-        """A tracker's earliest deadline (inf: none). A broker keeps it while nothing it reads changes
-        (`BrokerTracker.earliest`): of the dozen brokers of a shard, an event touches one or two."""
-        if tracker.__class__ is BrokerTracker:
-            return tracker.earliest(rules, self.incidents)  # type: ignore[attr-defined]
-        return min(tracker.deadlines(rules, self.incidents), default=math.inf)
-
     def _rule_deadline(self, book: RuleBook) -> int | None:
-        due = min((self._earliest(tracker, rules) for tracker, rules in self._trackers(book)), default=math.inf)
+        inc = self.incidents
+        due = min((tracker.earliest(rules, inc) for tracker, rules in self._trackers(book)), default=math.inf)
         return None if due == math.inf else int(due)
 
     def advance(self, watermark: int, book: RuleBook) -> ShardOutput:
@@ -182,7 +176,7 @@ class ShardEngine(CollectorEvents, QuorumEvents, Forgettable):
             done = due
             for tracker, rules in self._trackers(book):
                 # (`due` is the earliest of every tracker's: one of them that has it has it as its earliest.)
-                if self._earliest(tracker, rules) == due:
+                if tracker.earliest(rules, self.incidents) == due:
                     tracker.on_time(due, rules, self.incidents, out)
                     if isinstance(tracker, BrokerTracker):  # the others' rows are written at their events
                         result.brokers.append(tracker.snapshot())

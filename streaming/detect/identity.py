@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,9 @@ class TargetTracker:
         if self.failing_since is not None and not incidents.is_firing(UNREACHABLE, self.subject):
             return [self.failing_since + rules.unreachable_ms]
         return []
+
+    def earliest(self, rules: RuleSettings, incidents: Incidents) -> float:
+        return min(self.deadlines(rules, incidents), default=math.inf)  # (a few deadlines: looked at each time)
 
     def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
         window = rules.unreachable_ms

@@ -22,6 +22,7 @@ lets detection tell the two apart (README.md, "Collectors: rounds, gaps, leaving
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,9 @@ class ClusterObservers:
 
     def deadlines(self, rules: RuleSettings, incidents: Incidents) -> list[int]:
         return [o.last_round + rules.session_timeout_ms for o in self.rounds.values() if not o.silent]
+
+    def earliest(self, rules: RuleSettings, incidents: Incidents) -> float:
+        return min(self.deadlines(rules, incidents), default=math.inf)  # (a few deadlines: looked at each time)
 
     def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:
         for (source, target), o in self.rounds.items():

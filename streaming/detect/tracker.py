@@ -2,7 +2,7 @@
 
 A tracker (`BrokerTracker`, `ClusterTracker`, `TargetTracker`) keeps what its rules know about
 one subject and says when a condition changes with no event needed. The engine drives them all
-alike between events: it asks each for its deadlines, fires the earliest with `on_time`, and
+alike between events: it asks each for its `earliest` deadline, fires it with `on_time`, and
 before applying an event at `now` brings the event's trackers up to it with `advance_to`. Each
 tracker's events have their own handlers (`on_heartbeat`, `on_response`, ...), called by the
 engine that knows which events a tracker hears.
@@ -29,6 +29,11 @@ class Tracker(Protocol):
 
     def deadlines(self, rules: RuleSettings, incidents: Incidents) -> list[int]:
         """Moments at which a condition of this subject changes with no event needed."""
+        ...
+
+    def earliest(self, rules: RuleSettings, incidents: Incidents) -> float:
+        """The earliest of `deadlines` (inf: none): the engine asks it at each wake-up and before it stores
+        the shard, so a tracker of many deadlines may keep it while nothing it reads changes."""
         ...
 
     def on_time(self, now: int, rules: RuleSettings, incidents: Incidents, out: Emitter) -> None:

@@ -14,7 +14,8 @@ benches and tests:
 - `start_live_query(spark, config, bus, store, publisher, stop)` -> `RunningQuery` (`.query`,
   `.recorder`; `run_until(stop, finished)`, then `stop()`): the live job's query in a session of
   one's own; `stop_gracefully`, `open_store`, `QUERY_NAME`.
-- `spark_session(config)`, `context_settings(config)`; `checkpoint_path`, `checkpoint_id`.
+- `spark_session(config)`, `context_settings(config)`; `checkpoint_path`, `checkpoint_id`;
+  `CheckpointLayout` (`.new(buckets, partitions)`: what a new checkpoint's stateful operator runs with).
 - `ProgressRecorder`: each micro-batch's progress, into the store and for the runners.
 - `Console`, `open_console`, `JobView`: what `run` and `demo` show a person at a terminal.
 
@@ -44,11 +45,12 @@ if TYPE_CHECKING:
     from streaming.job.recorded import Recording
     from streaming.job.replay import ReplaySummary, replay_file
     from streaming.job.run import RunOptions, run_job
-    from streaming.job.session import checkpoint_id, checkpoint_path, context_settings, spark_session
+    from streaming.job.session import CheckpointLayout, checkpoint_id, checkpoint_path, context_settings, spark_session
     from streaming.job.supervise import query_failure_line
 
 __all__ = [
     "QUERY_NAME",
+    "CheckpointLayout",
     "Companions",
     "Console",
     "JobCoordinator",
@@ -89,7 +91,8 @@ _HOME = {
     "Recording": "recorded",
     **dict.fromkeys(("ReplaySummary", "replay_file"), "replay"),
     **dict.fromkeys(("RunOptions", "run_job"), "run"),
-    **dict.fromkeys(("checkpoint_id", "checkpoint_path", "context_settings", "spark_session"), "session"),
+    **dict.fromkeys(("CheckpointLayout", "checkpoint_id", "checkpoint_path", "context_settings", "spark_session"),
+                    "session"),
     "query_failure_line": "supervise",
 }
 

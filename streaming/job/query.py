@@ -21,7 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streaming.config import FleetwatchConfig
 from streaming.job.progress import ProgressRecorder, QueryStats
 from streaming.job.session import CheckpointLayout
-from streaming.pipeline import build_pipeline, spread_bucket_keys
+from streaming.pipeline import build_pipeline
 from streaming.plumbing.cycles import freeze_long_lived
 from streaming.store import Store
 
@@ -92,8 +92,7 @@ def start_query(spark: SparkSession, config: FleetwatchConfig, telemetry: DataFr
         recorder = ProgressRecorder(store)
         spark.streams.addListener(recorder)
     if layout is None:
-        layout = CheckpointLayout("None", spread_bucket_keys(config.spark.state_buckets,
-                                                             config.spark.shuffle_partitions))
+        layout = CheckpointLayout.new(config.spark.state_buckets, config.spark.shuffle_partitions)
     stream = (build_pipeline(telemetry, config.rule_book(), config.spark.state_buckets,
                              config.spark.max_records_per_batch, layout.time_mode,
                              layout.bucket_keys).writeStream.queryName(name)

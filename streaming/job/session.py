@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from streaming.config import ConfigError, FleetwatchConfig
 from streaming.job.prepared import class_archive
-from streaming.pipeline import spread_bucket_keys
+from streaming.pipeline import bucket_count_changed, spread_bucket_keys
 from streaming.plumbing.jars import connector_jars
 
 __all__ = ["CHECKPOINT_LAYOUT", "CheckpointLayout", "checkpoint_id", "checkpoint_path", "claim_checkpoint",
@@ -49,6 +49,11 @@ class CheckpointLayout:
 
     time_mode: str
     bucket_keys: tuple[int, ...] | None
+
+    @classmethod
+    def new(cls, buckets: int, partitions: int) -> CheckpointLayout:
+        """A new checkpoint's: its buckets' keys spread over the shuffle `partitions` it starts with."""
+        return cls("None", spread_bucket_keys(buckets, partitions))
 
     def text(self) -> str:
         """The layout file's text (only this job's own layout: time mode None)."""
@@ -200,9 +205,7 @@ def claim_checkpoint(spark: SparkSession, location: str, buckets: int, partition
     if fs.exists(marker):
         layout = _layout_of(_read_text(spark, fs, marker), location)
         if layout.bucket_keys is not None and len(layout.bucket_keys) != buckets:
-            raise ConfigError(f"the checkpoint's detection state has {len(layout.bucket_keys)} buckets but "
-                              f"spark.state_buckets is {buckets}: set it back to {len(layout.bucket_keys)}, "
-                              "or start a new checkpoint")
+            raise ConfigError(bucket_count_changed(len(layout.bucket_keys), buckets))
         return layout
     if _committed(spark, root):
         older = ("two stateful detection passes" if _exists(spark, f"{root}/state/1")
@@ -210,7 +213,7 @@ def claim_checkpoint(spark: SparkSession, location: str, buckets: int, partition
         raise ConfigError(f"the checkpoint {location} was written by a fleetwatch with {older}, which this one "
                           "cannot continue: move it aside (or set spark.checkpoint_dir to a new directory) and start "
                           "again; the open alerts are then resolved or fired again as the new state catches up")
-    layout = CheckpointLayout("None", spread_bucket_keys(buckets, partitions))
+    layout = CheckpointLayout.new(buckets, partitions)
     stream = fs.create(marker, True)
     try:
         stream.write(bytearray(layout.text().encode()))

@@ -64,7 +64,7 @@ NOT_RESTARTABLE = (
     "STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE",
     "STATE_STORE_VALUE_SCHEMA_EVOLUTION_THRESHOLD_EXCEEDED",
     "STDS_MIXED_CHECKPOINT_FORMAT_VERSIONS_NOT_SUPPORTED",
-    "buckets but spark.state_buckets is",  # streaming/pipeline/state.py
+    "buckets but spark.state_buckets is",  # streaming/pipeline/bucket_keys.py: bucket_count_changed
     # bus.fail_on_data_loss asked the query to stop when the bus deleted what it had not read: a
     # restart would start at the same lost offsets.
     "KAFKA_DATA_LOSS",

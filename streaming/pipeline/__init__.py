@@ -10,6 +10,7 @@ Its door, for the job that starts it (streaming.job), the Spark daemon, the benc
   `time_mode`: Spark's, of the stateful operator, "None" but in a checkpoint written in "EventTime";
   `bucket_keys`: the operator's key of each bucket, a new checkpoint's `spread_bucket_keys(buckets,
   partitions)` (one shuffle partition runs as many buckets as the next), None in one of older versions;
+  `bucket_count_changed(stored, configured)`: the line that refuses a checkpoint of other buckets;
 - `parse_stage(raw, book, buckets)` alone, `counting_messages(parsed)`; `bucket_of(shard, buckets)`;
 - for the job's passes without Spark (streaming/workshop/passes.py): `parse_chunk(settings, ...)` with its
   `ParseSettings`, the stateful operator's `DetectorProcessor`.
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 from streaming.plumbing.lazy_names import load_on_first_use
 
 if TYPE_CHECKING:
-    from streaming.pipeline.bucket_keys import spread_bucket_keys
+    from streaming.pipeline.bucket_keys import bucket_count_changed, spread_bucket_keys
     from streaming.pipeline.graph import DETECTION_WATERMARK, build_pipeline
     from streaming.pipeline.parse import ParseSettings, bucket_of, counting_messages, parse_chunk, parse_stage
     from streaming.pipeline.parsing_reader import (
@@ -44,11 +45,11 @@ if TYPE_CHECKING:
     from streaming.pipeline.state import OUTPUT_SCHEMA, DetectorProcessor
 
 __all__ = ["DETECTION_WATERMARK", "OUTPUT_SCHEMA", "DetectorProcessor", "ParseSettings", "ParsingJsonlSource",
-           "ParsingKafkaDataSource", "bucket_of", "build_pipeline", "counting_messages", "parse_chunk", "parse_stage",
-           "read_parsed_recording", "read_parsed_telemetry", "spread_bucket_keys"]
+           "ParsingKafkaDataSource", "bucket_count_changed", "bucket_of", "build_pipeline", "counting_messages",
+           "parse_chunk", "parse_stage", "read_parsed_recording", "read_parsed_telemetry", "spread_bucket_keys"]
 
 _HOME = {
-    "spread_bucket_keys": "bucket_keys",
+    **dict.fromkeys(("bucket_count_changed", "spread_bucket_keys"), "bucket_keys"),
     **dict.fromkeys(("DETECTION_WATERMARK", "build_pipeline"), "graph"),
     **dict.fromkeys(("ParseSettings", "bucket_of", "counting_messages", "parse_chunk", "parse_stage"), "parse"),
     **dict.fromkeys(("OUTPUT_SCHEMA", "DetectorProcessor"), "state"),

@@ -14,7 +14,7 @@ buckets (quarantine, source clocks) are their own keys.
 
 from __future__ import annotations
 
-__all__ = ["bucket_of_key", "shuffle_partition_of", "spread_bucket_keys"]
+__all__ = ["bucket_count_changed", "bucket_of_key", "shuffle_partition_of", "spread_bucket_keys"]
 
 _SPARK_HASH_SEED = 42  # Murmur3Hash's default, which HashPartitioning uses
 
@@ -50,6 +50,13 @@ def spread_bucket_keys(buckets: int, partitions: int) -> tuple[int, ...]:
             key += buckets  # (about `partitions` tries: the hash spreads evenly)
         keys.append(key)
     return tuple(keys)
+
+
+def bucket_count_changed(stored: int, configured: int) -> str:
+    """The one line that refuses a checkpoint of `stored` buckets under spark.state_buckets `configured`,
+    at the job's start (a checkpoint that records its keys) or at its first batch (one that does not)."""
+    return (f"the checkpoint's detection state has {stored} buckets but spark.state_buckets is {configured}: "
+            f"set it back to {stored}, or start a new checkpoint")
 
 
 def bucket_of_key(key: int, buckets: int) -> int:

@@ -43,7 +43,7 @@ from streaming.detect import (
     run_bucket,
     shard_of_handoff,
 )
-from streaming.pipeline.bucket_keys import bucket_of_key
+from streaming.pipeline.bucket_keys import bucket_count_changed, bucket_of_key
 from streaming.pipeline.packing import unpack
 from streaming.pipeline.parse import QUARANTINE_BUCKET, SOURCE_CLOCK_BUCKET, bucket_of
 from streaming.plumbing.cycles import no_cycle_collection
@@ -142,8 +142,7 @@ class DetectorProcessor(StatefulProcessor):
             return _Bucket()
         engines, timer, buckets = stored
         if buckets != self.buckets:
-            raise RuntimeError(f"the checkpoint's detection state has {buckets} buckets but spark.state_buckets "
-                               f"is {self.buckets}: set it back to {buckets}, or start a new checkpoint")
+            raise RuntimeError(bucket_count_changed(buckets, self.buckets))
         loaded: BucketEngines = pickle.loads(engines)
         positions, clock, held = (loaded.pop(name, None) for name in (_POSITIONS, _CLOCK, _HELD))
         return _Bucket(True, loaded, timer, ReadPositions(None if positions is None else pickle.loads(positions[1])),

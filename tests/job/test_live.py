@@ -39,7 +39,6 @@ from streaming.config import ConfigError, RuleSettings
 from streaming.detect import detect
 from streaming.job import QUERY_NAME, checkpoint_path, replay_file, start_live_query
 from streaming.job.session import CHECKPOINT_LAYOUT, CheckpointLayout, claim_checkpoint
-from streaming.pipeline import spread_bucket_keys
 from streaming.records import topics
 from streaming.records.contract import event_from_dict
 from streaming.store import Store, alert_history, alerts, outbox, pipeline_progress, quarantine
@@ -232,7 +231,7 @@ def _kill_and_restart_onto_a_backlog(bootstrap: str, source: str, sim: Simulatio
     assert _operator_time_modes(tmp_path / "checkpoint" / QUERY_NAME) == {time_mode}
     if time_mode == "None":  # a new checkpoint: its buckets keyed as spread over its 2 shuffle partitions, throughout
         layout = (tmp_path / "checkpoint" / QUERY_NAME / "fleetwatch-layout").read_text()
-        assert layout == CheckpointLayout("None", spread_bucket_keys(16, 2)).text()
+        assert layout == CheckpointLayout.new(16, 2).text()
 
 
 def _batches_read(store: Store) -> int:
@@ -333,7 +332,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_in_one_line(spark, test_conf
     crashed = tmp_path / "crashed"
     shutil.copytree(location, crashed, ignore=shutil.ignore_patterns("commits"))
     layout = claim_checkpoint(spark, str(crashed), 16, 2)
-    assert layout == CheckpointLayout("None", spread_bucket_keys(16, 2))
+    assert layout == CheckpointLayout.new(16, 2)
     assert (crashed / "fleetwatch-layout").read_text() == layout.text()
     shutil.copytree(Path(location) / "commits", crashed / "commits")
     assert claim_checkpoint(spark, str(crashed), 16, 2) == layout  # its own layout now: continued
