@@ -44,6 +44,7 @@ def _step(engines: BucketEngines, shard: str, items: list[tuple[Position, Any]] 
         engines.pop(shard, None)  # quiet for longer than the state TTL, nothing open
     else:
         engines[shard] = (engine.next_deadline(book), dump_engine(engine))
+    engine.release()
     return out
 
 

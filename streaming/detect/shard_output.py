@@ -51,6 +51,9 @@ class Forgettable:
             return None
         return self.last_event_ms + book.defaults.state_ttl_ms
 
+    def release(self) -> None:
+        """Cut what ties the shard's objects back to it, once it is stored or dropped (see `ShardEngine`'s)."""
+
     def forgotten(self, watermark: int, book: RuleBook) -> bool:
         """Quiet for longer than the state TTL with nothing open: the job drops the shard's state.
         (An event after that starts it anew, exactly as `process` starts a shard over.)"""

@@ -4,6 +4,7 @@ refused with what to do."""
 
 from __future__ import annotations
 
+import gc
 import pickle
 from typing import Any
 
@@ -12,6 +13,7 @@ from support.rule_events import C, D, bk, boot, enumerate_positions, hb, later, 
 
 from streaming.config import RuleBook
 from streaming.detect import (
+    NEVER_LATE,
     STATE_FORMAT_VERSION,
     HolderShard,
     ShardEngine,
@@ -19,6 +21,7 @@ from streaming.detect import (
     dump_engine,
     engine_for,
     load_engine,
+    run_bucket,
     shard_of_handoff,
 )
 from streaming.detect.misroutes import Advert
@@ -95,3 +98,24 @@ def test_a_state_written_before_the_records_moved_reads_in_their_new_home():
     with pytest.raises(ModuleNotFoundError):
         pickle.loads(old[5:])
     assert held(load_engine(old)) == held(engine)
+
+
+def test_an_engine_its_bucket_ran_and_stored_is_freed_without_the_cycle_collector():
+    """A bucket loads and stores every engine it runs, a thousand per micro-batch at 1,000 clusters: each
+    goes as soon as the bucket lets go of it (reference counting), not when Python's cycle collector next
+    walks the process (the first pass's workers run it paused: streaming/pipeline/state.py)."""
+    book = RuleBook()
+    shard = "cluster:" + C
+    batches = [[boot(0, "pay", C, "b1:9092", [bk(1, "b1:9092"), bk(2, "b2:9092")]), hb(t(1), 1), hb(t(1), 2)],
+               [hb(t(3), 1), hb(t(3), 2), boot(4, "pay", C, "b1:9092", [bk(1, "b1:9092"), bk(2, "b2:9092")])]]
+    engines: dict = {}
+    gc.collect()
+    gc.disable()
+    try:
+        for events in batches:  # a new engine, then one loaded from its stored state
+            run_bucket(engines, {shard: enumerate_positions(events)}, NEVER_LATE, NEVER_LATE, book)
+        left = [o for o in gc.get_objects() if isinstance(o, ShardEngine)]
+    finally:
+        gc.enable()
+    assert shard in engines
+    assert left == []
